@@ -1,0 +1,3 @@
+from torchpact.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,218 @@
+"""Command line: argument parsing, reporter choice and exit codes; nothing else.
+
+Exit codes: 0 no finding at or above ``--fail-on``; 1 findings at or above it; 2 usage error or bad
+input to torchpact itself.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from torchpact.config import Config, ConfigError, find_pyproject, load_config, parse_version
+from torchpact.findings import Finding, Severity
+
+EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+FORMAT_CHOICES = ("text", "json", "sarif", "github")
+
+
+class UsageError(Exception):
+    """Bad arguments or input to torchpact itself: one line on stderr, exit 2."""
+
+
+def _add_output_options(p: argparse.ArgumentParser, default_fail_on: str) -> None:
+    p.add_argument("--format", choices=FORMAT_CHOICES, default="text", help="report format (default: text)")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    p.add_argument("--fail-on", choices=[s.value for s in Severity], default=default_fail_on,
+                   help=f"exit 1 when a finding is at or above this severity (default: {default_fail_on})")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from torchpact import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="torchpact", description="Catches the bugs PyTorch does not tell you about.")
+    parser.add_argument("--version", action="version", version=f"torchpact {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    lint = sub.add_parser("lint", help="static checks of PyTorch code (never imports torch)")
+    lint.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: .)")
+    lint.add_argument("--select", metavar="CODES", help="comma-separated codes, prefixes or categories to run")
+    lint.add_argument("--ignore", metavar="CODES", help="comma-separated codes, prefixes or categories to skip")
+    lint.add_argument("--fix", action="store_true", help="apply safe fixes in place")
+    lint.add_argument("--diff", action="store_true", help="print the safe fixes as a diff; change nothing")
+    lint.add_argument("--config", metavar="PYPROJECT", help="pyproject.toml to read [tool.torchpact] from")
+    lint.add_argument("--min-torch", metavar="X.Y", help="oldest torch the code must support")
+    lint.add_argument("--jobs", "-j", type=int, default=None, help="parallel processes (default: all cores)")
+    _add_output_options(lint, "warning")
+
+    rule = sub.add_parser("rule", help="show a rule's documentation")
+    rule.add_argument("code", metavar="TPnnn")
+    sub.add_parser("rules", help="list every rule")
+
+    demo = sub.add_parser("demo", help="lint the bundled examples and show what torchpact finds")
+    demo.add_argument("path", nargs="?", help="examples folder (default: the bundled one)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "lint":
+            return cmd_lint(args)
+        if args.command == "rule":
+            return cmd_rule(args)
+        if args.command == "rules":
+            return cmd_rules()
+        if args.command == "demo":
+            return cmd_demo(args)
+        parser.print_help()
+        return EXIT_USAGE
+    except (UsageError, ConfigError) as exc:
+        print(f"torchpact: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("torchpact: interrupted", file=sys.stderr)
+        return 130
+
+
+def _split(value: str | None) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()] if value else []
+
+
+def lint_config(args: argparse.Namespace) -> Config:
+    if args.config:
+        if not os.path.isfile(args.config):
+            raise UsageError(f"config file not found: {args.config}")
+        config = load_config(Path(args.config))
+    else:
+        first = args.paths[0] if args.paths else "."
+        config = load_config(find_pyproject(Path(first)) if os.path.exists(first) else None)
+    if args.select:
+        config.select = _split(args.select)
+    if args.ignore:
+        config.ignore = config.ignore + _split(args.ignore)
+    if args.min_torch:
+        config.min_torch = parse_version(args.min_torch)
+        if config.min_torch is None:
+            raise UsageError(f"--min-torch must look like 2.4, not {args.min_torch!r}")
+    return config
+
+
+def rule_table() -> list[dict[str, Any]]:
+    """Rule metadata for reporters (SARIF's rule table)."""
+    from torchpact.lint.docs import rule_markdown
+    from torchpact.lint.registry import all_rules
+
+    return [{"code": r.code, "name": r.name(), "summary": r.summary(), "category": r.category.value,
+             "severity": r.severity.value, "help": rule_markdown(r)} for r in all_rules()]
+
+
+def emit(text: str, output: str | None) -> None:
+    if output:
+        try:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise UsageError(f"cannot write {output}: {exc.strerror or exc}") from None
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def exit_code(findings: list[Finding], fail_on: str) -> int:
+    threshold = Severity(fail_on)
+    return EXIT_FINDINGS if any(f.severity >= threshold for f in findings) else EXIT_OK
+
+
+def cmd_lint(args: argparse.Namespace) -> int:
+    from torchpact.lint import lint_paths
+    from torchpact.report import render
+    from torchpact.report.text import use_color
+
+    for p in args.paths:
+        if not os.path.lexists(p):
+            raise UsageError(f"no such file or folder: {p}")
+    config = lint_config(args)
+    result = lint_paths(args.paths or ["."], config, fix=args.fix or args.diff, jobs=args.jobs,
+                        write=not args.diff)
+    if args.diff:
+        changed = 0
+        for r in result.files:
+            if r.fixed is not None and r.original is not None:
+                changed += 1
+                sys.stdout.writelines(difflib.unified_diff(
+                    r.original.splitlines(keepends=True), r.fixed.splitlines(keepends=True),
+                    fromfile=f"a/{r.path}", tofile=f"b/{r.path}"))
+        print(f"{changed} file{'s' * (changed != 1)} would be fixed", file=sys.stderr)
+        return EXIT_FINDINGS if changed else EXIT_OK
+    findings = result.findings
+    meta: dict[str, Any] = {
+        "command": "lint " + " ".join(args.paths or ["."]),
+        "torch": None,
+        "summary": {"files": len(result.files), "lines": result.lines,
+                    "seconds": round(result.seconds, 3), "fixes_applied": result.fixes_applied},
+        "fixed": args.fix,
+        "color": args.format == "text" and not args.output and use_color(),
+    }
+    if args.format == "sarif":
+        meta["rules"] = rule_table()
+    if args.format == "text":
+        foot = f"{len(result.files)} files, {result.lines} lines in {result.seconds:.2f}s"
+        if args.fix:
+            foot += f"; {result.fixes_applied} fixes applied"
+        meta["footer"] = [foot]
+    emit(render(args.format, findings, meta), args.output)
+    return exit_code(findings, args.fail_on)
+
+
+def cmd_rule(args: argparse.Namespace) -> int:
+    from torchpact.lint.docs import rule_markdown, special_codes
+    from torchpact.lint.registry import rule_by_code
+
+    rule = rule_by_code(args.code)
+    if rule is None:
+        special = special_codes().get(args.code.upper())
+        if special is None:
+            raise UsageError(f"no rule {args.code}; `torchpact rules` lists them")
+        print(special)
+        return EXIT_OK
+    print(rule_markdown(rule))
+    return EXIT_OK
+
+
+def cmd_rules() -> int:
+    from torchpact.lint.registry import all_rules
+
+    for r in all_rules():
+        fix = "fix" if r.fixable else "   "
+        print(f"{r.code}  {r.severity.value:<7}  {r.category.value:<11}  {fix}  {r.name():<34} {r.summary()}")
+    return EXIT_OK
+
+
+def bundled_examples() -> Path | None:
+    here = Path(__file__).resolve()
+    for candidate in (here.parents[2] / "examples", Path.cwd() / "examples"):
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    folder = Path(args.path) if args.path else bundled_examples()
+    if folder is None or not folder.is_dir():
+        raise UsageError("bundled examples not found; pass the examples folder: torchpact demo PATH")
+    rel = os.path.relpath(folder)
+    print(f"== torchpact lint {rel}\n", flush=True)
+    code = main(["lint", str(rel)])
+    print("\n(the demo's examples carry these bugs on purpose: every finding above is expected)")
+    return EXIT_OK if code in (EXIT_OK, EXIT_FINDINGS) else code
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

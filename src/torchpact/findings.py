@@ -1,0 +1,158 @@
+"""The one shape every torchpact finding has, whatever produced it.
+
+Stdlib only, imports nothing of torchpact: lint, the runtime watchers, the export audit and every
+reporter share these types.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+
+class Severity(str, enum.Enum):
+    """How bad a finding is; ordered info < warning < error."""
+
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+    @property
+    def rank(self) -> int:
+        return _SEVERITY_RANK[self]
+
+    def __ge__(self, other: object) -> bool:  # type: ignore[override]
+        if not isinstance(other, Severity):
+            return NotImplemented
+        return self.rank >= other.rank
+
+    def __gt__(self, other: object) -> bool:  # type: ignore[override]
+        if not isinstance(other, Severity):
+            return NotImplemented
+        return self.rank > other.rank
+
+    def __le__(self, other: object) -> bool:  # type: ignore[override]
+        if not isinstance(other, Severity):
+            return NotImplemented
+        return self.rank <= other.rank
+
+    def __lt__(self, other: object) -> bool:  # type: ignore[override]
+        if not isinstance(other, Severity):
+            return NotImplemented
+        return self.rank < other.rank
+
+
+_SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
+
+
+class Category(str, enum.Enum):
+    """What a finding is about. ``INPUT`` is for files or targets torchpact could not read."""
+
+    MEMORY = "memory"
+    AUTOGRAD = "autograd"
+    NUMERICS = "numerics"
+    TRAINING = "training"
+    DATA = "data"
+    DISTRIBUTED = "distributed"
+    EXPORT = "export"
+    COMPILE = "compile"
+    PERFORMANCE = "performance"
+    SECURITY = "security"
+    INPUT = "input"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem, located as precisely as its source allows.
+
+    ``line``/``column`` are 1-based (as editors and SARIF count). ``cell`` is the 1-based code cell of
+    a Jupyter notebook, where ``line`` then counts inside that cell. ``rank``/``step`` are set by the
+    runtime watchers.
+    """
+
+    code: str
+    category: Category
+    severity: Severity
+    message: str
+    path: str | None = None
+    line: int | None = None
+    column: int | None = None
+    end_line: int | None = None
+    end_column: int | None = None
+    subject: str | None = None
+    fix: str | None = None
+    rank: int | None = None
+    step: int | None = None
+    cell: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of the report contract (enum values as plain strings)."""
+        data = asdict(self)
+        data["category"] = self.category.value
+        data["severity"] = self.severity.value
+        if not data["extra"]:
+            del data["extra"]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Finding":
+        """Inverse of :meth:`to_dict`; unknown keys go to ``extra``."""
+        known = {f for f in cls.__dataclass_fields__}
+        kwargs = {k: v for k, v in data.items() if k in known and k != "extra"}
+        extra = dict(data.get("extra") or {})
+        extra.update({k: v for k, v in data.items() if k not in known})
+        kwargs["category"] = Category(kwargs["category"])
+        kwargs["severity"] = Severity(kwargs["severity"])
+        return cls(**kwargs, extra=extra)
+
+    def with_severity(self, severity: Severity) -> "Finding":
+        return replace(self, severity=severity)
+
+    def sort_key(self) -> tuple:
+        return (
+            self.path or "",
+            self.cell or 0,
+            self.line or 0,
+            self.column or 0,
+            self.code,
+            self.rank if self.rank is not None else -1,
+            self.step if self.step is not None else -1,
+        )
+
+
+INPUT_CODE = "TP001"
+"""The code of every ``input`` finding: a file or target torchpact could not read, parse or load."""
+
+
+def input_finding(path: str | None, message: str, line: int | None = None,
+                  column: int | None = None, fix: str | None = None) -> Finding:
+    """A finding for input torchpact could not handle; the rest of the work goes on."""
+    return Finding(
+        code=INPUT_CODE,
+        category=Category.INPUT,
+        severity=Severity.ERROR,
+        message=message,
+        path=path,
+        line=line,
+        column=column,
+        fix=fix,
+    )
+
+
+def summarize(findings: list[Finding]) -> dict[str, Any]:
+    """Counts by severity, by code and by category, for report summaries."""
+    by_severity = {s.value: 0 for s in Severity}
+    by_code: dict[str, int] = {}
+    by_category: dict[str, int] = {}
+    for f in findings:
+        by_severity[f.severity.value] += 1
+        by_code[f.code] = by_code.get(f.code, 0) + 1
+        by_category[f.category.value] = by_category.get(f.category.value, 0) + 1
+    return {
+        "total": len(findings),
+        "by_severity": by_severity,
+        "by_code": dict(sorted(by_code.items())),
+        "by_category": dict(sorted(by_category.items())),
+    }

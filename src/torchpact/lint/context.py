@@ -1,0 +1,680 @@
+"""What lint knows about one file: imports, parents, scopes and a light local dataflow.
+
+Built once per file and shared by every rule, read-only. Everything is computed lazily, so a rule
+that never asks about dataflow costs nothing for it. The dataflow is flow-insensitive and local: a
+name's *kinds* are the union over its assignments in the enclosing function (then the module), which
+is what the rules need to tell a model from an optimizer from a loss, without pretending to be a type
+checker.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cached_property
+from typing import Callable, Iterable, Iterator
+
+from torchpact.config import Config
+from torchpact.lint.edits import Locator
+from torchpact.lint.source import Source
+
+# Kinds a value can have (strings so rules read naturally: ``"loss" in ctx.kinds(x)``).
+MODULE = "module"          # an nn.Module instance (a model, a layer, a DDP wrapper)
+DDP = "ddp"                # a DistributedDataParallel / DataParallel / FSDP wrapper
+LOSS_FN = "loss_fn"        # a loss module such as nn.CrossEntropyLoss()
+LOSS = "loss"              # a loss value (result of a loss call, or what .backward() is called on)
+OUTPUT = "output"          # the output of calling a module
+GRAPH = "graph"            # a tensor attached to an autograd graph (computed with grad enabled)
+GRAD_LEAF = "grad_leaf"    # a leaf tensor that requires grad (requires_grad=True, nn.Parameter)
+TENSOR = "tensor"
+OPTIMIZER = "optimizer"
+SCHEDULER = "scheduler"
+SCALER = "scaler"          # torch.amp.GradScaler
+LOADER = "loader"          # torch.utils.data.DataLoader
+SAMPLER = "sampler"        # DistributedSampler
+DIST_SAMPLER = "dist_sampler"
+BATCH = "batch"            # what iterating a loader yields
+NUMBER = "number"          # a Python number (e.g. from .item())
+
+FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)
+LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
+COMPREHENSION_TYPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+NN_MODULE_BASES = {
+    "torch.nn.Module",
+    "torch.nn.modules.module.Module",
+    "pytorch_lightning.LightningModule",
+    "lightning.LightningModule",
+    "lightning.pytorch.LightningModule",
+    "transformers.PreTrainedModel",
+    "transformers.modeling_utils.PreTrainedModel",
+}
+DDP_WRAPPERS = {
+    "torch.nn.parallel.DistributedDataParallel",
+    "torch.nn.parallel.distributed.DistributedDataParallel",
+    "torch.nn.DataParallel",
+    "torch.nn.parallel.DataParallel",
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+}
+FUNCTIONAL_LOSSES = {
+    "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
+    "kl_div", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "ctc_loss",
+    "poisson_nll_loss", "gaussian_nll_loss", "cosine_embedding_loss", "margin_ranking_loss",
+    "hinge_embedding_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
+    "multi_margin_loss", "soft_margin_loss", "triplet_margin_loss",
+    "triplet_margin_with_distance_loss",
+}
+# Methods that return a tensor still attached to the graph of their receiver.
+GRAPH_PRESERVING_METHODS = {
+    "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "mean", "sum", "view", "reshape",
+    "squeeze", "unsqueeze", "flatten", "contiguous", "clone", "abs", "pow", "sqrt", "exp", "log",
+    "transpose", "permute", "max", "min", "norm", "type_as", "expand", "mul", "div", "add", "sub",
+}
+GRAPH_CUTTING_METHODS = {"detach", "item", "tolist", "numpy", "detach_", "requires_grad_"}
+MODULE_RETURNING_METHODS = {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train",
+                            "eval", "requires_grad_", "type", "share_memory", "to_empty"}
+
+_NAME_HINTS: list[tuple[re.Pattern[str], frozenset[str]]] = [
+    (re.compile(r"^(model|net|network|ddp_model|student|teacher)$|_model$"), frozenset({MODULE})),
+    (re.compile(r"^(optimizer|optimiser|optim)$|_optimizer$"), frozenset({OPTIMIZER})),
+    (re.compile(r"^(criterion|loss_fn|loss_func|loss_function|loss_fct)$"), frozenset({LOSS_FN})),
+    (re.compile(r"^(scaler|grad_scaler)$"), frozenset({SCALER})),
+    (re.compile(r"^(scheduler|lr_scheduler)$"), frozenset({SCHEDULER})),
+    (re.compile(r"(^|_)(data)?loader$"), frozenset({LOADER})),
+]
+
+_RANK_WORDS = re.compile(
+    r"(^|_)(rank|local_rank|global_rank|node_rank|is_main_process|is_local_main_process|"
+    r"is_world_process_zero|is_local_process_zero|is_global_zero|is_master|master_process|"
+    r"is_main|main_process|is_rank_zero|rank_zero|rank0|is_primary|should_save)($|_)",
+    re.I,
+)
+
+
+def dotted(parts: Iterable[str]) -> str:
+    return ".".join(parts)
+
+
+class FileContext:
+    """Facts about one parsed file, shared by all rules."""
+
+    def __init__(self, source: Source, tree: ast.Module, config: Config | None = None):
+        self.source = source
+        self.path = source.path
+        self.tree = tree
+        self.config = config or Config()
+        self.lines = source.text.splitlines()
+        # id(child) -> parent. A dict, not an attribute on the node, so trees have no reference
+        # cycles and are freed as soon as the file is done, without the cyclic GC.
+        self._parents: dict[int, ast.AST] = {}
+        self._assign_cache: dict[int, dict[str, list[tuple[ast.AST, ast.AST | None]]]] = {}
+        self._kinds_active: set[tuple[int, str]] = set()
+        # Filled by the engine's single walk: every node of the file, grouped by type.
+        self.by_type: dict[type, list[ast.AST]] = {}
+
+    def nodes(self, *types: type) -> list[ast.AST]:
+        """All nodes of these types in the file, in walk order."""
+        if len(types) == 1:
+            return self.by_type.get(types[0], [])
+        return [n for t in types for n in self.by_type.get(t, [])]
+
+    @cached_property
+    def locator(self) -> Locator:
+        return Locator(self.source.text)
+
+    # ------------------------------------------------------------------ structure
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        return self._parents.get(id(node))
+
+    def ancestors(self, node: ast.AST) -> Iterator[ast.AST]:
+        parents = self._parents
+        p = parents.get(id(node))
+        while p is not None:
+            yield p
+            p = parents.get(id(p))
+
+    def statement(self, node: ast.AST) -> ast.stmt | None:
+        """The statement that contains ``node`` (itself when it is one)."""
+        cur: ast.AST | None = node
+        while cur is not None and not isinstance(cur, ast.stmt):
+            cur = self.parent(cur)
+        return cur  # type: ignore[return-value]
+
+    def scope(self, node: ast.AST) -> ast.AST:
+        """Nearest enclosing function (or lambda), else the module."""
+        for anc in self.ancestors(node):
+            if isinstance(anc, SCOPE_TYPES):
+                return anc
+        return self.tree
+
+    def enclosing_class(self, node: ast.AST) -> ast.ClassDef | None:
+        for anc in self.ancestors(node):
+            if isinstance(anc, ast.ClassDef):
+                return anc
+        return None
+
+    def enclosing_function(self, node: ast.AST) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        for anc in self.ancestors(node):
+            if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return anc
+        return None
+
+    def enclosing_loops(self, node: ast.AST) -> list[ast.AST]:
+        """Loops around ``node`` in its own function, innermost first (comprehensions excluded)."""
+        loops = []
+        child = node
+        for anc in self.ancestors(node):
+            if isinstance(anc, FUNCTION_TYPES):
+                break
+            # the iterable of a for loop runs once, not per iteration
+            if isinstance(anc, LOOP_TYPES) and not (isinstance(anc, (ast.For, ast.AsyncFor)) and child is anc.iter):
+                if not (child in getattr(anc, "orelse", [])):
+                    loops.append(anc)
+            child = anc
+        return loops
+
+    def in_loop(self, node: ast.AST) -> bool:
+        return bool(self.enclosing_loops(node))
+
+    @staticmethod
+    def walk_scope(root: ast.AST | list[ast.stmt]) -> Iterator[ast.AST]:
+        """Nodes under ``root`` (statements, or a node), not entering nested functions or classes."""
+        stack: list[ast.AST] = list(reversed(root)) if isinstance(root, list) else [root]
+        first = None if isinstance(root, list) else root
+        while stack:
+            node = stack.pop()
+            yield node
+            if node is not first and isinstance(node, (*FUNCTION_TYPES, ast.ClassDef)):
+                continue
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+    # ------------------------------------------------------------------ names
+    @cached_property
+    def aliases(self) -> dict[str, str]:
+        """Local name -> dotted origin, from every import in the file (any depth)."""
+        out: dict[str, str] = {}
+        for node in self.nodes(ast.Import, ast.ImportFrom):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        out[a.asname] = a.name
+                    else:
+                        top = a.name.split(".")[0]
+                        out.setdefault(top, top)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for a in node.names:
+                    if a.name != "*":
+                        out[a.asname or a.name] = f"{node.module}.{a.name}"
+        return out
+
+    @cached_property
+    def imports_torch(self) -> bool:
+        return any(v == "torch" or v.startswith("torch.") for v in self.aliases.values())
+
+    def resolve(self, expr: ast.AST | None) -> str | None:
+        """Dotted origin of a name or attribute chain: ``nn.Linear`` -> ``torch.nn.Linear``."""
+        parts: list[str] = []
+        cur = expr
+        while isinstance(cur, ast.Attribute):
+            parts.append(cur.attr)
+            cur = cur.value
+        if not isinstance(cur, ast.Name):
+            return None
+        base = self.aliases.get(cur.id)
+        if base is None:
+            return None
+        parts.append(base)
+        return canonical(dotted(reversed(parts)))
+
+    def call_name(self, call: ast.AST) -> str | None:
+        return self.resolve(call.func) if isinstance(call, ast.Call) else None
+
+    def is_call_to(self, node: ast.AST, *names: str) -> bool:
+        qn = self.call_name(node)
+        return qn is not None and qn in names
+
+    # ------------------------------------------------------------------ local definitions
+    @cached_property
+    def functions(self) -> dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]]:
+        """Functions and methods defined in the file, by bare name."""
+        out: dict[str, list] = {}
+        for node in self.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
+            out.setdefault(node.name, []).append(node)
+        return out
+
+    @cached_property
+    def classes(self) -> dict[str, ast.ClassDef]:
+        return {n.name: n for n in self.nodes(ast.ClassDef)}
+
+    @cached_property
+    def module_classes(self) -> dict[str, ast.ClassDef]:
+        """Classes in this file that are nn.Modules (directly, or through another such class)."""
+        found: dict[str, ast.ClassDef] = {}
+        changed = True
+        while changed:
+            changed = False
+            for name, cls in self.classes.items():
+                if name in found:
+                    continue
+                for base in cls.bases:
+                    qn = self.resolve(base)
+                    local = base.id if isinstance(base, ast.Name) else None
+                    if (qn and (qn in NN_MODULE_BASES or _is_torch_nn_class(qn))) or (local in found):
+                        found[name] = cls
+                        changed = True
+                        break
+        return found
+
+    def method(self, cls: ast.ClassDef, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+        for stmt in cls.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
+                return stmt
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and base.id in self.classes and base.id != cls.name:
+                found = self.method(self.classes[base.id], name)
+                if found is not None:
+                    return found
+        return None
+
+    def local_module_class(self, expr: ast.AST) -> ast.ClassDef | None:
+        """The local nn.Module class an expression is an instance of, when it can be told."""
+        for value in self.values(expr):
+            if isinstance(value, ast.Call):
+                func = value.func
+                if isinstance(func, ast.Name) and func.id in self.module_classes:
+                    return self.module_classes[func.id]
+                if isinstance(func, ast.Attribute) and func.attr in MODULE_RETURNING_METHODS:
+                    found = self.local_module_class(func.value)
+                    if found is not None:
+                        return found
+        return None
+
+    # ------------------------------------------------------------------ dataflow
+    def assignments(self, scope: ast.AST) -> dict[str, list[tuple[ast.AST, ast.AST | None]]]:
+        """Name -> [(binding node, value or None)] for every binding in ``scope`` (not nested ones)."""
+        key = id(scope)
+        cached = self._assign_cache.get(key)
+        if cached is not None:
+            return cached
+        table: dict[str, list[tuple[ast.AST, ast.AST | None]]] = {}
+
+        def bind(target: ast.AST, owner: ast.AST, value: ast.AST | None) -> None:
+            if isinstance(target, ast.Name):
+                table.setdefault(target.id, []).append((owner, value))
+            elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+                table.setdefault(f"{target.value.id}.{target.attr}", []).append((owner, value))
+            elif isinstance(target, (ast.Tuple, ast.List)):
+                elts = target.elts
+                vals = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(elts) else None
+                for i, elt in enumerate(elts):
+                    if isinstance(elt, ast.Starred):
+                        elt = elt.value
+                    bind(elt, owner, vals[i] if vals else _Unpacked(value) if value is not None else None)
+
+        if isinstance(scope, FUNCTION_TYPES):
+            args = scope.args
+            for a in [*args.posonlyargs, *args.args, *args.kwonlyargs,
+                      *([args.vararg] if args.vararg else []), *([args.kwarg] if args.kwarg else [])]:
+                table.setdefault(a.arg, []).append((a, None))
+            body: ast.AST | list = scope.body if isinstance(scope.body, list) else [scope.body]
+        else:
+            body = scope.body  # type: ignore[attr-defined]
+        for node in self.walk_scope(body):
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    bind(t, node, node.value)
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                bind(node.target, node, node.value)
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                bind(node.target, node, _Iterated(node.iter))
+            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+                bind(node.optional_vars, node, node.context_expr)
+            elif isinstance(node, ast.NamedExpr):
+                bind(node.target, node, node.value)
+        self._assign_cache[key] = table
+        return table
+
+    def bindings(self, expr: ast.AST) -> list[tuple[ast.AST, ast.AST | None]]:
+        """Where the name (or ``obj.attr``) in ``expr`` is bound: its scope, then the module."""
+        if isinstance(expr, ast.Name):
+            key = expr.id
+        elif isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+            key = f"{expr.value.id}.{expr.attr}"
+        else:
+            return []
+        scope = self.scope(expr)
+        found = self.assignments(scope).get(key, [])
+        if not found and key.startswith("self.") and (cls := self.enclosing_class(expr)) is not None:
+            found = []
+            for stmt in cls.body:
+                if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    found.extend(self.assignments(stmt).get(key, []))
+        if not found and scope is not self.tree:
+            found = self.assignments(self.tree).get(key, [])
+        return found
+
+    def values(self, expr: ast.AST) -> list[ast.AST]:
+        """The expression itself, or the values assigned to the name it is."""
+        if isinstance(expr, (ast.Name, ast.Attribute)):
+            vals = [v for _, v in self.bindings(expr) if v is not None]
+            if vals:
+                return vals
+        return [expr]
+
+    def kinds(self, expr: ast.AST | None, hints: bool = True) -> frozenset[str]:
+        """What ``expr`` holds, as far as local dataflow can tell (see the kind constants)."""
+        if expr is None:
+            return frozenset()
+        key = (id(expr), str(hints))
+        if key in self._kinds_active or len(self._kinds_active) > 40:
+            return frozenset()  # a cycle such as ``x = x.to(device)``, or absurdly deep nesting
+        self._kinds_active.add(key)  # type: ignore[arg-type]
+        try:
+            return self._kinds(expr, hints)
+        finally:
+            self._kinds_active.discard(key)  # type: ignore[arg-type]
+
+    def _kinds(self, expr: ast.AST, hints: bool) -> frozenset[str]:
+        if isinstance(expr, _Iterated):
+            inner = self.kinds(expr.iterable, hints)
+            return frozenset({BATCH, TENSOR}) if LOADER in inner else frozenset()
+        if isinstance(expr, _Unpacked):
+            inner = self.kinds(expr.value, hints)
+            return inner & {OUTPUT, GRAPH, TENSOR, BATCH}
+        if isinstance(expr, (ast.Name, ast.Attribute)):
+            out: set[str] = set()
+            binds = self.bindings(expr)
+            for owner, value in binds:
+                if value is None:
+                    continue
+                k = set(self.kinds(value, hints))
+                if GRAPH in k and self.grad_disabled(owner):
+                    k.discard(GRAPH)
+                out |= k
+            name = expr.id if isinstance(expr, ast.Name) else expr.attr
+            if name in self.backward_names(self.scope(expr)) and not (out & {NUMBER}):
+                out |= {LOSS, TENSOR, GRAPH}  # backward() only works on graph-attached tensors
+            if isinstance(expr, ast.Attribute) and expr.attr == "loss" and not binds:
+                out |= {LOSS, TENSOR}
+            if hints and not (out - {TENSOR}) and all(v is None for _, v in binds):
+                for pattern, kinds in _NAME_HINTS:
+                    if pattern.search(name):
+                        out |= kinds
+            if isinstance(expr, ast.Attribute) and expr.attr == "module" and DDP in self.kinds(expr.value, hints):
+                out |= {MODULE}
+            return frozenset(out)
+        if isinstance(expr, ast.Call):
+            return self._call_kinds(expr, hints)
+        if isinstance(expr, ast.BinOp):
+            left, right = self.kinds(expr.left, hints), self.kinds(expr.right, hints)
+            both = left | right
+            return frozenset(both & {LOSS, GRAPH, TENSOR, OUTPUT})
+        if isinstance(expr, ast.UnaryOp):
+            return self.kinds(expr.operand, hints) & {LOSS, GRAPH, TENSOR, OUTPUT}
+        if isinstance(expr, ast.Subscript):
+            inner = self.kinds(expr.value, hints)
+            return frozenset(inner & {OUTPUT, GRAPH, TENSOR, BATCH, LOSS} if OUTPUT in inner or BATCH in inner else inner & {GRAPH, TENSOR})
+        if isinstance(expr, ast.IfExp):
+            return self.kinds(expr.body, hints) | self.kinds(expr.orelse, hints)
+        if isinstance(expr, ast.Await):
+            return self.kinds(expr.value, hints)
+        if isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float)):
+            return frozenset({NUMBER})
+        return frozenset()
+
+    def _call_kinds(self, call: ast.Call, hints: bool) -> frozenset[str]:
+        qn = self.call_name(call)
+        func = call.func
+        if qn is not None:
+            last = qn.rsplit(".", 1)[-1]
+            if qn in DDP_WRAPPERS:
+                return frozenset({MODULE, DDP})
+            if qn.startswith("torch.nn.") and last[:1].isupper() and _is_torch_nn_class(qn):
+                if last.endswith("Loss"):
+                    return frozenset({MODULE, LOSS_FN})
+                if last == "Parameter":
+                    return frozenset({GRAD_LEAF, TENSOR})
+                return frozenset({MODULE})
+            if qn.startswith("torch.nn.functional.") and last in FUNCTIONAL_LOSSES:
+                return frozenset({LOSS, GRAPH, TENSOR})
+            if qn.startswith("torch.optim.lr_scheduler."):
+                return frozenset({SCHEDULER})
+            if qn.startswith("torch.optim.") and last[:1].isupper():
+                return frozenset({OPTIMIZER})
+            if qn in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
+                return frozenset({LOADER})
+            if qn in ("torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler"):
+                return frozenset({SAMPLER, DIST_SAMPLER})
+            if qn.startswith("torch.utils.data.") and last.endswith("Sampler"):
+                return frozenset({SAMPLER})
+            if qn in ("torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"):
+                return frozenset({SCALER})
+            if qn.startswith("torch.") and last[:1].islower():
+                if qn in ("torch.compile", "torch.jit.script", "torch.jit.trace"):
+                    return self.kinds(call.args[0], hints) if call.args else frozenset({MODULE})
+                kinds = {TENSOR}
+                if keyword_is_true(call, "requires_grad"):
+                    kinds.add(GRAD_LEAF)
+                elif any(GRAPH in self.kinds(a, hints) or GRAD_LEAF in self.kinds(a, hints) for a in call.args):
+                    kinds.add(GRAPH)
+                if qn in ("torch.tensor",) and keyword_is_true(call, "requires_grad"):
+                    kinds.add(GRAD_LEAF)
+                return frozenset(kinds)
+            if qn in ("builtins.float", "builtins.int"):
+                return frozenset({NUMBER})
+        if isinstance(func, ast.Name):
+            if func.id in self.module_classes:
+                return frozenset({MODULE})
+            if func.id in ("float", "int", "len", "round"):
+                return frozenset({NUMBER})
+        if isinstance(func, ast.Attribute):
+            recv = self.kinds(func.value, hints)
+            attr = func.attr
+            if MODULE in recv and attr in MODULE_RETURNING_METHODS:
+                return recv
+            if attr in GRAPH_CUTTING_METHODS:
+                return frozenset({NUMBER}) if attr in ("item", "tolist") else frozenset({TENSOR}) if recv & {TENSOR, GRAPH, LOSS, OUTPUT, GRAD_LEAF} else frozenset()
+            if attr in GRAPH_PRESERVING_METHODS and recv & {GRAPH, LOSS, OUTPUT, GRAD_LEAF, TENSOR}:
+                keep = recv & {LOSS, OUTPUT, GRAPH, TENSOR}
+                if GRAD_LEAF in recv:
+                    keep |= {GRAPH, TENSOR}
+                return frozenset(keep)
+        callee = self.kinds(func, hints)
+        if LOSS_FN in callee:
+            return frozenset({LOSS, GRAPH, TENSOR})
+        if MODULE in callee:
+            return frozenset({OUTPUT, GRAPH, TENSOR})
+        return frozenset()
+
+    def backward_names(self, scope: ast.AST) -> frozenset[str]:
+        """Names on which ``.backward()`` is called (directly or via ``scaler.scale(x)``) in ``scope``."""
+        cache = getattr(scope, "tp_backward_names", None)
+        if cache is not None:
+            return cache
+        names = set()
+        for node in self.walk_scope(scope.body if isinstance(getattr(scope, "body", None), list) else [scope]):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
+                target = node.func.value
+                if isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute) and target.func.attr == "scale" and target.args:
+                    target = target.args[0]
+                if isinstance(target, ast.Name):
+                    names.add(target.id)
+                elif isinstance(target, ast.Attribute):
+                    names.add(target.attr)
+        result = frozenset(names)
+        scope.tp_backward_names = result  # type: ignore[attr-defined]
+        return result
+
+    # ------------------------------------------------------------------ regions
+    def grad_mode_of_with(self, item: ast.withitem) -> str | None:
+        """'disabled' / 'enabled' when a with-item switches grad mode, else None."""
+        expr = item.context_expr
+        qn = self.call_name(expr) if isinstance(expr, ast.Call) else self.resolve(expr)
+        if qn in NO_GRAD_CONTEXTS:
+            if qn.endswith("inference_mode") and isinstance(expr, ast.Call) and expr.args and is_const(expr.args[0], False):
+                return "enabled"
+            return "disabled"
+        if qn in ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled") and isinstance(expr, ast.Call):
+            if expr.args and is_const(expr.args[0], False):
+                return "disabled"
+            if expr.args and is_const(expr.args[0], True):
+                return "enabled"
+            return None
+        if qn in ("torch.enable_grad", "torch.autograd.enable_grad"):
+            return "enabled"
+        return None
+
+    def grad_disabled(self, node: ast.AST) -> bool:
+        """Whether ``node`` runs under no_grad / inference_mode (block or decorator) in its function."""
+        child = node
+        for anc in self.ancestors(node):
+            if isinstance(anc, (ast.With, ast.AsyncWith)) and child not in anc.items:
+                for item in anc.items:
+                    mode = self.grad_mode_of_with(item)
+                    if mode is not None:
+                        return mode == "disabled"
+            if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                return self.function_disables_grad(anc)
+            if isinstance(anc, ast.Lambda):
+                return False
+            child = anc
+        return False
+
+    def function_disables_grad(self, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+        for dec in fn.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            if self.resolve(target) in NO_GRAD_CONTEXTS:
+                return True
+        return False
+
+    def in_rank_guard(self, node: ast.AST) -> bool:
+        """Whether ``node`` only runs on some ranks: under a rank test, or after an early rank exit."""
+        child = node
+        for anc in self.ancestors(node):
+            if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test and mentions_rank(anc.test):
+                return True
+            if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if any(mentions_rank(d) for d in anc.decorator_list):
+                    return True
+                if anc.name and _RANK_WORDS.search(anc.name):
+                    return True
+            body = getattr(anc, "body", None)
+            if isinstance(body, list) and child in body:
+                for stmt in body[: body.index(child)]:
+                    if isinstance(stmt, ast.If) and mentions_rank(stmt.test) and _exits(stmt.body):
+                        return True
+            child = anc
+        return False
+
+    def reaches(self, roots: Iterable[ast.AST], predicate: Callable[[ast.AST], bool], depth: int = 3) -> ast.AST | None:
+        """First node under ``roots`` matching ``predicate``, following calls to functions of this file."""
+        seen: set[int] = set()
+        frontier = list(roots)
+        for _ in range(depth + 1):
+            nxt: list[ast.AST] = []
+            for root in frontier:
+                for node in self.walk_scope(root if not isinstance(root, FUNCTION_TYPES) else root.body):
+                    if predicate(node):
+                        return node
+                    if isinstance(node, ast.Call):
+                        name = node.func.id if isinstance(node.func, ast.Name) else (
+                            node.func.attr if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" else None)
+                        for fn in self.functions.get(name or "", []):
+                            if id(fn) not in seen:
+                                seen.add(id(fn))
+                                nxt.append(fn)
+            frontier = nxt
+            if not frontier:
+                break
+        return None
+
+    # ------------------------------------------------------------------ text
+    def segment(self, node: ast.AST) -> str:
+        return ast.get_source_segment(self.source.text, node) or ""
+
+
+NO_GRAD_CONTEXTS = {
+    "torch.no_grad", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad",
+    "torch.inference_mode", "torch.autograd.inference_mode", "torch.autograd.grad_mode.inference_mode",
+}
+
+_CANONICAL_PREFIXES = [
+    ("torch.nn.modules.loss.", "torch.nn."),
+    ("torch.nn.modules.", None),
+    ("torch.nn.parallel.distributed.", "torch.nn.parallel."),
+    ("torch.utils.data.dataloader.", "torch.utils.data."),
+    ("torch.utils.data.distributed.", "torch.utils.data."),
+    ("torch.cuda.amp.grad_scaler.", "torch.cuda.amp."),
+    ("torch.functional.", "torch."),
+]
+
+
+def canonical(qn: str) -> str:
+    """Map internal module paths to the public ones rules compare against."""
+    for prefix, repl in _CANONICAL_PREFIXES:
+        if qn.startswith(prefix):
+            rest = qn[len(prefix):]
+            if repl is None:  # torch.nn.modules.<file>.<Class> -> torch.nn.<Class>
+                parts = rest.split(".")
+                return "torch.nn." + parts[-1] if len(parts) >= 2 and parts[-1][:1].isupper() else qn
+            return repl + rest
+    return qn
+
+
+def _is_torch_nn_class(qn: str) -> bool:
+    parts = qn.split(".")
+    return len(parts) >= 3 and parts[0] == "torch" and parts[1] == "nn" and parts[-1][:1].isupper() and parts[2] not in ("functional", "init", "utils")
+
+
+def keyword(call: ast.Call, name: str) -> ast.expr | None:
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    return None
+
+
+def keyword_is_true(call: ast.Call, name: str) -> bool:
+    value = keyword(call, name)
+    return value is not None and is_const(value, True)
+
+
+def is_const(node: ast.AST | None, value: object) -> bool:
+    return isinstance(node, ast.Constant) and node.value is value if isinstance(value, bool) or value is None else (
+        isinstance(node, ast.Constant) and node.value == value)
+
+
+def mentions_rank(expr: ast.AST) -> bool:
+    for node in ast.walk(expr):
+        name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+        if name and _RANK_WORDS.search(name):
+            return True
+    return False
+
+
+def _exits(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue)) or (
+        bool(body) and isinstance(body[-1], ast.Expr) and isinstance(body[-1].value, ast.Call)
+        and isinstance(body[-1].value.func, (ast.Name, ast.Attribute))
+        and (getattr(body[-1].value.func, "id", None) or getattr(body[-1].value.func, "attr", None)) in ("exit", "_exit")
+    )
+
+
+class _Iterated(ast.AST):
+    """Stands for 'an element of this iterable' as the value bound by a for loop."""
+
+    _fields = ()
+
+    def __init__(self, iterable: ast.AST):
+        super().__init__()
+        self.iterable = iterable
+
+
+class _Unpacked(ast.AST):
+    """Stands for 'one element of this value' in tuple unpacking."""
+
+    _fields = ()
+
+    def __init__(self, value: ast.AST):
+        super().__init__()
+        self.value = value

@@ -1,0 +1,207 @@
+"""Lints one file: parse once, walk once, hand each enabled rule its nodes, collect findings and fixes."""
+
+from __future__ import annotations
+
+import ast
+import gc
+from dataclasses import dataclass, field
+
+from torchpact.config import Config, is_suppressed
+from torchpact.findings import Category, Finding, Severity, input_finding
+from torchpact.lint.context import FileContext
+from torchpact.lint.edits import Edit, apply_edits
+from torchpact.lint.registry import all_rules
+from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.source import Source, SourceError, read_source
+
+MAX_FIX_PASSES = 4
+
+
+@dataclass
+class FileResult:
+    """What linting one file produced. ``fixed`` is the new text when fixes changed it."""
+
+    path: str
+    findings: list[Finding] = field(default_factory=list)
+    original: str | None = None
+    fixed: str | None = None
+    fixes_applied: int = 0
+    lines: int = 0
+
+
+def enabled_rules(config: Config, path: str) -> list[Rule]:
+    return [r() for r in all_rules() if config.is_enabled(r.code, r.category.value, path)]
+
+
+def parse(source: Source) -> ast.Module:
+    """``ast.parse`` with every failure turned into a SourceError naming the line."""
+    try:
+        return ast.parse(source.text, filename=source.path)
+    except SyntaxError as exc:
+        line = exc.lineno
+        msg = exc.msg or "invalid syntax"
+        raise SourceError(f"cannot parse: {msg}", line=line, column=exc.offset) from None
+    except (RecursionError, MemoryError):
+        raise SourceError("cannot parse: expressions nested too deeply for Python's parser") from None
+    except ValueError as exc:
+        raise SourceError(f"cannot parse: {exc}") from None
+
+
+def index(ctx: FileContext) -> None:
+    """The single walk: parents and a by-type index. Iterative, so deep nesting cannot overflow it."""
+    parents = ctx._parents
+    by_type: dict[type, list[ast.AST]] = {}
+    stack: list[ast.AST] = [ctx.tree]
+    iter_fields = ast.iter_fields
+    AST = ast.AST
+    while stack:
+        node = stack.pop()
+        t = type(node)
+        bucket = by_type.get(t)
+        if bucket is None:
+            by_type[t] = [node]
+        else:
+            bucket.append(node)
+        children = []
+        for _, value in iter_fields(node):
+            if isinstance(value, list):
+                for item in value:
+                    if isinstance(item, AST):
+                        children.append(item)
+            elif isinstance(value, AST):
+                children.append(value)
+        nid = node
+        for child in children:
+            parents[id(child)] = nid
+        children.reverse()
+        stack.extend(children)
+    ctx.by_type = by_type
+
+
+def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, config: Config) -> Finding:
+    node, end = hit.node, hit.end_node or hit.node
+    line = getattr(node, "lineno", None)
+    col = getattr(node, "col_offset", None)
+    end_line = getattr(end, "end_lineno", None)
+    end_col = getattr(end, "end_col_offset", None)
+    loc = ctx.locator
+    column = end_column = None
+    if line is not None and col is not None:
+        column = loc.offset(line, col) - loc.starts[line] + 1
+    if end_line is not None and end_col is not None:
+        end_column = loc.offset(end_line, end_col) - loc.starts[end_line] + 1
+    cell = None
+    if ctx.source.notebook and line is not None:
+        cell, line = ctx.source.locate(line)
+        if end_line is not None:
+            end_cell, end_line = ctx.source.locate(end_line)
+            if end_cell != cell:
+                end_line = end_column = None
+    finding = Finding(
+        code=rule.code,
+        category=rule.category,
+        severity=rule.severity,
+        message=hit.message or rule.message,
+        path=ctx.path,
+        line=line,
+        column=column,
+        end_line=end_line,
+        end_column=end_column,
+        subject=hit.subject,
+        fix=hit.fix_hint or rule.fix_hint,
+        cell=cell,
+        extra={"fixable": True} if hit.edits else {},
+    )
+    return config.apply(finding)
+
+
+def _suppressed(ctx: FileContext, code: str, node: ast.AST) -> bool:
+    lines = ctx.lines
+    candidates = {getattr(node, "lineno", 0)}
+    stmt = ctx.statement(node)
+    if stmt is not None:
+        candidates.add(stmt.lineno)
+    return any(0 < n <= len(lines) and is_suppressed(lines[n - 1], code) for n in candidates)
+
+
+def lint_source(source: Source, config: Config, rules: list[Rule] | None = None) -> tuple[list[Finding], list[Edit]]:
+    """Findings and fix edits for one source text."""
+    if rules is None:
+        rules = enabled_rules(config, source.path)
+    text = source.text
+    active = [r for r in rules if not r.triggers or any(t in text for t in r.triggers)]
+    if not active:
+        return [], []
+    tree = parse(source)
+    ctx = FileContext(source, tree, config)
+    index(ctx)
+    findings: list[Finding] = []
+    edits: list[Edit] = []
+    for rule in active:
+        if rule.needs_torch_import and not ctx.imports_torch:
+            continue
+        nodes = ctx.nodes(*rule.nodes)
+        if not nodes:
+            continue
+        try:
+            for node in nodes:
+                for hit in rule.check(node, ctx):
+                    if _suppressed(ctx, rule.code, hit.node):
+                        continue
+                    findings.append(_to_finding(rule, hit, ctx, config))
+                    if hit.edits and not source.notebook:
+                        edits.extend(hit.edits)
+        except RecursionError:
+            findings.append(input_finding(
+                source.path, f"rule {rule.code} skipped this file: its expressions are nested too deeply to analyse"))
+        except Exception as exc:  # a bug in a rule must not cost the user the other findings
+            findings.append(Finding(
+                code="TP002", category=Category.INPUT, severity=Severity.WARNING,
+                message=f"rule {rule.code} failed on this file ({exc.__class__.__name__}: {exc}); "
+                        "other rules still ran — please report this",
+                path=source.path))
+    return findings, edits
+
+
+def lint_file(path: str, config: Config, fix: bool = False, display_path: str | None = None) -> FileResult:
+    """Lint one file; never raises for bad input (it becomes a finding)."""
+    shown = display_path or path
+    result = FileResult(path=shown)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # ASTs hold no cycles (see FileContext._parents); GC passes only cost time here
+    try:
+        try:
+            source = read_source(path)
+        except SourceError as exc:
+            result.findings.append(input_finding(shown, str(exc), line=exc.line))
+            return result
+        source.path = shown
+        result.original = source.text
+        result.lines = source.text.count("\n") + 1
+        rules = enabled_rules(config, shown)
+        text = source.text
+        for _ in range(MAX_FIX_PASSES if fix else 1):
+            try:
+                findings, edits = lint_source(source, config, rules)
+            except SourceError as exc:
+                cell, line = source.locate(exc.line) if exc.line else (None, None)
+                f = input_finding(shown, str(exc), line=line, column=exc.column)
+                if cell is not None:
+                    f = Finding(**{**f.__dict__, "cell": cell})
+                result.findings = [f]
+                return result
+            result.findings = findings
+            if not (fix and edits):
+                break
+            new_text, applied = apply_edits(text, edits)
+            if new_text == text:
+                break
+            result.fixes_applied += applied
+            text = new_text
+            source = Source(path=shown, text=text)
+        if text != result.original:
+            result.fixed = text
+        return result
+    finally:
+        if gc_was_enabled:
+            gc.enable()

@@ -1,0 +1,107 @@
+"""The base every lint rule subclasses: one file, one class, carrying its docs, examples and check.
+
+A rule declares which AST node types it wants (``nodes``) and, to keep lint fast on big trees, which
+substrings a file must contain for the rule to be worth running (``triggers``). The engine parses the
+file once, walks it once, and hands each rule only its nodes. ``check`` yields :class:`Hit` objects;
+the engine turns them into :class:`~torchpact.findings.Finding` s with the rule's code, category and
+(configured) severity.
+
+The docstring is the rule's user documentation, in the sections "What it does", "Why is this bad?"
+and "Fix safety" (each a ``## `` heading); "Example" and "Use instead" are rendered from the first
+``invalid`` and ``valid`` snippet, which are also the rule's tests.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from dataclasses import dataclass, field
+from typing import ClassVar, Iterable, Iterator
+
+from torchpact.findings import Category, Severity
+from torchpact.lint.context import FileContext
+from torchpact.lint.edits import Edit
+
+
+@dataclass
+class Hit:
+    """What a rule reports; location from ``node`` (and ``end_node`` when the span is wider)."""
+
+    node: ast.AST
+    message: str | None = None
+    subject: str | None = None
+    fix_hint: str | None = None
+    edits: tuple[Edit, ...] = ()
+    end_node: ast.AST | None = None
+
+
+@dataclass(frozen=True)
+class Invalid:
+    """An invalid example: ``code`` must be reported; ``fixed`` is the exact autofix result, if any."""
+
+    code: str
+    fixed: str | None = None
+    count: int = 1
+
+
+REQUIRED_SECTIONS = ("What it does", "Why is this bad?", "Fix safety")
+
+
+class Rule:
+    """Base class; subclasses live in ``torchpact/lint/rules/<category>/<pattern>.py``."""
+
+    code: ClassVar[str]
+    category: ClassVar[Category]
+    severity: ClassVar[Severity] = Severity.WARNING
+    message: ClassVar[str]
+    fix_hint: ClassVar[str | None] = None
+    nodes: ClassVar[tuple[type[ast.AST], ...]] = ()
+    triggers: ClassVar[tuple[str, ...]] = ("torch",)
+    needs_torch_import: ClassVar[bool] = True
+    fixable: ClassVar[bool] = False
+    facts: ClassVar[tuple[str, ...]] = ()
+    # Why no test in tests/proofs executes this rule's pitfall (e.g. "needs CUDA"); None when one does.
+    proof: ClassVar[str | None] = None
+    valid: ClassVar[list[str]] = []
+    invalid: ClassVar[list[Invalid | str]] = []
+
+    def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:  # pragma: no cover - abstract
+        raise NotImplementedError
+        yield
+
+    # ------------------------------------------------------------------ helpers for subclasses
+    def hit(self, node: ast.AST, message: str | None = None, *, subject: str | None = None,
+            fix_hint: str | None = None, edits: Iterable[Edit] = (), end_node: ast.AST | None = None) -> Hit:
+        return Hit(node=node, message=message, subject=subject, fix_hint=fix_hint,
+                   edits=tuple(edits), end_node=end_node)
+
+    # ------------------------------------------------------------------ metadata
+    @classmethod
+    def name(cls) -> str:
+        """The pattern's slug: the file name of the rule's module."""
+        return cls.__module__.rsplit(".", 1)[-1].replace("_", "-")
+
+    @classmethod
+    def doc(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def summary(cls) -> str:
+        return cls.doc().split("\n", 1)[0].strip()
+
+    @classmethod
+    def sections(cls) -> dict[str, str]:
+        """The docstring's ``## `` sections by title."""
+        out: dict[str, str] = {}
+        parts = re.split(r"^## +(.+)$", cls.doc(), flags=re.M)
+        for title, body in zip(parts[1::2], parts[2::2]):
+            out[title.strip()] = body.strip()
+        return out
+
+    @classmethod
+    def invalid_examples(cls) -> list[Invalid]:
+        return [e if isinstance(e, Invalid) else Invalid(e) for e in cls.invalid]
+
+
+CODE_PATTERN = re.compile(r"^TP\d{3}$")

@@ -1,0 +1,1 @@
+"""Lint rules of category `export`."""

@@ -1,0 +1,37 @@
+"""Reporters: findings in, bytes out. They present; they never compute."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from torchpact.findings import Finding
+
+
+def render(fmt: str, findings: list[Finding], meta: dict[str, Any]) -> str:
+    """Render ``findings`` in ``fmt`` (text, json, sarif, github)."""
+    return FORMATS[fmt](findings, meta)
+
+
+def _text(findings, meta):
+    from torchpact.report.text import render_text
+    return render_text(findings, meta)
+
+
+def _json(findings, meta):
+    from torchpact.report.json import render_json
+    return render_json(findings, meta)
+
+
+def _sarif(findings, meta):
+    from torchpact.report.sarif import render_sarif
+    return render_sarif(findings, meta)
+
+
+def _github(findings, meta):
+    from torchpact.report.github import render_github
+    return render_github(findings, meta)
+
+
+FORMATS: dict[str, Callable[[list[Finding], dict[str, Any]], str]] = {
+    "text": _text, "json": _json, "sarif": _sarif, "github": _github,
+}

@@ -1,0 +1,88 @@
+"""The report for people: each finding with its source line, the fix, then a one-line summary."""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+from torchpact.findings import Finding, Severity
+
+_COLOR = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
+_BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
+
+
+def use_color(stream=None) -> bool:
+    stream = stream or sys.stdout
+    return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
+
+
+def _location(f: Finding) -> str:
+    parts = [f.path or "<unknown>"]
+    if f.cell:
+        parts.append(f"cell {f.cell}")
+    if f.line:
+        parts.append(str(f.line))
+        if f.column:
+            parts.append(str(f.column))
+    if f.rank is not None:
+        parts.append(f"rank {f.rank}")
+    if f.step is not None:
+        parts.append(f"step {f.step}")
+    return ":".join(parts)
+
+
+def _source_line(f: Finding, cache: dict[str, list[str] | None], sources: dict[str, str]) -> str | None:
+    if not f.path or not f.line or f.cell:
+        return None
+    if f.path not in cache:
+        text = sources.get(f.path)
+        if text is None:
+            try:
+                with open(f.path, encoding="utf-8", errors="replace") as fh:
+                    text = fh.read()
+            except OSError:
+                text = None
+        cache[f.path] = text.splitlines() if text is not None else None
+    lines = cache[f.path]
+    if not lines or f.line > len(lines):
+        return None
+    return lines[f.line - 1]
+
+
+def render_text(findings: list[Finding], meta: dict[str, Any]) -> str:
+    color = bool(meta.get("color"))
+    paint = (lambda code, s: f"{code}{s}{_RESET}") if color else (lambda code, s: s)
+    cache: dict[str, list[str] | None] = {}
+    sources = meta.get("sources", {})
+    out: list[str] = []
+    for f in findings:
+        head = f"{paint(_BOLD, _location(f))}: {paint(_COLOR[f.severity] + _BOLD, f.code)} {paint(_COLOR[f.severity], f.severity.value)} {f.message}"
+        out.append(head)
+        src = _source_line(f, cache, sources)
+        if src is not None:
+            gutter = f"{f.line:>5} | "
+            out.append(paint(_DIM, gutter) + src.rstrip())
+            if f.column:
+                width = 1
+                if f.end_line == f.line and f.end_column and f.end_column > f.column:
+                    width = f.end_column - f.column
+                out.append(" " * (len(gutter) - 2) + "| " + " " * (f.column - 1) + paint(_COLOR[f.severity], "^" * width))
+        if f.subject:
+            out.append(f"      subject: {f.subject}")
+        if f.fix:
+            out.append(f"      {paint(_BOLD, 'fix')}: {f.fix}")
+        out.append("")
+    counts = {s: sum(1 for f in findings if f.severity == s) for s in Severity}
+    if findings:
+        fixable = sum(1 for f in findings if f.extra.get("fixable"))
+        line = (f"Found {len(findings)} finding{'s' * (len(findings) != 1)}: "
+                f"{counts[Severity.ERROR]} error, {counts[Severity.WARNING]} warning, {counts[Severity.INFO]} info")
+        if fixable and not meta.get("fixed"):
+            line += f"; {fixable} fixable with --fix"
+        out.append(line + ".")
+    else:
+        out.append("No findings.")
+    for extra in meta.get("footer", []):
+        out.append(extra)
+    return "\n".join(out) + "\n"
