@@ -104,6 +104,16 @@ def lint_config(args: argparse.Namespace) -> Config:
     return config
 
 
+def installed_torch_version() -> str | None:
+    """The installed torch's version, read from its metadata: lint never imports torch."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return None
+
+
 def rule_table() -> list[dict[str, Any]]:
     """Rule metadata for reporters (SARIF's rule table)."""
     from torchpact.lint.docs import rule_markdown
@@ -154,7 +164,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
     findings = result.findings
     meta: dict[str, Any] = {
         "command": "lint " + " ".join(args.paths or ["."]),
-        "torch": None,
+        "torch": installed_torch_version(),
         "summary": {"files": len(result.files), "lines": result.lines,
                     "seconds": round(result.seconds, 3), "fixes_applied": result.fixes_applied},
         "fixed": args.fix,

@@ -11,7 +11,7 @@ import pathspec
 LINTED_SUFFIXES = (".py", ".pyw", ".ipynb")
 SKIPPED_DIRS = {
     ".git", ".hg", ".svn", "__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".tox",
-    ".nox", "node_modules", ".ipynb_checkpoints", ".eggs", "site-packages",
+    ".nox", ".venv", ".direnv", "node_modules", ".ipynb_checkpoints", ".eggs", "site-packages",
 }
 
 
@@ -26,7 +26,7 @@ def _gitignore(folder: str) -> pathspec.PathSpec | None:
             lines = fh.read().splitlines()
     except OSError:
         return None
-    spec = pathspec.PathSpec.from_lines("gitwildmatch", lines)
+    spec = pathspec.PathSpec.from_lines("gitignore", lines)
     return spec if spec.patterns else None
 
 
@@ -60,7 +60,7 @@ def _ignored(path: str, is_dir: bool, specs: list[tuple[str, pathspec.PathSpec]]
 def discover(paths: list[str], exclude: list[str] | None = None) -> Iterator[str]:
     """Files to lint, in a stable order. Named files are always linted (whatever their suffix);
     folders are walked, skipping VCS folders, virtualenvs, caches and what .gitignore ignores."""
-    extra = pathspec.PathSpec.from_lines("gitwildmatch", exclude) if exclude else None
+    extra = pathspec.PathSpec.from_lines("gitignore", exclude) if exclude else None
     seen: set[str] = set()
     for raw in paths:
         if not os.path.isdir(raw):

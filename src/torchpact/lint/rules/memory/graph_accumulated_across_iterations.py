@@ -12,8 +12,9 @@ class GraphAccumulatedAcrossIterations(Rule):
     """A tensor attached to the autograd graph is summed into a running total across loop iterations.
 
     ## What it does
-    Flags `total += loss` (or `total = total + loss`) inside a loop, when `loss` was computed with
-    gradients enabled and `total` is never the target of `.backward()` in the same function.
+    Flags `total += loss` (or `total = total + loss`) inside a loop that calls `.backward()` every
+    iteration, when `loss` was computed with gradients enabled and `total` is never the target of
+    `.backward()` in the same function.
 
     ## Why is this bad?
     `loss` carries its `grad_fn`, so `total` becomes a tensor whose graph links every iteration's
@@ -122,7 +123,12 @@ for x, y in loader:
                     and b.left.id == node.targets[0].id):
                 return
             target, value = node.targets[0], b.right
-        if not ctx.in_loop(node) or ctx.grad_disabled(node):
+        loops = ctx.enclosing_loops(node)
+        if not loops or ctx.grad_disabled(node):
+            return
+        # Only a loop that back-propagates each iteration frees its graphs per iteration; summing
+        # inside a forward (residuals, auxiliary losses) is what the graph is for.
+        if not any(_calls_backward(loop, ctx) for loop in loops):
             return
         kinds = ctx.kinds(value)
         if GRAPH not in kinds or not kinds & {LOSS, OUTPUT}:
@@ -133,3 +139,8 @@ for x, y in loader:
         simple = isinstance(value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
         replacement = f"{text}.detach()" if simple else f"({text}).detach()"
         yield self.hit(node, subject=target.id, edits=[ctx.locator.replace(value, replacement)])
+
+
+def _calls_backward(loop: ast.AST, ctx: FileContext) -> bool:
+    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "backward"
+               for n in ctx.walk_scope(loop))

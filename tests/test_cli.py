@@ -1,0 +1,176 @@
+"""The lint command end to end: formats, exit codes, output files, fixes, configuration, noqa."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from torchpact.cli import main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GOLDEN = Path(__file__).parent / "golden"
+LEAKY = FIXTURES / "leaky_train.py"
+
+
+def run_cli(args, capsys):
+    code = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def leaky(tmp_path):
+    target = tmp_path / "train.py"
+    shutil.copy(LEAKY, target)
+    return target
+
+
+def _normalised_json(text: str) -> dict:
+    doc = json.loads(text)
+    doc["version"] = "<version>"
+    assert doc["torch"].startswith("2.13")
+    doc["torch"] = "<torch>"
+    doc["summary"]["seconds"] = 0
+    for f in doc["findings"]:
+        f["path"] = Path(f["path"]).name
+    doc["command"] = "lint <path>"
+    return doc
+
+
+def _check_golden(name: str, doc: dict) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+    assert doc == json.loads(path.read_text()), f"golden {name} differs; UPDATE_GOLDEN=1 to accept"
+
+
+def test_json_report_matches_golden(leaky, capsys):
+    code, out, _ = run_cli(["lint", leaky, "--format", "json"], capsys)
+    assert code == 1
+    doc = _normalised_json(out)
+    assert doc["tool"] == "torchpact" and doc["findings"][0]["code"] == "TP101"
+    assert set(doc["findings"][0]) >= {"code", "category", "severity", "message", "path", "line", "column",
+                                       "end_line", "end_column", "subject", "fix", "rank", "step"}
+    _check_golden("leaky_train.json", doc)
+
+
+def test_sarif_report_matches_golden(leaky, capsys):
+    code, out, _ = run_cli(["lint", leaky, "--format", "sarif"], capsys)
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["version"] == "2.1.0"
+    run = doc["runs"][0]
+    rule_ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    result = run["results"][0]
+    assert result["ruleId"] == "TP101" and rule_ids[result["ruleIndex"]] == "TP101"
+    region = result["locations"][0]["physicalLocation"]["region"]
+    assert region == {"startLine": 14, "startColumn": 5, "endLine": 14, "endColumn": 18}
+    run["tool"]["driver"]["version"] = "<version>"
+    run["tool"]["driver"]["rules"] = [r for r in run["tool"]["driver"]["rules"] if r["id"] == "TP101"]
+    assert "Why is this bad?" in run["tool"]["driver"]["rules"][0]["help"]["markdown"]
+    for r in run["tool"]["driver"]["rules"]:  # the rule page has its own test
+        r.pop("help"), r.pop("fullDescription")
+    for r in run["results"]:
+        r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] = "train.py"
+        r["ruleIndex"] = 0
+    _check_golden("leaky_train.sarif", doc)
+
+
+def test_github_annotations(leaky, capsys):
+    code, out, _ = run_cli(["lint", leaky, "--format", "github"], capsys)
+    assert code == 1
+    line = out.strip().splitlines()[0]
+    assert line.startswith(f"::error file={leaky},line=14,endLine=14,col=5,endColumn=18,title=torchpact TP101 (memory)::")
+    assert "Fix: accumulate" in line
+
+
+def test_text_report_shows_source_and_fix(leaky, capsys):
+    code, out, _ = run_cli(["lint", leaky], capsys)
+    assert code == 1
+    assert f"{leaky}:14:5: TP101 error" in out
+    assert "   14 |     total += loss" in out and "^^^^^^^^^^^^^" in out
+    assert "fix: accumulate" in out and "1 fixable with --fix" in out
+
+
+def test_output_file_and_exit_codes(leaky, tmp_path, capsys):
+    report = tmp_path / "report.json"
+    code, out, _ = run_cli(["lint", leaky, "--format", "json", "--output", report], capsys)
+    assert code == 1 and out == "" and json.loads(report.read_text())["findings"]
+    clean = tmp_path / "clean.py"
+    clean.write_text("import torch\nx = torch.zeros(3)\n")
+    assert run_cli(["lint", clean], capsys)[0] == 0
+    assert run_cli(["lint", leaky, "--ignore", "TP101"], capsys)[0] == 0
+    assert run_cli(["lint", leaky, "--select", "TP2"], capsys)[0] == 0
+    assert run_cli(["lint", leaky, "--select", "memory"], capsys)[0] == 1
+
+
+def test_fail_on_threshold(tmp_path, leaky, capsys):
+    (tmp_path / "pyproject.toml").write_text('[tool.torchpact]\nseverity = {TP101 = "info"}\n')
+    code, out, _ = run_cli(["lint", leaky], capsys)
+    assert code == 0 and "TP101 info" in out
+    assert run_cli(["lint", leaky, "--fail-on", "info"], capsys)[0] == 1
+
+
+def test_usage_errors_exit_2_with_one_line(tmp_path, capsys):
+    code, _, err = run_cli(["lint", tmp_path / "missing.py"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "no such file" in err
+    (tmp_path / "pyproject.toml").write_text("[tool.torchpact]\nselect = 3\n")
+    (tmp_path / "a.py").write_text("import torch\n")
+    code, _, err = run_cli(["lint", tmp_path / "a.py"], capsys)
+    assert code == 2 and "select must be a list" in err
+    with pytest.raises(SystemExit) as exc:
+        main(["lint", "--format", "yaml"])
+    assert exc.value.code == 2
+
+
+def test_fix_writes_and_diff_only_prints(leaky, capsys):
+    before = leaky.read_text()
+    code, out, err = run_cli(["lint", leaky, "--diff"], capsys)
+    assert code == 1 and "+    total += loss.detach()" in out and leaky.read_text() == before
+    code, out, _ = run_cli(["lint", leaky, "--fix"], capsys)
+    assert code == 0 and "total += loss.detach()" in leaky.read_text()
+    assert "1 fixes applied" in out
+    assert run_cli(["lint", leaky, "--diff"], capsys)[0] == 0
+
+
+def test_noqa_and_per_file_ignores(tmp_path, leaky, capsys):
+    text = leaky.read_text().replace("total += loss", "total += loss  # noqa: TP101")
+    leaky.write_text(text)
+    assert run_cli(["lint", leaky], capsys)[0] == 0
+    leaky.write_text(text.replace("# noqa: TP101", "# noqa: TP999"))
+    assert run_cli(["lint", leaky], capsys)[0] == 1
+    (tmp_path / "pyproject.toml").write_text('[tool.torchpact]\nper-file-ignores = {"train.py" = ["TP101"]}\n')
+    assert run_cli(["lint", leaky], capsys)[0] == 0
+
+
+def test_rule_and_rules_commands(capsys):
+    code, out, _ = run_cli(["rule", "TP101"], capsys)
+    assert code == 0 and out.startswith("# TP101") and "## Why is this bad?" in out and "## Example" in out
+    code, out, _ = run_cli(["rule", "tp001"], capsys)
+    assert code == 0 and "input" in out
+    assert run_cli(["rule", "TP000"], capsys)[0] == 2
+    code, out, _ = run_cli(["rules"], capsys)
+    assert code == 0 and "TP101" in out
+
+
+def test_lint_never_imports_torch(leaky):
+    script = (
+        "import sys\nfrom torchpact.cli import main\n"
+        f"code = main(['lint', {str(leaky)!r}, '--format', 'json', '-o', '/dev/null', '-j', '1'])\n"
+        "assert 'torch' not in sys.modules, 'lint imported torch'\n"
+        "print(code)\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "1"
+
+
+def test_console_script_and_module_entry(leaky):
+    out = subprocess.run([sys.executable, "-m", "torchpact", "lint", str(leaky), "--format", "json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and json.loads(out.stdout)["findings"][0]["code"] == "TP101"
