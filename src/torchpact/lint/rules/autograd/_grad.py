@@ -1,0 +1,146 @@
+"""Whether an expression certainly holds a tensor that requires grad (for TP204 / TP205)."""
+
+from __future__ import annotations
+
+import ast
+
+from torchpact.lint.context import MODULE, FileContext, is_const
+from torchpact.lint.rules.autograd._util import (
+    creates_grad_leaf, grad_off, is_torch_factory, name_key, parameter_loop_binding, scope_body,
+    turns_off_grad,
+)
+
+# Methods whose result is attached to the receiver's graph (and requires grad when it does).
+PASS_METHODS = {
+    "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "view", "view_as", "reshape", "reshape_as",
+    "squeeze", "unsqueeze", "flatten", "contiguous", "clone", "transpose", "permute", "t", "expand",
+    "expand_as", "mean", "sum", "prod", "abs", "exp", "log", "pow", "sqrt", "sigmoid", "tanh", "relu",
+    "softmax", "log_softmax", "mul", "div", "add", "sub", "matmul", "type_as", "narrow", "select",
+    "squeeze_", "unsqueeze_", "norm", "neg", "square",
+}
+# Fields of model-output objects that carry the graph.
+OUTPUT_FIELDS = {"logits", "loss", "last_hidden_state", "pooler_output", "prediction_logits"}
+# torch.nn layers that own trainable parameters by default (their output requires grad).
+PARAMETRIC_LAYERS = {
+    "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+    "ConvTranspose3d", "Embedding", "EmbeddingBag", "LSTM", "GRU", "RNN", "LSTMCell", "GRUCell",
+    "RNNCell", "LayerNorm", "GroupNorm", "BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "RMSNorm",
+    "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
+    "TransformerEncoderLayer", "TransformerDecoderLayer", "PReLU", "Sequential",
+}
+TRAINING_CALLS = {"backward", "step", "manual_backward"}
+
+
+def strip_graph_ops(expr: ast.AST) -> ast.AST:
+    """The tensor a chain of graph-preserving ops starts from: ``out.logits[0].cpu()`` -> ``out``."""
+    cur = expr
+    while True:
+        if isinstance(cur, ast.Call) and isinstance(cur.func, ast.Attribute) and cur.func.attr in PASS_METHODS:
+            cur = cur.func.value
+        elif isinstance(cur, ast.Subscript):
+            cur = cur.value
+        elif isinstance(cur, ast.Attribute) and cur.attr in OUTPUT_FIELDS:
+            cur = cur.value
+        else:
+            return cur
+
+
+def requires_grad(ctx: FileContext, expr: ast.AST, depth: int = 0) -> bool:
+    """True only when ``expr`` certainly requires grad where it was computed (as far as lint can see)."""
+    if depth > 4:
+        return False
+    expr = strip_graph_ops(expr)
+    if isinstance(expr, (ast.Name, ast.Attribute)) and name_key(expr) is not None:
+        return _name_requires_grad(ctx, expr, depth)
+    if grad_off(ctx, expr):
+        return False
+    return _computed_requires_grad(ctx, expr, depth)
+
+
+def _name_requires_grad(ctx: FileContext, expr: ast.AST, depth: int) -> bool:
+    key = name_key(expr)
+    assert key is not None
+    if turns_off_grad(ctx, expr, key):
+        return False
+    binds = ctx.bindings(expr)
+    if not binds:
+        return False
+    scope = ctx.scope(expr)
+    backwarded = isinstance(expr, ast.Name) and expr.id in ctx.backward_names(scope) and _own_backward(ctx, scope, expr.id)
+    for owner, value in binds:
+        if isinstance(expr, ast.Name) and parameter_loop_binding(ctx, owner, expr.id):
+            continue
+        if value is None or grad_off(ctx, owner):
+            return False
+        if creates_grad_leaf(ctx, value):
+            continue
+        if backwarded and isinstance(value, (ast.Call, ast.BinOp)):
+            continue  # backward() on it succeeds only if it requires grad
+        if not _computed_requires_grad(ctx, value, depth + 1):
+            return False
+    return True
+
+
+def _own_backward(ctx: FileContext, scope: ast.AST, name: str) -> bool:
+    """``name.backward()`` itself (not ``accelerator.backward(name)``) is called in ``scope``."""
+    for node in ctx.walk_scope(scope_body(scope)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == name):
+            return True
+    return False
+
+
+def _computed_requires_grad(ctx: FileContext, value: ast.AST, depth: int) -> bool:
+    value = strip_graph_ops(value)
+    if isinstance(value, (ast.Name, ast.Attribute)) and name_key(value) is not None:
+        return _name_requires_grad(ctx, value, depth + 1)
+    if isinstance(value, ast.BinOp):
+        return requires_grad(ctx, value.left, depth + 1) or requires_grad(ctx, value.right, depth + 1)
+    if isinstance(value, ast.UnaryOp):
+        return requires_grad(ctx, value.operand, depth + 1)
+    if isinstance(value, ast.Call):
+        if creates_grad_leaf(ctx, value):
+            return True
+        if is_torch_factory(ctx, value) or (ctx.call_name(value) or "").startswith("torch.nn.functional."):
+            qn = ctx.call_name(value) or ""
+            if qn.rsplit(".", 1)[-1] in ("argmax", "argmin", "argsort", "where", "nonzero", "no_grad"):
+                return False
+            return any(requires_grad(ctx, a, depth + 1) for a in value.args)
+        return _trained_model_call(ctx, value)
+    return False
+
+
+def _trained_model_call(ctx: FileContext, call: ast.Call) -> bool:
+    """``model(x)`` for a model with parameters, in training code (a backward / step in the same
+    function) or in a module-level script, where gradients are on."""
+    func = call.func
+    if MODULE not in ctx.kinds(func):
+        return False
+    for v in ctx.values(func):
+        qn = ctx.call_name(v) if isinstance(v, ast.Call) else None
+        if qn and qn.startswith("torch.nn.") and qn.rsplit(".", 1)[-1] not in PARAMETRIC_LAYERS:
+            return False
+    key = name_key(func)
+    if key is not None and _frozen(ctx, key):
+        return False
+    scope = ctx.scope(call)
+    if scope is ctx.tree:
+        return True
+    for node in ctx.walk_scope(scope_body(scope)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TRAINING_CALLS:
+            return True
+    return False
+
+
+def _frozen(ctx: FileContext, key: str) -> bool:
+    """``model.requires_grad_(False)`` / ``p.requires_grad = False`` anywhere in the file for this model."""
+    for node in ctx.nodes(ast.Call):
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr == "requires_grad_" and name_key(f.value) == key and node.args \
+                and not is_const(node.args[0], True):
+            return True
+    for node in ctx.nodes(ast.Assign):
+        for t in node.targets:
+            if isinstance(t, ast.Attribute) and t.attr == "requires_grad":
+                return True
+    return False

@@ -1,0 +1,177 @@
+"""Analysis the autograd rules share: leaves that require grad, in-place ops, grad mode, order."""
+
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from torchpact.lint.context import FileContext, is_const, keyword
+
+# Trailing-underscore methods that are not in-place writes of the tensor's values (allowed on leaves).
+NOT_INPLACE = {"requires_grad_", "detach_", "share_memory_", "retain_grad", "register_hook", "record_stream"}
+
+# Functions whose body frameworks run with gradients disabled.
+NO_GRAD_HOOKS = {"validation_step", "test_step", "predict_step", "evaluation_step", "prediction_step",
+                 "generate", "evaluate", "eval_step", "inference", "predict"}
+
+PARAMETER_ITERATORS = {"parameters": None, "named_parameters": 1}
+
+
+def inplace_method(node: ast.AST) -> str | None:
+    """``x.add_(...)`` -> ``"add_"``: the name of an in-place method call, else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        attr = node.func.attr
+        if attr.endswith("_") and not attr.startswith("_") and attr not in NOT_INPLACE:
+            return attr
+    return None
+
+
+def inplace_writes(stmt_or_expr: ast.AST) -> Iterator[tuple[ast.AST, ast.AST]]:
+    """(write node, written tensor expression) for in-place writes directly in this node."""
+    node = stmt_or_expr
+    if isinstance(node, ast.Call) and inplace_method(node):
+        yield node, node.func.value  # type: ignore[attr-defined]
+    elif isinstance(node, ast.AugAssign):
+        yield node, node.target
+    elif isinstance(node, ast.Assign):
+        for t in node.targets:
+            if isinstance(t, ast.Subscript):
+                yield node, t.value
+
+
+def set_grad_enabled_false(ctx: FileContext, call: ast.AST) -> bool:
+    return (isinstance(call, ast.Call)
+            and ctx.is_call_to(call, "torch.set_grad_enabled", "torch.autograd.set_grad_enabled",
+                               "torch.autograd.grad_mode.set_grad_enabled")
+            and bool(call.args) and is_const(call.args[0], False))
+
+
+def grad_off(ctx: FileContext, node: ast.AST) -> bool:
+    """Whether gradients may well be disabled where ``node`` runs (a block, a decorator, a
+    statement-level ``torch.set_grad_enabled(False)`` before it, a framework's no-grad hook, or a
+    function of this file that is only called with gradients disabled). Conservative: rules that
+    flag something only wrong with grad enabled skip nodes for which this is true."""
+    if ctx.grad_disabled(node):
+        return True
+    scope = ctx.scope(node)
+    line = getattr(node, "lineno", 0)
+    for root in {id(scope): scope, id(ctx.tree): ctx.tree}.values():
+        body = root.body if isinstance(getattr(root, "body", None), list) else []
+        for stmt in ctx.walk_scope(body):
+            if isinstance(stmt, ast.Expr) and set_grad_enabled_false(ctx, stmt.value) and stmt.lineno < line:
+                return True
+    fn = ctx.enclosing_function(node)
+    if fn is not None:
+        if fn.name in NO_GRAD_HOOKS or fn.name.startswith(("validation_", "test_", "predict_", "eval")):
+            return True
+        calls = [c for c in ctx.nodes(ast.Call) if _calls_function(c, fn.name)]
+        if calls and all(ctx.grad_disabled(c) for c in calls):
+            return True
+    return False
+
+
+def _calls_function(call: ast.Call, name: str) -> bool:
+    f = call.func
+    return (isinstance(f, ast.Name) and f.id == name) or (isinstance(f, ast.Attribute) and f.attr == name)
+
+
+def is_torch_factory(ctx: FileContext, call: ast.AST) -> bool:
+    qn = ctx.call_name(call)
+    if not qn or not qn.startswith("torch."):
+        return False
+    last = qn.rsplit(".", 1)[-1]
+    return qn.count(".") == 1 and last[:1].islower()
+
+
+def is_parameter_call(ctx: FileContext, call: ast.AST) -> bool:
+    return ctx.is_call_to(call, "torch.nn.Parameter", "torch.nn.parameter.Parameter")
+
+
+def creates_grad_leaf(ctx: FileContext, value: ast.AST | None) -> bool:
+    """``torch.randn(3, requires_grad=True)`` or ``nn.Parameter(...)`` (not turned off)."""
+    if not isinstance(value, ast.Call):
+        return False
+    if is_parameter_call(ctx, value):
+        rg = keyword(value, "requires_grad")
+        if rg is None and len(value.args) > 1:
+            rg = value.args[1]
+        return rg is None or is_const(rg, True)
+    return is_torch_factory(ctx, value) and is_const(keyword(value, "requires_grad"), True)
+
+
+def parameter_loop_binding(ctx: FileContext, owner: ast.AST, name: str) -> bool:
+    """``for p in model.parameters()`` / ``for n, p in model.named_parameters()`` binds ``p``."""
+    if not isinstance(owner, (ast.For, ast.AsyncFor)):
+        return False
+    it = owner.iter
+    if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in PARAMETER_ITERATORS):
+        return False
+    index = PARAMETER_ITERATORS[it.func.attr]
+    target = owner.target
+    if index is None:
+        return isinstance(target, ast.Name) and target.id == name
+    return (isinstance(target, ast.Tuple) and len(target.elts) == 2 and isinstance(target.elts[index], ast.Name)
+            and target.elts[index].id == name)
+
+
+def name_key(expr: ast.AST) -> str | None:
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
+        return f"{expr.value.id}.{expr.attr}"
+    return None
+
+
+def grad_leaf(ctx: FileContext, expr: ast.AST) -> bool:
+    """Every binding of the name ``expr`` makes it a leaf that requires grad."""
+    key = name_key(expr)
+    if key is None:
+        return False
+    binds = ctx.bindings(expr)
+    if not binds:
+        return False
+    for owner, value in binds:
+        if isinstance(expr, ast.Name) and parameter_loop_binding(ctx, owner, expr.id):
+            continue
+        if not creates_grad_leaf(ctx, value):
+            return False
+    return not turns_off_grad(ctx, expr, key)
+
+
+def turns_off_grad(ctx: FileContext, expr: ast.AST, key: str) -> bool:
+    """``x.requires_grad_(False)``, ``x.requires_grad = False`` or ``x.detach_()`` in the scope."""
+    scope = ctx.scope(expr)
+    body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]
+    for node in ctx.walk_scope(body):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and name_key(node.func.value) == key:
+            if node.func.attr in ("detach_",) or (node.func.attr == "requires_grad_" and node.args
+                                                   and not is_const(node.args[0], True)):
+                return True
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Attribute) and t.attr == "requires_grad" and name_key(t.value) == key:
+                    return True
+    return False
+
+
+def pos(node: ast.AST) -> tuple[int, int]:
+    return (getattr(node, "lineno", 0), getattr(node, "col_offset", 0))
+
+
+def end_pos(node: ast.AST) -> tuple[int, int]:
+    return (getattr(node, "end_lineno", 0) or 0, getattr(node, "end_col_offset", 0) or 0)
+
+
+def scope_body(scope: ast.AST) -> list[ast.AST]:
+    body = getattr(scope, "body", None)
+    return body if isinstance(body, list) else [scope]
+
+
+def root_name(expr: ast.AST) -> str | None:
+    """``model.fc.weight`` -> ``model``; ``x[0].data`` -> ``x``."""
+    cur = expr
+    while isinstance(cur, (ast.Attribute, ast.Subscript)):
+        cur = cur.value
+    if isinstance(cur, ast.Call) and isinstance(cur.func, ast.Attribute):
+        return root_name(cur.func.value)
+    return cur.id if isinstance(cur, ast.Name) else None

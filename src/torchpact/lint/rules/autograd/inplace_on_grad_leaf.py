@@ -1,0 +1,139 @@
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from torchpact.findings import Category, Severity
+from torchpact.lint.context import FileContext
+from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rules.autograd._util import grad_leaf, grad_off, inplace_writes, name_key
+
+
+class InplaceOnGradLeaf(Rule):
+    """A leaf tensor that requires grad (a parameter) is modified in place with gradients enabled.
+
+    ## What it does
+    Flags in-place writes — `w -= lr * w.grad`, `w.sub_(...)`, `w.add_(...)`, `w.zero_()`,
+    `w.copy_(...)`, `w[...] = ...` — to a tensor that is a leaf requiring grad: one created with
+    `requires_grad=True`, an `nn.Parameter` (also `self.w = nn.Parameter(...)`), or the loop variable of
+    `for p in model.parameters()` / `for name, p in model.named_parameters()`, when the write is not
+    under `torch.no_grad()` / `torch.inference_mode()` (block, decorator, or a function only called
+    from such a block in the file).
+
+    ## Why is this bad?
+    On torch 2.13 the write raises at once:
+    `RuntimeError: a leaf Variable that requires grad is being used in an in-place operation.`
+    (for an indexed write such as `w[0] = 1.0`: `a view of a leaf Variable that requires grad is
+    being used in an in-place operation.`). Autograd cannot record an in-place change to a leaf, so
+    a hand-written update step has to run with gradients disabled — which is what every
+    `torch.optim` optimizer does. Writes under `torch.no_grad()`, writes through `.data`, and
+    tensors whose `requires_grad` is switched off first are not flagged.
+
+    ## Fix safety
+    No autofix: wrap the update in `with torch.no_grad():` yourself (and zero or clear `w.grad`
+    afterwards if you step by hand), or use a `torch.optim` optimizer.
+    """
+
+    code = "TP202"
+    category = Category.AUTOGRAD
+    severity = Severity.ERROR
+    message = ("in-place update of a leaf tensor that requires grad with gradients enabled: torch raises "
+               "'a leaf Variable that requires grad is being used in an in-place operation'")
+    fix_hint = "do the update under `with torch.no_grad():` (or use a torch.optim optimizer)"
+    nodes = (ast.Call, ast.AugAssign, ast.Assign)
+    triggers = ("requires_grad", "Parameter", "parameters(")
+
+    valid = [
+        """
+import torch
+w = torch.randn(3, requires_grad=True)
+for x in data:
+    loss = (w * x).sum()
+    loss.backward()
+    with torch.no_grad():
+        w -= 0.1 * w.grad
+        w[0] = 0.0
+    w.grad.zero_()
+""",
+        """
+import torch
+
+@torch.no_grad()
+def decay(model, factor):
+    for p in model.parameters():
+        p.mul_(factor)
+
+def clip(model):
+    for p in model.parameters():
+        p.data.clamp_(-0.01, 0.01)
+""",
+        """
+import torch
+x = torch.randn(3)
+x += 1
+w = torch.randn(3, requires_grad=True)
+w = w * 2
+w += 1
+""",
+        """
+import torch
+
+def sgd(params, lr):
+    for p in params:
+        p.sub_(lr * p.grad)
+
+def freeze(model):
+    for p in model.parameters():
+        p.requires_grad_(False)
+        p.zero_()
+
+def step(model, lr):
+    with torch.no_grad():
+        sgd(model.parameters(), lr)
+""",
+    ]
+    invalid = [
+        """
+import torch
+w = torch.randn(3, requires_grad=True)
+for x in data:
+    loss = (w * x).sum()
+    loss.backward()
+    w -= 0.1 * w.grad
+""",
+        """
+import torch
+
+def sgd_step(model, lr):
+    for p in model.parameters():
+        p.sub_(lr * p.grad)
+""",
+        """
+import torch
+import torch.nn as nn
+
+class Scale(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gain = nn.Parameter(nn.init.ones_(torch.empty(4)))
+
+    def reset(self):
+        self.gain[0] = 1.0
+""",
+        """
+from torch import nn
+import torch
+
+def perturb(model, sigma):
+    for name, p in model.named_parameters():
+        p.add_(sigma * torch.randn_like(p))
+""",
+    ]
+
+    def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
+        for write, target in inplace_writes(node):
+            if name_key(target) is None or not grad_leaf(ctx, target):
+                continue
+            if grad_off(ctx, write):
+                continue
+            yield self.hit(write, subject=ctx.segment(target))

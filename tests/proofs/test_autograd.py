@@ -1,0 +1,72 @@
+"""Proofs for autograd rules: the pitfall, run with real torch, has the consequence the docs name."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+NON_LEAF_GRAD_WARNING = "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed"
+
+
+def _grad_read(t):
+    """``t.grad`` and the warnings torch emitted while reading it."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        g = t.grad
+    return g, [str(w.message) for w in caught]
+
+
+@pytest.mark.proves("TP202")
+def test_inplace_update_of_grad_leaf_raises_outside_no_grad():
+    leaf_msg = "a leaf Variable that requires grad is being used in an in-place operation."
+    w = torch.randn(3, requires_grad=True)
+    (w * 2).sum().backward()
+    with pytest.raises(RuntimeError, match=leaf_msg):
+        w -= 0.1 * w.grad
+    with pytest.raises(RuntimeError, match=leaf_msg):
+        w.sub_(0.1 * w.grad)
+    with pytest.raises(RuntimeError, match=leaf_msg):
+        w.zero_()
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad is being used"):
+        w[0] = 1.0
+
+    model = torch.nn.Linear(2, 2)
+    with pytest.raises(RuntimeError, match=leaf_msg):
+        for p in model.parameters():
+            p.add_(1.0)
+    with pytest.raises(RuntimeError, match=leaf_msg):
+        torch.nn.Parameter(torch.ones(2)).mul_(2)
+
+    before = w.detach().clone()
+    with torch.no_grad():  # the same update under no_grad is fine
+        w -= 0.1 * w.grad
+        w[0] = 1.0
+    assert w.is_leaf and w.requires_grad and not torch.equal(w.detach(), before)
+
+
+@pytest.mark.proves("TP205")
+def test_numpy_on_tensor_that_requires_grad_raises():
+    msg = r"Can't call numpy\(\) on Tensor that requires grad. Use tensor.detach\(\).numpy\(\) instead."
+    w = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match=msg):
+        w.numpy()
+    model = torch.nn.Linear(3, 2)
+    logits = model(torch.randn(4, 3))
+    loss = logits.pow(2).mean()
+    loss.backward()
+    with pytest.raises(RuntimeError, match=msg):
+        loss.cpu().numpy()
+    with pytest.raises(RuntimeError, match=msg):
+        logits[:, 0].float().numpy()
+    assert logits.argmax(-1).numpy().shape == (4,)  # argmax does not require grad
+    # torch checks only while grad mode is on: under no_grad / inference_mode the same call works
+    with torch.no_grad():
+        assert logits.numpy().shape == (4, 2)
+    with torch.inference_mode():
+        assert w.numpy().shape == (3,)
+    # the fix: same values, no error
+    assert (w.detach().numpy() == w.tolist()).all()
+    assert loss.cpu().detach().numpy() == pytest.approx(loss.item())
