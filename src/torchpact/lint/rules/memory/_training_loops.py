@@ -1,0 +1,106 @@
+"""Which loops are training loops, and what runs on every one of their iterations.
+
+Shared by the memory and performance rules that only mean something inside a training loop (one
+that back-propagates or steps an optimizer on each iteration), not inside a model's own loops over
+layers or time steps, nor in an epoch loop that merely contains the training loop.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from torchpact.lint.context import OPTIMIZER, SCALER, FileContext
+
+_OPTIMIZER_NAME = re.compile(r"optim|^opt(_|\d|s)?$|_opt$", re.I)
+
+
+def _terminal_name(expr: ast.AST) -> str | None:
+    while isinstance(expr, ast.Subscript):
+        expr = expr.value
+    if isinstance(expr, ast.Name):
+        return expr.id
+    if isinstance(expr, ast.Attribute):
+        return expr.attr
+    return None
+
+
+def is_update_call(node: ast.AST, ctx: FileContext) -> bool:
+    """``loss.backward()``, ``accelerator.backward(loss)``, ``self.manual_backward(loss)``,
+    ``torch.autograd.backward(...)``, ``optimizer.step()`` or ``scaler.step(optimizer)``."""
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        if func.attr in ("backward", "manual_backward"):
+            return True
+        if func.attr == "step":
+            if ctx.kinds(func.value) & {OPTIMIZER, SCALER}:
+                return True
+            name = _terminal_name(func.value)
+            return bool(name and _OPTIMIZER_NAME.search(name))
+    return False
+
+
+def nearest_loop(node: ast.AST, ctx: FileContext) -> ast.AST | None:
+    loops = ctx.enclosing_loops(node)
+    return loops[0] if loops else None
+
+
+def is_step_loop(loop: ast.AST, ctx: FileContext) -> bool:
+    """Whether each iteration of ``loop`` itself back-propagates or steps an optimizer (directly, or
+    through a function of this file it calls), as opposed to a loop nested inside it doing so."""
+    cached = getattr(loop, "_tp_step_loop", None)
+    if cached is not None:
+        return cached
+    found = False
+    for node in ctx.walk_scope(loop.body):  # type: ignore[attr-defined]
+        if not isinstance(node, ast.Call) or nearest_loop(node, ctx) is not loop:
+            continue
+        if is_update_call(node, ctx):
+            found = True
+            break
+        fns = _local_callees(node, ctx)
+        if fns and ctx.reaches(fns, lambda n: is_update_call(n, ctx) and not ctx.in_loop(n), depth=2):
+            found = True
+            break
+    loop._tp_step_loop = found  # type: ignore[attr-defined]
+    return found
+
+
+def _local_callees(call: ast.Call, ctx: FileContext) -> list[ast.AST]:
+    func = call.func
+    if isinstance(func, ast.Name):
+        return list(ctx.functions.get(func.id, []))
+    if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self":
+        return list(ctx.functions.get(func.attr, []))
+    return []
+
+
+def step_loops(node: ast.AST, ctx: FileContext) -> list[ast.AST]:
+    """The training loops around ``node`` in its function, innermost first."""
+    return [loop for loop in ctx.enclosing_loops(node) if is_step_loop(loop, ctx)]
+
+
+def runs_every_iteration(node: ast.AST, loop: ast.AST, ctx: FileContext) -> bool:
+    """Whether ``node`` runs on every iteration of ``loop``: no ``if`` branch, ``except`` handler,
+    ``match`` case or short-circuit operand stands between them."""
+    child = node
+    for anc in ctx.ancestors(node):
+        if anc is loop:
+            return True
+        if isinstance(anc, (ast.If, ast.IfExp, ast.While)) and child is not anc.test:
+            if isinstance(anc, ast.While) and anc in ctx.enclosing_loops(node):
+                child = anc
+                continue  # an inner loop's body runs on each outer iteration
+            return False
+        if isinstance(anc, (ast.ExceptHandler, ast.match_case)):
+            return False
+        if isinstance(anc, ast.BoolOp) and child is not anc.values[0]:
+            return False
+        if isinstance(anc, ast.Try) and child in anc.orelse:
+            return False
+        if isinstance(anc, (ast.For, ast.AsyncFor)) and child in anc.orelse:
+            return False
+        child = anc
+    return False

@@ -1,0 +1,417 @@
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from torchpact.lint.context import GRAPH, LOSS, OUTPUT, FileContext
+from torchpact.findings import Category, Severity
+from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.rules.memory._training_loops import step_loops
+
+_ADDERS = {"append", "extend", "insert", "appendleft", "add"}
+_SHRINKERS = {"clear", "pop", "popleft", "popitem", "remove"}
+_DIFFERENTIATORS = {"backward", "manual_backward", "grad"}
+
+
+class GraphKeptInContainer(Rule):
+    """A graph-attached tensor is stored in a list or dict that outlives the training-loop iteration.
+
+    ## What it does
+    Flags `losses.append(loss)`, `preds.append(model(x))`, `history.extend([...])`,
+    `outs[step] = out` (and tuples or dicts holding such tensors) inside a training loop — one that
+    calls `backward()` or `optimizer.step()` — when the value was computed with gradients enabled
+    and still carries its `grad_fn` (`.cpu()`, `.to()`, `.float()` keep it), and the container is
+    created outside the loop. Containers that are emptied or re-created inside the loop, bounded
+    `deque(maxlen=...)`s, and containers whose contents are later back-propagated in the same
+    function (`torch.stack(losses).sum().backward()`) are not flagged.
+
+    ## Why is this bad?
+    Each stored tensor keeps its step's whole autograd graph reachable. On torch 2.13, until
+    `backward()` runs through that graph, it also holds every activation the forward saved: in the
+    proof, five stored outputs of a two-layer MLP kept alive all 20 tensors their forward passes saved, and none
+    once they were stored with `.detach()`. After `backward()` the saved tensors are released, but
+    the graph nodes themselves stay, one graph per step, so host memory still grows for the whole
+    run. Only the numbers are ever used from such a list (logging, metrics), so keeping the graph
+    buys nothing.
+
+    ## Fix safety
+    The fix stores `value.detach()`: the same tensor values, without a graph. It is offered only when
+    the container is a local variable of this function that is not returned or yielded, and nothing
+    in the function back-propagates through it; it is not offered for attributes such as
+    `self.outputs`, whose other uses torchpact cannot see. `.item()` is the other choice when a
+    Python number is wanted.
+    """
+
+    code = "TP102"
+    category = Category.MEMORY
+    severity = Severity.WARNING
+    message = ("a graph-attached tensor is kept in a container across training iterations: every "
+               "step's autograd graph (and, until backward runs through it, its saved activations) "
+               "stays alive and memory grows every step")
+    fix_hint = "store `value.detach()` (or `value.item()` for a number)"
+    nodes = (ast.Call, ast.Assign, ast.AugAssign)
+    fixable = True
+    facts = ("graph-kept-by-container",)
+
+    valid = [
+        """
+import torch
+losses = []
+for x, y in loader:
+    loss = criterion(model(x), y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    losses.append(loss.item())
+""",
+        """
+import torch
+for x, y in loader:
+    outs = []
+    for chunk in x.split(4):
+        outs.append(model(chunk))
+    loss = criterion(torch.cat(outs), y)
+    loss.backward()
+    optimizer.step()
+""",
+        """
+import torch
+def meta_step(model, optimizer, tasks):
+    losses = []
+    for task in tasks:
+        loss = model(task).mean()
+        losses.append(loss)
+        optimizer.step()
+    torch.stack(losses).mean().backward()
+""",
+        """
+import torch
+from torch import nn
+def train(model: nn.Module, optimizer, loader):
+    metrics = {}
+    preds = []
+    for step, (x, y) in enumerate(loader):
+        out = model(x)
+        loss = nn.functional.cross_entropy(out, y)
+        loss.backward()
+        optimizer.step()
+        metrics["loss"] = loss
+        preds.append(out.argmax(1).cpu())
+    return metrics, preds
+""",
+        """
+import torch
+def forward(self, x):
+    hidden = []
+    for layer in self.layers:
+        x = layer(x)
+        hidden.append(x)
+    return x, hidden
+""",
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+def train(model, optimizer, loader):
+    losses = []
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss)
+    print(sum(losses) / len(losses))
+""",
+            fixed="""
+import torch
+def train(model, optimizer, loader):
+    losses = []
+    for x, y in loader:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    print(sum(losses) / len(losses))
+""",
+        ),
+        Invalid(
+            """
+import torch.nn as nn
+import torch.nn.functional as F
+net = nn.Linear(4, 2)
+from torch import optim
+opt = optim.SGD(net.parameters(), lr=0.1)
+preds, history = [], []
+for epoch in range(3):
+    for step, (x, y) in enumerate(loader):
+        out = net(x)
+        loss = F.cross_entropy(out, y)
+        loss.backward()
+        opt.step()
+        preds.append(out.cpu())
+        history.append({"step": step, "loss": loss})
+""",
+            fixed="""
+import torch.nn as nn
+import torch.nn.functional as F
+net = nn.Linear(4, 2)
+from torch import optim
+opt = optim.SGD(net.parameters(), lr=0.1)
+preds, history = [], []
+for epoch in range(3):
+    for step, (x, y) in enumerate(loader):
+        out = net(x)
+        loss = F.cross_entropy(out, y)
+        loss.backward()
+        opt.step()
+        preds.append(out.cpu().detach())
+        history.append({"step": step, "loss": loss.detach()})
+""",
+            count=2,
+        ),
+        Invalid(
+            """
+import torch
+class Trainer:
+    def __init__(self, model, optimizer):
+        self.model, self.optimizer = model, optimizer
+        self.all_logits = {}
+
+    def fit(self, loader):
+        for i, batch in enumerate(loader):
+            outputs = self.model(**batch)
+            outputs.loss.backward()
+            self.optimizer.step()
+            self.all_logits[i] = outputs
+""",
+        ),
+    ]
+
+    def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
+        found = self._stored(node)
+        if found is None:
+            return
+        container, values = found
+        root = _root(container)
+        if root is None:
+            return
+        loops = step_loops(node, ctx)
+        if not loops or ctx.grad_disabled(node):
+            return
+        outer = loops[-1]
+        if isinstance(node, ast.Assign) and not _varies_per_iteration(node.targets[0], loops[0], ctx):
+            return  # metrics["loss"] = loss overwrites one slot: one graph kept, not one per step
+        if _reset_inside(container, root, outer, node, ctx):
+            return
+        if not _is_container(root, ctx) or _is_bounded(root, ctx):
+            return
+        scope = ctx.scope(node)
+        if _root_name(root) in _differentiated_names(scope, ctx):
+            return
+        graph_values = [v for v in values if _carries_graph(v, ctx)]
+        if not graph_values:
+            return
+        fixable = isinstance(root, ast.Name) and _local_and_kept(root.id, scope, ctx)
+        edits = [ctx.locator.replace(v, _detached(v, ctx)) for v in graph_values] if fixable else []
+        yield self.hit(node, subject=ctx.locator.source(container), edits=edits)
+
+    # ------------------------------------------------------------------ what is stored where
+    @staticmethod
+    def _stored(node: ast.AST) -> tuple[ast.expr, list[ast.expr]] | None:
+        """(container, values stored) for ``c.append(v)``, ``c[i] = v``, ``c += [v]``."""
+        if isinstance(node, ast.Call):
+            func = node.func
+            if not isinstance(func, ast.Attribute) or func.attr not in _ADDERS or not node.args:
+                return None
+            value = node.args[-1] if func.attr == "insert" else node.args[0]
+            if len(node.args) != (2 if func.attr == "insert" else 1) or node.keywords:
+                return None
+            if func.attr == "extend":
+                return func.value, _elements(value) if isinstance(value, (ast.List, ast.Tuple)) else [value]
+            return func.value, _elements(value)
+        if isinstance(node, ast.Assign):
+            if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
+                return None
+            return node.targets[0].value, _elements(node.value)
+        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+            if isinstance(node.value, (ast.List, ast.Tuple)):
+                return node.target, [e for elt in node.value.elts for e in _elements(elt)]
+        return None
+
+
+def _elements(value: ast.expr) -> list[ast.expr]:
+    """The tensors a stored value is made of: the elements of a tuple/list/dict literal, else itself."""
+    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
+        return [e for elt in value.elts for e in _elements(elt.value if isinstance(elt, ast.Starred) else elt)]
+    if isinstance(value, ast.Dict):
+        return [e for v in value.values for e in _elements(v)]
+    return [value]
+
+
+def _root(container: ast.expr) -> ast.expr | None:
+    """``losses`` / ``self.losses`` for ``losses``, ``self.losses``, ``history["loss"]``."""
+    while isinstance(container, ast.Subscript):
+        if not isinstance(container.slice, ast.Constant):
+            return None
+        container = container.value
+    if isinstance(container, ast.Name):
+        return container
+    if isinstance(container, ast.Attribute) and isinstance(container.value, ast.Name):
+        return container
+    return None
+
+
+def _root_name(root: ast.expr) -> str:
+    return root.id if isinstance(root, ast.Name) else root.attr  # type: ignore[union-attr]
+
+
+def _carries_graph(value: ast.expr, ctx: FileContext) -> bool:
+    kinds = ctx.kinds(value)
+    if GRAPH in kinds and kinds & {LOSS, OUTPUT}:
+        return True
+    # a field of a model's output object (``outputs.loss``, ``outputs.logits``), directly or by name
+    fields = [value] if isinstance(value, ast.Attribute) else [
+        v for owner, v in ctx.bindings(value) if isinstance(v, ast.Attribute) and not ctx.grad_disabled(owner)
+    ] if isinstance(value, ast.Name) else []
+    for f in fields:
+        base = ctx.kinds(f.value)  # type: ignore[union-attr]
+        if OUTPUT in base and GRAPH in base:
+            return True
+    return False
+
+
+def _detached(value: ast.expr, ctx: FileContext) -> str:
+    text = ctx.locator.source(value)
+    simple = isinstance(value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
+    return f"{text}.detach()" if simple else f"({text}).detach()"
+
+
+def _varies_per_iteration(target: ast.Subscript, loop: ast.AST, ctx: FileContext) -> bool:
+    """Whether ``c[key] = v`` writes a new slot on each iteration: the key uses a name the loop binds
+    or changes (``outs[i]``, ``outs[step]`` with ``step += 1``)."""
+    names = {n.id for n in ast.walk(target.slice) if isinstance(n, ast.Name)}
+    if not names:
+        return False
+    changed = set()
+    if isinstance(loop, (ast.For, ast.AsyncFor)):
+        changed |= {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    for node in ctx.walk_scope(loop.body):  # type: ignore[attr-defined]
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)) else []
+        for t in targets:
+            changed |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return bool(names & changed)
+
+
+def _same(a: ast.AST, b: ast.AST) -> bool:
+    return ast.dump(a) == ast.dump(b)
+
+
+def _reset_inside(container: ast.expr, root: ast.expr, loop: ast.AST, node: ast.AST, ctx: FileContext) -> bool:
+    """Whether the container is re-created, emptied or trimmed inside the training loop."""
+    for other in ctx.walk_scope(loop.body):  # type: ignore[attr-defined]
+        if other is node:
+            continue
+        targets: list[ast.AST] = []
+        if isinstance(other, ast.Assign):
+            targets = other.targets
+        elif isinstance(other, (ast.AnnAssign, ast.NamedExpr)):
+            targets = [other.target]
+        elif isinstance(other, (ast.For, ast.AsyncFor)):
+            targets = [other.target]
+        elif isinstance(other, ast.withitem) and other.optional_vars is not None:
+            targets = [other.optional_vars]
+        elif isinstance(other, ast.Delete):
+            targets = [t.value if isinstance(t, ast.Subscript) else t for t in other.targets]
+        elif isinstance(other, ast.Call) and isinstance(other.func, ast.Attribute) and other.func.attr in _SHRINKERS:
+            targets = [other.func.value]
+        for t in targets:
+            for part in ast.walk(t) if isinstance(t, (ast.Tuple, ast.List)) else [t]:
+                if _same(part, container) or _same(part, root):
+                    return True
+    return False
+
+
+_CONTAINER_FACTORIES = {"list", "dict", "set", "deque", "defaultdict", "OrderedDict"}
+
+
+def _is_container(root: ast.expr, ctx: FileContext) -> bool:
+    """Whether the name is bound to a list / dict / set / deque (a literal or a constructor call)."""
+    for value in ctx.values(root):
+        if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp)):
+            return True
+        if isinstance(value, ast.Call):
+            func = value.func
+            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+            if name in _CONTAINER_FACTORIES:
+                return True
+    return False
+
+
+def _is_bounded(root: ast.expr, ctx: FileContext) -> bool:
+    """``collections.deque(maxlen=...)`` keeps a fixed number of entries."""
+    for value in ctx.values(root):
+        if isinstance(value, ast.Call) and any(k.arg == "maxlen" for k in value.keywords):
+            return True
+        if isinstance(value, ast.Call) and len(value.args) >= 2 and (ctx.call_name(value) or "").endswith("deque"):
+            return True
+    return False
+
+
+def _differentiated_names(scope: ast.AST, ctx: FileContext) -> set[str]:
+    """Names whose values reach a ``backward()`` / ``autograd.grad()`` in ``scope``, following
+    assignments backwards (``total = sum(losses); total.backward()`` gives ``losses``)."""
+    cached = getattr(scope, "_tp_differentiated", None)
+    if cached is not None:
+        return cached
+    body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]
+    names: set[str] = set()
+    assigns: list[ast.Assign] = []
+    for node in ctx.walk_scope(body):
+        if isinstance(node, ast.Assign):
+            assigns.append(node)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _DIFFERENTIATORS:
+            for part in [node.func.value, *node.args, *(k.value for k in node.keywords)]:
+                names |= _mentioned(part)
+    for _ in range(3):
+        before = len(names)
+        for a in assigns:
+            if any(_mentioned(t) & names for t in a.targets):
+                names |= _mentioned(a.value)
+        if len(names) == before:
+            break
+    scope._tp_differentiated = names  # type: ignore[attr-defined]
+    return names
+
+
+def _mentioned(expr: ast.AST) -> set[str]:
+    out = set()
+    for n in ast.walk(expr):
+        if isinstance(n, ast.Name):
+            out.add(n.id)
+        elif isinstance(n, ast.Attribute):
+            out.add(n.attr)
+    return out
+
+
+def _local_and_kept(name: str, scope: ast.AST, ctx: FileContext) -> bool:
+    """The name is bound in this function (not a parameter, global or nonlocal) and does not leave it."""
+    binds = ctx.assignments(scope).get(name, [])
+    if not binds or any(isinstance(owner, ast.arg) for owner, _ in binds):
+        return False
+    body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]
+    for node in ctx.walk_scope(body):
+        if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
+            return False
+        if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)) and node.value is not None and name in _mentioned(node.value):
+            return False
+    if scope is ctx.tree:
+        return True
+    # a nested function could read it later; a closure reference means it leaves this frame
+    for node in ast.walk(scope):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and node is not scope:
+            if name in _mentioned(node):
+                return False
+    return True

@@ -1,0 +1,88 @@
+"""Proofs for memory rules about containers and evaluation loops, run with real torch."""
+
+from __future__ import annotations
+
+import weakref
+
+import pytest
+import torch
+
+from tests.proofs.graph import graph_size
+
+
+class _Saved:
+    """What the pack hook stores instead of the tensor: weak-referenceable, and holding a detached
+    alias so that it cannot itself keep a graph alive (saving the tensor as-is would make a cycle
+    through its own ``grad_fn`` that Python's GC cannot see)."""
+
+    def __init__(self, tensor: torch.Tensor):
+        self.tensor = tensor.detach()
+
+
+def _mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+
+
+def _store_outputs(keep, backward: bool, steps: int = 5):
+    """Run ``steps`` iterations storing ``keep(out)``; (saved tensors recorded, still alive, stored)."""
+    model = _mlp()
+    saved: list[weakref.ref] = []
+
+    def pack(t):
+        holder = _Saved(t)
+        saved.append(weakref.ref(holder))
+        return holder
+
+    stored = []
+
+    def step():
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda h: h.tensor):
+            out = model(torch.randn(8, 16))
+            loss = out.pow(2).mean()
+        if backward:
+            model.zero_grad()
+            loss.backward()
+        stored.append(keep(out))
+
+    for _ in range(steps):
+        step()  # its locals (out, loss) die on return; only ``stored`` can keep a graph
+    return len(saved), sum(r() is not None for r in saved), stored
+
+
+@pytest.mark.proves("TP102")
+def test_a_list_of_outputs_keeps_every_steps_graph_and_activations():
+    # Not back-propagated through (e.g. outputs kept "for later"): every saved activation of every
+    # step stays alive — 4 per step here (the input, two weights' inputs, the ReLU output).
+    recorded, alive, stored = _store_outputs(lambda out: out, backward=False)
+    assert recorded == 25 and alive == 20
+    assert all(t.grad_fn is not None for t in stored)
+
+    # .cpu() / .to() keep the graph: same result.
+    assert _store_outputs(lambda out: out.cpu(), backward=False)[1] == 20
+    assert _store_outputs(lambda out: out.to(torch.float64), backward=False)[1] == 20
+
+    # .detach() / .item() keep only the numbers.
+    assert _store_outputs(lambda out: out.detach(), backward=False)[1] == 0
+    assert _store_outputs(lambda out: out.sum().item(), backward=False)[1] == 0
+
+
+@pytest.mark.proves("TP102")
+def test_after_backward_the_graph_nodes_of_every_step_stay_reachable():
+    _, alive, stored = _store_outputs(lambda out: out, backward=True)
+    assert alive == 0  # backward released the saved tensors...
+    per_step = graph_size(stored[0])
+    assert per_step >= 4  # ...but each stored tensor still holds its step's graph
+    nodes = set()
+    for t in stored:
+        stack = [t.grad_fn]
+        while stack:
+            fn = stack.pop()
+            if fn is not None and fn not in nodes:
+                nodes.add(fn)
+                stack.extend(n for n, _ in fn.next_functions)
+    # one graph per step; only the 4 parameters' AccumulateGrad nodes are shared between steps
+    assert len(nodes) == 5 * (per_step - 4) + 4, (len(nodes), per_step)
+
+    _, _, detached = _store_outputs(lambda out: out.detach(), backward=True)
+    assert all(t.grad_fn is None for t in detached)
