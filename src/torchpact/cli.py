@@ -50,6 +50,19 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("--jobs", "-j", type=int, default=None, help="parallel processes (default: all cores)")
     _add_output_options(lint, "warning")
 
+    run = sub.add_parser(
+        "run", help="run a training script under the watchers",
+        description="Runs SCRIPT unmodified as __main__ with its own ARGS, under torchpact's watchers.")
+    run.add_argument("script", metavar="SCRIPT")
+    run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+    run.add_argument("--quiet", "-q", action="store_true", help="no live findings on stderr")
+    run.add_argument("--watchers", metavar="NAMES", help="comma-separated watchers (default: all default ones)")
+    run.add_argument("--sample-first", type=int, default=20, metavar="N",
+                     help="run the expensive checks on each of the first N steps (default: 20)")
+    run.add_argument("--sample-every", type=int, default=10, metavar="N",
+                     help="then on every N-th step (default: 10)")
+    _add_output_options(run, "error")
+
     rule = sub.add_parser("rule", help="show a rule's documentation")
     rule.add_argument("code", metavar="TPnnn")
     sub.add_parser("rules", help="list every rule")
@@ -65,6 +78,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "lint":
             return cmd_lint(args)
+        if args.command == "run":
+            return cmd_run(args)
         if args.command == "rule":
             return cmd_rule(args)
         if args.command == "rules":
@@ -179,6 +194,45 @@ def cmd_lint(args: argparse.Namespace) -> int:
         meta["footer"] = [foot]
     emit(render(args.format, findings, meta), args.output)
     return exit_code(findings, args.fail_on)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from torchpact.launch.single import LaunchError, run_script
+    from torchpact.report import render
+    from torchpact.watch import Sampler
+
+    if args.sample_first < 0 or args.sample_every < 1:
+        raise UsageError("--sample-first must be >= 0 and --sample-every >= 1")
+    try:
+        outcome = run_script(args.script, args.args, watchers=_split(args.watchers) or None,
+                             sampler=Sampler(args.sample_first, args.sample_every), live=not args.quiet)
+    except LaunchError as exc:
+        raise UsageError(str(exc)) from None
+    import torch
+
+    meta: dict[str, Any] = {
+        "command": "run " + " ".join([args.script, *args.args]),
+        "torch": torch.__version__,
+        "summary": outcome.summary(),
+        "color": args.format == "text" and not args.output and use_color_stdout(),
+    }
+    if args.format == "sarif":
+        meta["rules"] = rule_table()
+    if args.format == "text":
+        meta["footer"] = [f"{outcome.script}: {outcome.steps} optimizer steps in {outcome.seconds:.2f}s, "
+                          f"exit code {outcome.exit_code}"]
+        if not args.output:
+            sys.stdout.write("\n== torchpact report\n")
+    emit(render(args.format, outcome.findings, meta), args.output)
+    if outcome.exit_code != 0:
+        return outcome.exit_code
+    return exit_code(outcome.findings, args.fail_on)
+
+
+def use_color_stdout() -> bool:
+    from torchpact.report.text import use_color
+
+    return use_color()
 
 
 def cmd_rule(args: argparse.Namespace) -> int:

@@ -25,11 +25,10 @@ def _location(f: Finding) -> str:
         parts.append(str(f.line))
         if f.column:
             parts.append(str(f.column))
-    if f.rank is not None:
-        parts.append(f"rank {f.rank}")
-    if f.step is not None:
-        parts.append(f"step {f.step}")
-    return ":".join(parts)
+    where = ":".join(parts)
+    when = [f"rank {f.rank}"] if f.rank is not None else []
+    when += [f"step {f.step}"] if f.step is not None else []
+    return f"{where} [{', '.join(when)}]" if when else where
 
 
 def _source_line(f: Finding, cache: dict[str, list[str] | None], sources: dict[str, str]) -> str | None:

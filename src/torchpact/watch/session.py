@@ -1,0 +1,198 @@
+"""The session: installs torch's global hooks, owns every handle, feeds the watchers, removes it all.
+
+Hooks used: ``register_module_forward_pre_hook`` / ``register_module_forward_hook`` (always_call, so
+the module stack stays right when a forward raises) and ``register_optimizer_step_pre_hook`` /
+``_post_hook``. No global *full backward* hook: on torch 2.13 it wraps every module's outputs in a
+``BackwardHookFunction``, which makes ``nn.ReLU(inplace=True)`` raise "Output 0 of
+BackwardHookFunction is a view and is being modified inplace" — a watcher must never change what
+the script does. Watchers that need gradients of module outputs register tensor hooks on sampled
+steps instead, which do not change the graph.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import weakref
+from dataclasses import dataclass
+from typing import Any, Iterable, TextIO
+
+from torchpact.findings import Category, Finding, Severity
+from torchpact.watch.frames import user_location
+from torchpact.watch.naming import Names
+from torchpact.watch.watcher import Check, Watcher
+
+INTERNAL_CODE = "TP002"
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """Which steps run the expensive checks: every step at first, then every ``every``-th."""
+
+    first: int = 20
+    every: int = 10
+
+    def __call__(self, step: int) -> bool:
+        return step < self.first or step % self.every == 0
+
+
+_CALLBACKS = ("on_forward_pre", "on_forward", "on_step_pre", "on_step", "on_step_end", "on_close")
+
+
+class Session:
+    """One watched run. Use as a context manager (``torchpact.watch()``) or ``start()``/``close()``."""
+
+    def __init__(self, watchers: Iterable[Watcher], *, sampler: Sampler | None = None,
+                 live: bool = False, stream: TextIO | None = None) -> None:
+        self.watchers = list(watchers)
+        self.sampler = sampler or Sampler()
+        self.live = live
+        self.stream = stream or sys.stderr
+        self.findings: list[Finding] = []
+        self.names = Names()
+        self.step = 0
+        self.sampled = self.sampler(0)
+        self.closed = False
+        self.started_at = time.perf_counter()
+        self.step_times: list[float] = []
+        self._step_started = self.started_at
+        self._handles: list[Any] = []
+        self._stack: list[Any] = []
+        self._primary: weakref.ref | None = None
+        self._optimizers: list[weakref.ref] = []
+        self._reported: set[tuple] = set()
+        self._subscribers: dict[str, list[Watcher]] = {}
+        self.root_call_sites: dict[int, tuple[str | None, int | None]] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "Session":
+        import torch.nn.modules.module as module_hooks
+        import torch.optim.optimizer as optimizer_hooks
+
+        for w in self.watchers:
+            w.attach(self)
+        self._subscribers = {
+            cb: [w for w in self.watchers if getattr(type(w), cb) is not getattr(Watcher, cb)]
+            for cb in _CALLBACKS
+        }
+        try:
+            self._handles.append(module_hooks.register_module_forward_pre_hook(self._forward_pre))
+            self._handles.append(module_hooks.register_module_forward_hook(self._forward, always_call=True))
+            self._handles.append(optimizer_hooks.register_optimizer_step_pre_hook(self._step_pre))
+            self._handles.append(optimizer_hooks.register_optimizer_step_post_hook(self._step_post))
+        except BaseException:
+            self._remove_hooks()
+            raise
+        return self
+
+    def close(self) -> None:
+        """Remove every hook, then let watchers conclude. Safe to call twice."""
+        if self.closed:
+            return
+        self._remove_hooks()
+        self.closed = True
+        for w in self._subscribers.get("on_close", []):
+            self._call(w, "on_close")
+
+    def _remove_hooks(self) -> None:
+        while self._handles:
+            handle = self._handles.pop()
+            try:
+                handle.remove()
+            except Exception:  # a handle torch already dropped
+                pass
+
+    def __enter__(self) -> "Session":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ hooks
+    def _call(self, watcher: Watcher, callback: str, *args: Any) -> None:
+        try:
+            getattr(watcher, callback)(*args)
+        except Exception as exc:  # a watcher bug must never break the user's training
+            for subs in self._subscribers.values():
+                if watcher in subs:
+                    subs.remove(watcher)
+            self.report_raw(Finding(
+                code=INTERNAL_CODE, category=Category.INPUT, severity=Severity.WARNING,
+                message=f"watcher '{watcher.name}' failed in {callback} ({exc.__class__.__name__}: {exc}) "
+                        "and was switched off; training was not affected — please report this",
+                step=self.step))
+
+    def _forward_pre(self, module: Any, args: tuple) -> None:
+        if not self._stack:
+            self.names.add_root(module)
+            if self.sampled:
+                self.root_call_sites[id(module)] = user_location(2)
+        self._stack.append(module)
+        for w in self._subscribers["on_forward_pre"]:
+            self._call(w, "on_forward_pre", module, args)
+
+    def _forward(self, module: Any, args: tuple, output: Any) -> None:
+        stack = self._stack
+        if stack and stack[-1] is module:
+            stack.pop()
+        elif module in stack:  # an inner forward raised; unwind to this module
+            while stack and stack.pop() is not module:
+                pass
+        for w in self._subscribers["on_forward"]:
+            self._call(w, "on_forward", module, args, output)
+
+    @property
+    def depth(self) -> int:
+        """How many module forwards are running right now (0 outside any module)."""
+        return len(self._stack)
+
+    def module_stack(self) -> list[Any]:
+        return list(self._stack)
+
+    def _step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
+        if self._primary is None:
+            self._primary = weakref.ref(optimizer)
+        if not any(r() is optimizer for r in self._optimizers):
+            self._optimizers.append(weakref.ref(optimizer))
+        for w in self._subscribers["on_step_pre"]:
+            self._call(w, "on_step_pre", optimizer)
+
+    def _step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
+        for w in self._subscribers["on_step"]:
+            self._call(w, "on_step", optimizer)
+        if self._primary is not None and self._primary() is optimizer:
+            for w in self._subscribers["on_step_end"]:
+                self._call(w, "on_step_end", self.step)
+            now = time.perf_counter()
+            self.step_times.append(now - self._step_started)
+            self._step_started = now
+            self.step += 1
+            self.sampled = self.sampler(self.step)
+
+    def optimizers(self) -> list[Any]:
+        """Optimizers that have stepped at least once, primary first."""
+        return [o for o in (r() for r in self._optimizers) if o is not None]
+
+    # ------------------------------------------------------------------ findings
+    def report(self, check: Check, message: str, *, subject: str | None = None, fix: str | None = None,
+               path: str | None = None, line: int | None = None, step: int | None = None,
+               severity: Severity | None = None, key: Any = None, **extra: Any) -> Finding | None:
+        """Record a finding of ``check``; once per (code, subject or key). Returns None for a repeat."""
+        dedup = (check.code, key if key is not None else subject)
+        if dedup in self._reported:
+            return None
+        self._reported.add(dedup)
+        finding = Finding(
+            code=check.code, category=check.category, severity=severity or check.severity,
+            message=message, path=path, line=line, subject=subject, fix=fix,
+            step=self.step if step is None else step, extra=extra)
+        self.report_raw(finding)
+        return finding
+
+    def report_raw(self, finding: Finding) -> None:
+        self.findings.append(finding)
+        if self.live:
+            where = f" {finding.path}:{finding.line}" if finding.path and finding.line else ""
+            step = f" step {finding.step}" if finding.step is not None else ""
+            print(f"torchpact: {finding.code} {finding.severity.value}{step}{where}: {finding.message}",
+                  file=self.stream, flush=True)

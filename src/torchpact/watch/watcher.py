@@ -1,0 +1,73 @@
+"""The base of every runtime watcher, and the metadata of the checks it performs.
+
+A watcher implements any of the callbacks below; the session calls only the ones a watcher
+overrides, so an unused callback costs nothing. Callbacks run inside torch's hooks: they must only
+observe — no RNG, no change of dtype, device, mode or ``requires_grad``, nothing allocated on the
+user's autograd graph — and they must be cheap on steps that are not sampled
+(``session.sampled``). A watcher reports with ``self.session.report(...)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from torchpact.findings import Category, Severity
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchpact.watch.session import Session
+
+
+@dataclass(frozen=True)
+class Check:
+    """One runtime check: its stable code and its documentation page.
+
+    ``doc`` holds the sections "What it does", "Why is this bad?" and "How to fix" (``## `` headings).
+    A check that shares a code with a lint rule documents the runtime side of the same pattern.
+    """
+
+    code: str
+    category: Category
+    severity: Severity
+    summary: str
+    doc: str
+
+
+class Watcher:
+    """Base class; subclasses live in ``torchpact/watch/watchers/<name>.py``."""
+
+    name: ClassVar[str] = "watcher"
+    checks: ClassVar[tuple[Check, ...]] = ()
+    enabled_by_default: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self.session: Session = None  # type: ignore[assignment]
+
+    def attach(self, session: "Session") -> None:
+        """Called once before the script runs."""
+        self.session = session
+
+    # Callbacks (override what you need) ------------------------------------------------------
+    def on_forward_pre(self, module: Any, args: tuple) -> None:
+        """Before ``module.forward`` runs (every module, every call)."""
+
+    def on_forward(self, module: Any, args: tuple, output: Any) -> None:
+        """After ``module.forward`` returned (``output`` is None when it raised)."""
+
+    def on_step_pre(self, optimizer: Any) -> None:
+        """Before ``optimizer.step()``: gradients of this step are complete here."""
+
+    def on_step(self, optimizer: Any) -> None:
+        """After ``optimizer.step()``."""
+
+    def on_step_end(self, step: int) -> None:
+        """After the primary optimizer stepped: training step ``step`` is over."""
+
+    def on_close(self) -> None:
+        """After the script ended (also when it crashed): final analysis; report here."""
+
+    def check(self, code: str) -> Check:
+        for c in self.checks:
+            if c.code == code:
+                return c
+        raise KeyError(code)

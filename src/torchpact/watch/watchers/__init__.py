@@ -1,0 +1,1 @@
+"""Runtime watchers, one per file. Discovered by ``torchpact.watch.watcher_classes``."""
