@@ -70,3 +70,53 @@ def test_numpy_on_tensor_that_requires_grad_raises():
     # the fix: same values, no error
     assert (w.detach().numpy() == w.tolist()).all()
     assert loss.cpu().detach().numpy() == pytest.approx(loss.item())
+
+
+@pytest.mark.proves("TP206")
+def test_backward_of_value_computed_without_grad_raises():
+    msg = "element 0 of tensors does not require grad and does not have a grad_fn"
+    model = torch.nn.Linear(3, 1)
+    x, y = torch.randn(4, 3), torch.randn(4, 1)
+    with torch.no_grad():
+        loss = F.mse_loss(model(x), y)
+    assert loss.grad_fn is None and not loss.requires_grad
+    with pytest.raises(RuntimeError, match=msg):
+        loss.backward()
+    with torch.inference_mode():
+        loss = F.mse_loss(model(x), y)
+        with pytest.raises(RuntimeError, match=msg):
+            loss.backward()
+    with torch.no_grad():
+        score = model(x).max()
+    with pytest.raises(RuntimeError, match=msg):
+        torch.autograd.grad(score, model.weight)
+
+    # not flagged: backward() inside no_grad of a graph built outside it works
+    loss = F.mse_loss(model(x), y)
+    with torch.no_grad():
+        loss.backward()
+    assert model.weight.grad is not None and model.weight.grad.abs().sum() > 0
+
+
+@pytest.mark.proves("TP204")
+def test_grad_of_non_leaf_is_none_with_a_warning():
+    x = torch.randn(3, requires_grad=True)
+    y = x * 2
+    logits = torch.nn.Linear(3, 2)(x)
+    (y.sum() + logits.sum()).backward()
+    for non_leaf in (y, logits):
+        g, warned = _grad_read(non_leaf)
+        assert g is None
+        assert any(NON_LEAF_GRAD_WARNING in w and ".retain_grad()" in w for w in warned), warned
+    with pytest.raises(AttributeError, match="'NoneType' object has no attribute 'norm'"):
+        _grad_read(logits)[0].norm()
+    assert x.grad is not None  # the leaf gets its gradient
+
+    v = x.float()  # a conversion that changes nothing returns the leaf itself: not flagged
+    assert v is x and v.is_leaf
+
+    y = x * 2
+    y.retain_grad()
+    y.sum().backward()
+    g, warned = _grad_read(y)
+    assert torch.equal(g, torch.ones(3)) and not warned

@@ -31,11 +31,12 @@ PARAMETRIC_LAYERS = {
 TRAINING_CALLS = {"backward", "step", "manual_backward"}
 
 
-def strip_graph_ops(expr: ast.AST) -> ast.AST:
+def strip_graph_ops(ctx: FileContext, expr: ast.AST) -> ast.AST:
     """The tensor a chain of graph-preserving ops starts from: ``out.logits[0].cpu()`` -> ``out``."""
     cur = expr
     while True:
-        if isinstance(cur, ast.Call) and isinstance(cur.func, ast.Attribute) and cur.func.attr in PASS_METHODS:
+        if (isinstance(cur, ast.Call) and isinstance(cur.func, ast.Attribute) and cur.func.attr in PASS_METHODS
+                and ctx.resolve(cur.func) is None):  # a method, not ``torch.tanh(...)``
             cur = cur.func.value
         elif isinstance(cur, ast.Subscript):
             cur = cur.value
@@ -49,7 +50,7 @@ def requires_grad(ctx: FileContext, expr: ast.AST, depth: int = 0) -> bool:
     """True only when ``expr`` certainly requires grad where it was computed (as far as lint can see)."""
     if depth > 4:
         return False
-    expr = strip_graph_ops(expr)
+    expr = strip_graph_ops(ctx, expr)
     if isinstance(expr, (ast.Name, ast.Attribute)) and name_key(expr) is not None:
         return _name_requires_grad(ctx, expr, depth)
     if grad_off(ctx, expr):
@@ -91,7 +92,7 @@ def _own_backward(ctx: FileContext, scope: ast.AST, name: str) -> bool:
 
 
 def _computed_requires_grad(ctx: FileContext, value: ast.AST, depth: int) -> bool:
-    value = strip_graph_ops(value)
+    value = strip_graph_ops(ctx, value)
     if isinstance(value, (ast.Name, ast.Attribute)) and name_key(value) is not None:
         return _name_requires_grad(ctx, value, depth + 1)
     if isinstance(value, ast.BinOp):
