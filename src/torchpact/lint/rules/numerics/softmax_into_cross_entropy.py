@@ -1,0 +1,142 @@
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from torchpact.findings import Category, Severity
+from torchpact.lint.context import FileContext
+from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rules.numerics._util import SOFTMAX, first_arg, is_instance_of, produced_by
+
+CROSS_ENTROPY_FUNCTIONS = {"torch.nn.functional.cross_entropy"}
+CROSS_ENTROPY_MODULES = {"torch.nn.CrossEntropyLoss"}
+
+
+class SoftmaxIntoCrossEntropy(Rule):
+    """The output of a softmax is passed to `CrossEntropyLoss` / `F.cross_entropy`, which expects logits.
+
+    ## What it does
+    Flags `F.cross_entropy(x, y)` and `nn.CrossEntropyLoss()(x, y)` (also through a variable holding
+    the loss module) when `x` is the output of a softmax: `torch.softmax` / `F.softmax` /
+    `x.softmax(dim)` / an `nn.Softmax` module, directly, through a variable assigned from it, after
+    reshaping (`.view`, `.flatten`, indexing), or as the output of a model that ends in a softmax
+    (`nn.Sequential(..., nn.Softmax(dim=1))`, or a local module whose `forward` returns one).
+
+    ## Why is this bad?
+    `cross_entropy` applies `log_softmax` to its input itself, so this computes
+    `log_softmax(softmax(logits))`: the loss of a distribution squashed towards uniform. On torch 2.13,
+    with 3 classes the loss of a *perfect* prediction is `log(1 + 2/e) = 0.5514`, not 0, and it can
+    never go lower; and a confidently wrong prediction (logits `[0, 10, 0]`, target 0) gets a
+    gradient of about `6e-05` on its logits instead of about `1.0` — the mistakes the model most
+    needs to correct are the ones it barely learns from. Training still runs, and converges slowly
+    or to a worse model, with no error anywhere.
+
+    ## Fix safety
+    No autofix: removing the softmax changes the loss values (they become the real cross-entropy)
+    and the softmax may be needed elsewhere (for predictions). Pass the logits to the loss and take
+    the softmax only where probabilities are needed.
+    """
+
+    code = "TP301"
+    category = Category.NUMERICS
+    severity = Severity.ERROR
+    message = ("softmax output is passed to cross_entropy, which applies log_softmax itself: the loss is "
+               "computed on probabilities, cannot reach 0 and its gradients vanish for confident mistakes")
+    fix_hint = "pass the logits (the input of the softmax) to the loss; keep the softmax for predictions only"
+    nodes = (ast.Call,)
+    triggers = ("cross_entropy", "CrossEntropyLoss")
+
+    valid = [
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+criterion = nn.CrossEntropyLoss()
+for x, y in loader:
+    logits = model(x)
+    probs = F.softmax(logits, dim=-1)
+    loss = criterion(logits, y)
+    acc = (probs.argmax(-1) == y).float().mean()
+""",
+        """
+import torch
+import torch.nn.functional as F
+def distill(student_logits, teacher_logits):
+    # soft targets: the softmax is the *target*, which is right
+    return F.cross_entropy(student_logits, torch.softmax(teacher_logits / 2.0, dim=-1))
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+def step(model, x, y, use_probs):
+    out = model(x)
+    if use_probs:
+        out = F.softmax(out, dim=1)
+    else:
+        out = out * 1.0
+    return nn.CrossEntropyLoss()(out, y)
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+def loss(logits, y):
+    # log_softmax is idempotent: cross_entropy(log_softmax(x)) == cross_entropy(x)
+    return F.cross_entropy(F.log_softmax(logits, dim=-1), y)
+""",
+    ]
+    invalid = [
+        """
+import torch
+import torch.nn as nn
+criterion = nn.CrossEntropyLoss()
+for x, y in loader:
+    probs = torch.softmax(model(x), dim=1)
+    loss = criterion(probs, y)
+    loss.backward()
+""",
+        """
+import torch.nn.functional as F
+def compute_loss(model, x, y):
+    logits = model(x)
+    return F.cross_entropy(F.softmax(logits, dim=-1).view(-1, logits.size(-1)), y.view(-1))
+""",
+        """
+from torch import nn
+model = nn.Sequential(nn.Linear(784, 128), nn.ReLU(), nn.Linear(128, 10), nn.Softmax(dim=1))
+loss_fn = nn.CrossEntropyLoss()
+for x, y in loader:
+    out = model(x)
+    loss = loss_fn(out, y)
+""",
+        """
+import torch.nn as nn
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(16, 4)
+        self.softmax = nn.Softmax(dim=-1)
+    def forward(self, x):
+        return self.softmax(self.fc(x))
+net = Classifier()
+loss = nn.CrossEntropyLoss()(net(inputs), labels)
+""",
+        """
+import torch.nn.functional as F
+def training_step(batch, model):
+    x, y = batch
+    scores = model(x).softmax(-1)
+    return F.cross_entropy(input=scores, target=y, label_smoothing=0.1)
+""",
+    ]
+
+    def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
+        assert isinstance(node, ast.Call)
+        if not (ctx.call_name(node) in CROSS_ENTROPY_FUNCTIONS or is_instance_of(ctx, node.func, CROSS_ENTROPY_MODULES)):
+            return
+        arg = first_arg(node)
+        if arg is None:
+            return
+        source = produced_by(ctx, arg, SOFTMAX)
+        if source is None:
+            return
+        subject = arg.id if isinstance(arg, ast.Name) else None
+        yield self.hit(arg, subject=subject)
