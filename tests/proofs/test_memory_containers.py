@@ -86,3 +86,45 @@ def test_after_backward_the_graph_nodes_of_every_step_stay_reachable():
 
     _, _, detached = _store_outputs(lambda out: out.detach(), backward=True)
     assert all(t.grad_fn is None for t in detached)
+
+
+@pytest.mark.proves("TP103")
+def test_eval_mode_still_records_graphs_and_saves_activations():
+    model = _mlp()
+    model.eval()
+    assert torch.is_grad_enabled()  # eval() switches dropout/batch-norm, not autograd
+    saved = []
+    with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        out = model(torch.randn(8, 16))
+    assert out.requires_grad and type(out.grad_fn).__name__ == "AddmmBackward0"
+    assert len(saved) == 4  # input, first weight, ReLU output, second weight
+
+    saved.clear()
+    with torch.no_grad(), torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(t) or t, lambda t: t):
+        out = model(torch.randn(8, 16))
+    assert not out.requires_grad and out.grad_fn is None and saved == []
+
+
+@pytest.mark.proves("TP103")
+def test_collecting_eval_outputs_without_no_grad_keeps_every_batchs_activations():
+    model = _mlp()
+    model.eval()
+    saved: list[weakref.ref] = []
+
+    def pack(t):
+        holder = _Saved(t)
+        saved.append(weakref.ref(holder))
+        return holder
+
+    def evaluate(grad: bool):
+        saved.clear()
+        preds = []
+        with torch.set_grad_enabled(grad), torch.autograd.graph.saved_tensors_hooks(pack, lambda h: h.tensor):
+            for _ in range(5):
+                preds.append(model(torch.randn(8, 16)))
+        return sum(r() is not None for r in saved), preds
+
+    alive, preds = evaluate(grad=True)
+    assert alive == 20 and all(p.grad_fn is not None for p in preds)
+    alive, preds = evaluate(grad=False)
+    assert alive == 0 and not saved and all(p.grad_fn is None for p in preds)

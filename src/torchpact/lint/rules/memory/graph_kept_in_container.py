@@ -28,8 +28,8 @@ class GraphKeptInContainer(Rule):
     ## Why is this bad?
     Each stored tensor keeps its step's whole autograd graph reachable. On torch 2.13, until
     `backward()` runs through that graph, it also holds every activation the forward saved: in the
-    proof, five stored outputs of a two-layer MLP kept alive all 20 tensors their forward passes saved, and none
-    once they were stored with `.detach()`. After `backward()` the saved tensors are released, but
+    proof, five stored outputs of a two-layer MLP kept alive all 20 tensors their forward passes
+    saved, and none once they were stored with `.detach()`. After `backward()` the saved tensors are released, but
     the graph nodes themselves stay, one graph per step, so host memory still grows for the whole
     run. Only the numbers are ever used from such a list (logging, metrics), so keeping the graph
     buys nothing.
