@@ -1,6 +1,6 @@
 """torchpact: catches the bugs PyTorch does not tell you about.
 
-Public facade: :func:`lint_paths`, :class:`Finding`, :class:`Severity`, :class:`Category`.
+Public facade: :func:`lint_paths`, :func:`watch`, :class:`Finding`, :class:`Severity`, :class:`Category`.
 """
 
 from __future__ import annotations
@@ -17,4 +17,14 @@ def lint_paths(paths=None, config=None, **kwargs):
     return _lint_paths(paths, config, **kwargs)
 
 
-__all__ = ["Category", "Finding", "Severity", "lint_paths", "__version__"]
+def __getattr__(name):
+    # ``torchpact.watch(...)``: the watch package is callable (see torchpact/watch/__init__.py);
+    # importing it lazily keeps ``import torchpact`` free of torch.
+    if name == "watch":
+        import torchpact.watch as watch_package
+
+        return watch_package
+    raise AttributeError(name)
+
+
+__all__ = ["Category", "Finding", "Severity", "lint_paths", "watch", "__version__"]

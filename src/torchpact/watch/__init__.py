@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import importlib
+import sys
 import pkgutil
 from functools import lru_cache
 from typing import Iterable
@@ -66,5 +67,15 @@ def watch(watchers: Iterable[str] | Iterable[Watcher] | None = None, *, sampler:
         instances = make_watchers(items)  # type: ignore[arg-type]
     return Session(instances, sampler=sampler, live=live)
 
+
+class _CallableModule(type(sys)):
+    """``torchpact.watch`` is both this package and the function: importing the package replaces the
+    facade's attribute, so the package itself answers ``torchpact.watch(...)``."""
+
+    def __call__(self, *args, **kwargs) -> Session:
+        return watch(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = ["Check", "Sampler", "Session", "Watcher", "all_checks", "make_watchers", "watch", "watcher_classes"]
