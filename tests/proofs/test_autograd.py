@@ -120,3 +120,41 @@ def test_grad_of_non_leaf_is_none_with_a_warning():
     y.sum().backward()
     g, warned = _grad_read(y)
     assert torch.equal(g, torch.ones(3)) and not warned
+
+
+@pytest.mark.proves("TP203")
+def test_requires_grad_then_conversion_leaves_grad_none():
+    x = torch.randn(3, dtype=torch.float64)
+    for w in (torch.randn(3, requires_grad=True).double(), torch.randn(3, requires_grad=True).to(torch.float64)):
+        assert not w.is_leaf and type(w.grad_fn).__name__ == "ToCopyBackward0"
+        (w * x).sum().backward()
+        g, warned = _grad_read(w)
+        assert g is None and any(NON_LEAF_GRAD_WARNING in m for m in warned)
+        with pytest.raises(ValueError, match="can't optimize a non-leaf Tensor"):
+            torch.optim.SGD([w], lr=0.1)
+
+    p = torch.nn.Parameter(torch.ones(3)).to(torch.float64)
+    assert type(p) is torch.Tensor and not p.is_leaf  # no longer a Parameter: a module would not register it
+    m = torch.nn.Module()
+    m.scale = p
+    assert list(m.parameters()) == []
+
+    # a conversion that changes nothing returns the leaf itself: why `.to("cpu")` is not flagged,
+    # and why `.to(device)` code works on a CPU machine and breaks on a GPU
+    w = torch.randn(3, requires_grad=True)
+    assert w.to("cpu") is w and w.float() is w
+
+    # the fixes are exact and give leaves
+    torch.manual_seed(0)
+    before = torch.randn(3, requires_grad=True).double()
+    torch.manual_seed(0)
+    fixed = torch.randn(3).double().requires_grad_()
+    assert torch.equal(before, fixed) and fixed.is_leaf and fixed.requires_grad
+    moved = torch.zeros(3, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.equal(moved, torch.zeros(3, 4, requires_grad=True).to(torch.float64)) and moved.is_leaf
+    (moved.sum() + fixed.sum()).backward()
+    assert moved.grad is not None and fixed.grad is not None
+    # ...and why the dtype is not moved into torch.tensor / random factories: the values would differ
+    assert not torch.equal(torch.tensor([0.1]).double(), torch.tensor([0.1], dtype=torch.float64))
+    param = torch.nn.Parameter(torch.ones(3).to(torch.float64))
+    assert isinstance(param, torch.nn.Parameter) and param.dtype == torch.float64
