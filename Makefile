@@ -21,7 +21,7 @@ test: setup
 	$(PY) -m pytest -q -n 2
 
 docs: setup
-	$(PY) -m torchpact.lint.docs docs/rules
+	$(PY) -m torchpact.docs docs/rules
 
 bench: setup
 	$(PY) bench/lint_speed.py

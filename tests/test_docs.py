@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from torchpact.lint.docs import generated_files
+from torchpact.docs import generated_files
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "rules"
 

@@ -129,15 +129,6 @@ def installed_torch_version() -> str | None:
         return None
 
 
-def rule_table() -> list[dict[str, Any]]:
-    """Rule metadata for reporters (SARIF's rule table)."""
-    from torchpact.lint.docs import rule_markdown
-    from torchpact.lint.registry import all_rules
-
-    return [{"code": r.code, "name": r.name(), "summary": r.summary(), "category": r.category.value,
-             "severity": r.severity.value, "help": rule_markdown(r)} for r in all_rules()]
-
-
 def emit(text: str, output: str | None) -> None:
     if output:
         try:
@@ -186,7 +177,9 @@ def cmd_lint(args: argparse.Namespace) -> int:
         "color": args.format == "text" and not args.output and use_color(),
     }
     if args.format == "sarif":
-        meta["rules"] = rule_table()
+        from torchpact.docs import rule_table
+
+        meta["rules"] = rule_table(include_runtime=False)  # lint never imports torch
     if args.format == "text":
         foot = f"{len(result.files)} files, {result.lines} lines in {result.seconds:.2f}s"
         if args.fix:
@@ -217,7 +210,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         "color": args.format == "text" and not args.output and use_color_stdout(),
     }
     if args.format == "sarif":
-        meta["rules"] = rule_table()
+        from torchpact.docs import rule_table
+
+        meta["rules"] = rule_table(include_runtime=True)
     if args.format == "text":
         meta["footer"] = [f"{outcome.script}: {outcome.steps} optimizer steps in {outcome.seconds:.2f}s, "
                           f"exit code {outcome.exit_code}"]
@@ -236,26 +231,28 @@ def use_color_stdout() -> bool:
 
 
 def cmd_rule(args: argparse.Namespace) -> int:
-    from torchpact.lint.docs import rule_markdown, special_codes
-    from torchpact.lint.registry import rule_by_code
+    from torchpact.docs import page
 
-    rule = rule_by_code(args.code)
-    if rule is None:
-        special = special_codes().get(args.code.upper())
-        if special is None:
-            raise UsageError(f"no rule {args.code}; `torchpact rules` lists them")
-        print(special)
-        return EXIT_OK
-    print(rule_markdown(rule))
+    text = page(args.code)
+    if text is None:
+        raise UsageError(f"no rule {args.code}; `torchpact rules` lists them")
+    print(text, end="")
     return EXIT_OK
 
 
 def cmd_rules() -> int:
+    from torchpact.docs import runtime_checks
     from torchpact.lint.registry import all_rules
 
+    checks = runtime_checks()
     for r in all_rules():
         fix = "fix" if r.fixable else "   "
-        print(f"{r.code}  {r.severity.value:<7}  {r.category.value:<11}  {fix}  {r.name():<34} {r.summary()}")
+        by = "lint+run" if r.code in checks else "lint    "
+        print(f"{r.code}  {r.severity.value:<7}  {r.category.value:<11}  {by}  {fix}  {r.name():<36} {r.summary()}")
+    lint_codes = {r.code for r in all_rules()}
+    for code, c in sorted(checks.items()):
+        if code not in lint_codes:
+            print(f"{code}  {c.severity.value:<7}  {c.category.value:<11}  run          {'':<36} {c.summary}")
     return EXIT_OK
 
 
