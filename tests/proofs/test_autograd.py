@@ -158,3 +158,71 @@ def test_requires_grad_then_conversion_leaves_grad_none():
     assert not torch.equal(torch.tensor([0.1]).double(), torch.tensor([0.1], dtype=torch.float64))
     param = torch.nn.Parameter(torch.ones(3).to(torch.float64))
     assert isinstance(param, torch.nn.Parameter) and param.dtype == torch.float64
+
+
+def _weight_grad(model, loss_fn):
+    model.zero_grad()
+    loss = loss_fn()
+    loss.backward()
+    return loss.item(), model.weight.grad.clone()
+
+
+@pytest.mark.proves("TP207")
+def test_inplace_under_no_grad_on_graph_tensor_gives_wrong_gradients():
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(4, 5)
+    x, y = torch.randn(3, 4), torch.tensor([0, 1, 2])
+    mask = torch.zeros(3, 5, dtype=torch.bool)
+    mask[:, 4] = True
+
+    def clamp_inplace():
+        logits = lin(x) * 3
+        with torch.no_grad():
+            logits.clamp_(-0.5, 0.5)
+        return F.cross_entropy(logits, y)
+
+    def div_inplace():
+        logits = lin(x)
+        with torch.no_grad():
+            logits.div_(2.0)
+        return F.cross_entropy(logits, y)
+
+    def fill_inplace(value, loss):
+        def fn():
+            out = lin(x)
+            with torch.no_grad():
+                out[mask] = value
+            return loss(out)
+        return fn
+
+    def fill_out_of_place(value, loss):
+        return lambda: loss(lin(x).masked_fill(mask, value))
+
+    ce = lambda out: F.cross_entropy(out, y)  # noqa: E731
+    mse = lambda out: F.mse_loss(out, torch.zeros(3, 5))  # noqa: E731
+    pairs = [
+        (clamp_inplace, lambda: F.cross_entropy((lin(x) * 3).clamp(-0.5, 0.5), y)),
+        (div_inplace, lambda: F.cross_entropy(lin(x) / 2.0, y)),
+        (fill_inplace(0.0, ce), fill_out_of_place(0.0, ce)),
+        (fill_inplace(-1e9, mse), fill_out_of_place(-1e9, mse)),
+    ]
+    for inplace, out_of_place in pairs:
+        loss_a, grad_a = _weight_grad(lin, inplace)
+        loss_b, grad_b = _weight_grad(lin, out_of_place)
+        assert loss_a == pytest.approx(loss_b)  # same loss value...
+        assert (grad_a - grad_b).abs().max() > 0.01  # ...silently different gradients, no error
+
+    # masking with -1e9 / -inf before cross_entropy: identical gradients (not flagged)
+    for value in (-1e9, float("-inf")):
+        _, grad_a = _weight_grad(lin, fill_inplace(value, ce))
+        _, grad_b = _weight_grad(lin, fill_out_of_place(value, ce))
+        assert torch.equal(grad_a, grad_b)
+
+    # the producing op saved its output: backward raises instead
+    def sigmoid_inplace():
+        h = torch.sigmoid(lin(x))
+        with torch.no_grad():
+            h.clamp_(0.2, 0.8)
+        return F.mse_loss(h, torch.zeros(3, 5))
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*output 0 of Sigmoid, is at version 1; expected version 0"):
+        _weight_grad(lin, sigmoid_inplace)

@@ -53,21 +53,38 @@ def grad_off(ctx: FileContext, node: ast.AST) -> bool:
     flag something only wrong with grad enabled skip nodes for which this is true."""
     if ctx.grad_disabled(node):
         return True
-    scope = ctx.scope(node)
     line = getattr(node, "lineno", 0)
-    for root in {id(scope): scope, id(ctx.tree): ctx.tree}.values():
-        body = root.body if isinstance(getattr(root, "body", None), list) else []
-        for stmt in ctx.walk_scope(body):
-            if isinstance(stmt, ast.Expr) and set_grad_enabled_false(ctx, stmt.value) and stmt.lineno < line:
-                return True
+    for root in (ctx.scope(node), ctx.tree):
+        first = _first_grad_off_line(ctx, root)
+        if first is not None and first < line:
+            return True
     fn = ctx.enclosing_function(node)
-    if fn is not None:
-        if fn.name in NO_GRAD_HOOKS or fn.name.startswith(("validation_", "test_", "predict_", "eval")):
-            return True
+    return fn is not None and _no_grad_function(ctx, fn)
+
+
+def _first_grad_off_line(ctx: FileContext, root: ast.AST) -> int | None:
+    cached = getattr(root, "tp_grad_off_line", False)
+    if cached is not False:
+        return cached
+    found = None
+    for stmt in ctx.walk_scope(scope_body(root)):
+        if isinstance(stmt, ast.Expr) and set_grad_enabled_false(ctx, stmt.value):
+            found = stmt.lineno if found is None else min(found, stmt.lineno)
+    root.tp_grad_off_line = found  # type: ignore[attr-defined]
+    return found
+
+
+def _no_grad_function(ctx: FileContext, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A framework's no-grad hook, or a function of this file only ever called with grad disabled."""
+    cached = getattr(fn, "tp_no_grad_function", None)
+    if cached is not None:
+        return cached
+    result = fn.name in NO_GRAD_HOOKS or fn.name.startswith(("validation_", "test_", "predict_", "eval"))
+    if not result:
         calls = [c for c in ctx.nodes(ast.Call) if _calls_function(c, fn.name)]
-        if calls and all(ctx.grad_disabled(c) for c in calls):
-            return True
-    return False
+        result = bool(calls) and all(ctx.grad_disabled(c) for c in calls)
+    fn.tp_no_grad_function = result  # type: ignore[attr-defined]
+    return result
 
 
 def _calls_function(call: ast.Call, name: str) -> bool:

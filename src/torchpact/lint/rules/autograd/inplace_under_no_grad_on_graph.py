@@ -1,0 +1,253 @@
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from torchpact.findings import Category, Severity
+from torchpact.lint.context import LOSS_FN, FileContext
+from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rules.autograd._grad import requires_grad
+from torchpact.lint.rules.autograd._util import (
+    creates_grad_leaf, grad_leaf, inplace_method, inplace_writes, parameter_loop_binding, pos, scope_body,
+)
+
+MAYBE_SELF = {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "type", "type_as", "contiguous",
+              "requires_grad_", "detach_", "detach", "data"}
+SOFTMAX_CONSUMERS = {"cross_entropy", "softmax", "log_softmax", "nll_loss", "CrossEntropyLoss", "Softmax",
+                     "LogSoftmax", "sparse_softmax_cross_entropy"}
+
+
+class InplaceUnderNoGradOnGraph(Rule):
+    """A tensor that is part of the autograd graph is changed in place under `torch.no_grad()` and
+    then used in the loss.
+
+    ## What it does
+    Flags an in-place write (`logits.clamp_(...)`, `logits.div_(t)`, `out[mask] = 0.0`,
+    `h *= scale`) inside a `torch.no_grad()` / `inference_mode()` block when the tensor is a non-leaf
+    computed with gradients enabled (a model's output in training code, or arithmetic on tensors
+    that require grad) and is used again after the block, with gradients enabled, in a function that
+    calls `backward()` / `torch.autograd.grad`. Leaves and parameters (the usual optimizer-style
+    update under `no_grad`) are not flagged; neither is filling with a large negative number
+    (`-inf`, `-1e9`, `torch.finfo(...).min`) when the tensor goes into a softmax / cross-entropy.
+
+    ## Why is this bad?
+    Autograd does not record what happens under `no_grad`, but the loss is computed from the
+    modified values. On torch 2.13 (tested): the loss value equals that of the out-of-place version,
+    yet backward treats the in-place op as the identity — after `logits.clamp_(-0.5, 0.5)` the
+    gradient of the clamped entries is not zeroed, after `logits.div_(2.0)` it is not halved — so the
+    parameters' gradients are silently wrong, with no error (in the proof, on a small linear
+    layer, the weight gradient is off by 0.04 to 2). If the op that
+    produced the tensor saved it for its own backward (`sigmoid`, `exp`, `tanh`, `softmax`, ...),
+    backward instead raises `RuntimeError: one of the variables needed for gradient computation
+    has been modified by an inplace operation: [torch.FloatTensor [3, 5]], which is output 0 of
+    Sigmoid, is at version 1; expected version 0 instead.` (the version counter is bumped
+    even under `no_grad`). Masking logits with `-1e9` or `-inf` before `cross_entropy` gives
+    bit-identical gradients to `masked_fill` (softmax sends those entries' gradient to 0 anyway),
+    so it is not flagged there — but before a regression loss it is just as wrong.
+
+    ## Fix safety
+    No autofix: write it out of place with gradients enabled
+    (`logits = logits.clamp(-0.5, 0.5)`, `logits = logits.masked_fill(mask, 0.0)`). If the identity
+    gradient is intended (a straight-through estimator), say so explicitly:
+    `x = x + (x.clamp(-0.5, 0.5) - x).detach()`.
+    """
+
+    code = "TP207"
+    category = Category.AUTOGRAD
+    severity = Severity.WARNING
+    message = ("in-place change under no_grad to a tensor in the autograd graph that the loss then uses: "
+               "backward ignores the change (silently wrong gradients) or raises if the op saved the tensor")
+    fix_hint = "do it out of place with gradients enabled (`x = x.clamp(...)`, `x = x.masked_fill(mask, v)`)"
+    nodes = (ast.Call, ast.AugAssign, ast.Assign)
+    triggers = ("no_grad", "inference_mode")
+
+    valid = [
+        """
+import torch
+import torch.nn.functional as F
+
+def train_step(model, x, y, mask, optimizer):
+    logits = model(x)
+    logits = logits.masked_fill(mask, 0.0).clamp(-5, 5)
+    loss = F.cross_entropy(logits, y)
+    loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.clamp_(-1, 1)
+""",
+        """
+import torch
+import torch.nn.functional as F
+
+def train_step(model, x, y, mask):
+    logits = model(x)
+    with torch.no_grad():
+        logits[mask] = -1e9
+    loss = F.cross_entropy(logits, y)
+    loss.backward()
+""",
+        """
+import torch
+
+def train_step(model, x, y):
+    out = model(x)
+    loss = (out - y).pow(2).mean()
+    loss.backward()
+    with torch.no_grad():
+        out.clamp_(0, 1)
+        metric = out.mean()
+""",
+        """
+import torch
+
+def attack(model, x, y, eps):
+    delta = torch.zeros_like(x, requires_grad=True)
+    for _ in range(10):
+        loss = criterion(model(x + delta), y)
+        loss.backward()
+        with torch.no_grad():
+            delta += eps * delta.grad.sign()
+            delta.clamp_(-eps, eps)
+""",
+    ]
+    invalid = [
+        """
+import torch
+import torch.nn.functional as F
+
+def train_step(model, x, y, optimizer):
+    logits = model(x)
+    with torch.no_grad():
+        logits.clamp_(-5.0, 5.0)
+    loss = F.cross_entropy(logits, y)
+    loss.backward()
+    optimizer.step()
+""",
+        """
+import torch
+import torch.nn as nn
+
+def train_step(model, x, target, mask, optimizer):
+    pred = model(x)
+    with torch.no_grad():
+        pred[mask] = -1e9
+    loss = nn.functional.mse_loss(pred, target)
+    loss.backward()
+""",
+        """
+import torch
+
+def train_step(model, x, y, temperature):
+    h = torch.sigmoid(model(x))
+    with torch.inference_mode():
+        h /= temperature
+    loss = criterion(h, y)
+    loss.backward()
+""",
+    ]
+
+    def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
+        for write, target in inplace_writes(node):
+            if not isinstance(target, ast.Name) or not ctx.grad_disabled(write):
+                continue
+            if not self._graph_non_leaf(ctx, target):
+                continue
+            block = self._no_grad_block(ctx, write)
+            after = pos(write) if block is None else (block.end_lineno or 0, block.end_col_offset or 0)
+            uses = self._later_grad_uses(ctx, write, target.id, after)
+            if not uses or not self._backward_after(ctx, write):
+                continue
+            if self._large_negative_fill(node) and any(self._softmax_like(ctx, u) for u in uses):
+                continue
+            yield self.hit(write, subject=target.id)
+
+    @staticmethod
+    def _graph_non_leaf(ctx: FileContext, target: ast.Name) -> bool:
+        if grad_leaf(ctx, target):
+            return False
+        binds = ctx.bindings(target)
+        for owner, value in binds:
+            if parameter_loop_binding(ctx, owner, target.id) or creates_grad_leaf(ctx, value):
+                return False
+            if not isinstance(value, (ast.Call, ast.BinOp, ast.UnaryOp, ast.Subscript)):
+                return False
+            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in MAYBE_SELF:
+                return False
+        return requires_grad(ctx, target)
+
+    @staticmethod
+    def _no_grad_block(ctx: FileContext, node: ast.AST) -> ast.AST | None:
+        for anc in ctx.ancestors(node):
+            if isinstance(anc, (ast.With, ast.AsyncWith)) and any(ctx.grad_mode_of_with(i) == "disabled" for i in anc.items):
+                return anc
+            if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                return None
+        return None
+
+    @staticmethod
+    def _later_grad_uses(ctx: FileContext, write: ast.AST, name: str, after: tuple[int, int]) -> list[ast.Name]:
+        """Loads of ``name`` after ``after`` with grad enabled, before ``name`` is rebound."""
+        nodes = list(ctx.walk_scope(scope_body(ctx.scope(write))))
+        rebinds = [pos(n) for n in nodes if isinstance(n, ast.Name) and n.id == name
+                   and isinstance(n.ctx, ast.Store) and pos(n) > after]
+        limit = min(rebinds) if rebinds else (10**9, 0)
+        return [n for n in nodes if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
+                and after < pos(n) < limit and not ctx.grad_disabled(n)]
+
+    def _backward_after(self, ctx: FileContext, write: ast.AST) -> bool:
+        for n in ctx.walk_scope(scope_body(ctx.scope(write))):
+            if isinstance(n, ast.Call) and pos(n) > pos(write) and not ctx.grad_disabled(n):
+                if (isinstance(n.func, ast.Attribute) and n.func.attr == "backward") or \
+                        ctx.call_name(n) in ("torch.autograd.backward", "torch.autograd.grad"):
+                    return True
+        return False
+
+    @staticmethod
+    def _large_negative_fill(node: ast.AST) -> bool:
+        if isinstance(node, ast.Assign):
+            value = node.value
+        elif isinstance(node, ast.Call) and inplace_method(node) in ("masked_fill_", "fill_", "index_fill_", "fill_diagonal_"):
+            value = node.args[-1] if node.args else None
+        else:
+            return False
+        return _is_large_negative(value)
+
+    @staticmethod
+    def _softmax_like(ctx: FileContext, use: ast.Name) -> bool:
+        """The use feeds a softmax / cross-entropy (or a loss function of unknown kind)."""
+        parent = ctx.parent(use)
+        if isinstance(parent, ast.Attribute) and parent.attr in SOFTMAX_CONSUMERS:
+            return True
+        if isinstance(parent, ast.Call) and use in parent.args:
+            qn = ctx.call_name(parent) or ""
+            last = qn.rsplit(".", 1)[-1] if qn else (parent.func.attr if isinstance(parent.func, ast.Attribute) else "")
+            if last in SOFTMAX_CONSUMERS:
+                return True
+            if LOSS_FN in ctx.kinds(parent.func):
+                ctor = [ctx.call_name(v) or "" for v in ctx.values(parent.func) if isinstance(v, ast.Call)]
+                return not ctor or any(c.rsplit(".", 1)[-1] in SOFTMAX_CONSUMERS for c in ctor)
+        return False
+
+
+def _is_large_negative(value: ast.AST | None) -> bool:
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub) and isinstance(value.operand, ast.Constant):
+        v = value.operand.value
+        return isinstance(v, (int, float)) and v >= 1e4
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.USub):
+        return _is_inf(value.operand)
+    if isinstance(value, ast.Constant) and isinstance(value.value, (int, float)):
+        return value.value <= -1e4
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "float" and value.args:
+        a = value.args[0]
+        return isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.strip().lower() in ("-inf", "-infinity")
+    if isinstance(value, ast.Attribute) and value.attr == "min":  # torch.finfo(dtype).min
+        return True
+    return False
+
+
+def _is_inf(value: ast.AST) -> bool:
+    if isinstance(value, ast.Attribute) and value.attr == "inf":
+        return True
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "float" and bool(value.args) \
+        and isinstance(value.args[0], ast.Constant) and str(value.args[0].value).lower() in ("inf", "infinity")
