@@ -62,7 +62,7 @@ def test_trace_bakes_in_the_branch_and_the_number_of_the_example():
 
 
 @pytest.mark.proves("TP701")
-def test_torch_export_refuses_a_branch_on_tensor_values_but_keeps_item_symbolic():
+def test_torch_export_refuses_a_branch_on_tensor_values_but_keeps_item_symbolic(tmp_path):
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
     with pytest.raises(GuardOnDataDependentSymNode, match="Could not guard on data-dependent expression"):
@@ -70,6 +70,14 @@ def test_torch_export_refuses_a_branch_on_tensor_values_but_keeps_item_symbolic(
     # a number from .item() used in arithmetic is fine for torch.export: not flagged for it
     ep = torch.export.export(Scale(), (torch.ones(3),))
     assert torch.equal(ep.module()(torch.full((3,), 2.0)), Scale()(torch.full((3,), 2.0)))
+
+    # the default ONNX exporter runs torch.export and fails the same way
+    _onnx()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(Exception, match="Could not guard on data-dependent expression") as info:
+            torch.onnx.export(Gate(), (torch.ones(3),), tmp_path / "gate.onnx", verbose=False)
+    assert type(info.value).__name__ == "TorchExportError"
 
 
 class DropBN(nn.Module):
