@@ -226,3 +226,32 @@ def test_inplace_under_no_grad_on_graph_tensor_gives_wrong_gradients():
         return F.mse_loss(h, torch.zeros(3, 5))
     with pytest.raises(RuntimeError, match="modified by an inplace operation.*output 0 of Sigmoid, is at version 1; expected version 0"):
         _weight_grad(lin, sigmoid_inplace)
+
+
+@pytest.mark.proves("TP201")
+def test_data_write_between_forward_and_backward_silently_changes_gradients():
+    def setup():
+        w = torch.tensor([1.0, 2.0], requires_grad=True)
+        x = torch.tensor([3.0, 4.0], requires_grad=True)
+        return w, x, (w * x).sum()  # mul saves w to compute x.grad
+
+    for write in (lambda w: w.data.mul_(2), lambda w: setattr(w, "data", w.data * 2)):
+        w, x, y = setup()
+        write(w)
+        y.backward()  # no error...
+        assert torch.equal(x.grad, torch.tensor([2.0, 4.0]))  # ...but d(sum(w*x))/dx used the new w
+        assert y.item() == 11.0  # while the loss was computed with the old one
+
+    version_msg = "modified by an inplace operation: .* is at version 1; expected version 0 instead"
+    for visible in (lambda w: w.detach().mul_(2), lambda w: w.mul_(2)):
+        w, x, y = setup()
+        with torch.no_grad():
+            visible(w)
+        with pytest.raises(RuntimeError, match=version_msg):
+            y.backward()
+
+    # the same write after backward (e.g. weight clipping after the step) is harmless
+    w, x, y = setup()
+    y.backward()
+    w.data.clamp_(-1.5, 1.5)
+    assert torch.equal(x.grad, torch.tensor([1.0, 2.0]))
