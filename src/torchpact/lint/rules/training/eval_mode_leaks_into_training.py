@@ -1,0 +1,215 @@
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from torchpact.findings import Category, Severity
+from torchpact.lint.context import FileContext
+from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rules.training._util import (innermost_training_loop, is_module, local_callees, loop_nodes,
+                                                 mode_events, mode_switch, src)
+
+
+class EvalModeLeaksIntoTraining(Rule):
+    """`model.eval()` runs inside the training loop, but `model.train()` only before it.
+
+    ## What it does
+    Flags a switch to eval mode — `model.eval()`, `model.train(False)`, or a call to a function of
+    the same file that does it (`evaluate(model)` where `evaluate` calls `model.eval()`) — inside a
+    loop that trains (calls `backward()`), when the same model is put back with `model.train()` only
+    *before* that loop, and nothing in the loop calls `train()` on it again (directly or through a
+    local function). A loop that calls a function of another module with the model as an argument
+    (which may call `train()`) is not flagged.
+
+    ## Why is this bad?
+    `eval()` sets `training = False` on every submodule and it stays so until `train()` is called.
+    From the second epoch on (or from the first evaluation on), the model trains in eval mode:
+    dropout is off and BatchNorm normalizes with its running statistics instead of the batch's, and
+    stops updating them. On torch 2.13, a model with `nn.Dropout(0.5)` gives identical outputs for
+    repeated calls after `evaluate(model)` returns, where train mode drops half the activations
+    every call. No error: the model just regularizes less and its BatchNorm statistics freeze.
+
+    ## Fix safety
+    No autofix. Call `model.train()` at the start of each epoch's training part (inside the loop),
+    or have the evaluation function restore the mode it found (`was_training = model.training ...
+    model.train(was_training)`).
+    """
+
+    code = "TP402"
+    category = Category.TRAINING
+    severity = Severity.WARNING
+    message = ("the model is put in eval mode inside the training loop and train() is only called before the "
+               "loop: later iterations train with dropout off and BatchNorm frozen")
+    fix_hint = "call model.train() inside the loop, before the training steps (or restore the mode after evaluating)"
+    nodes = (ast.Call,)
+    triggers = ("eval",)
+
+    valid = [
+        """
+import torch
+def evaluate(model, loader):
+    model.eval()
+    with torch.no_grad():
+        return sum(model(x).argmax(-1).eq(y).sum().item() for x, y in loader)
+
+for epoch in range(10):
+    model.train()
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+    evaluate(model, val_loader)
+""",
+        """
+import torch
+def train_one_epoch(model, loader, optimizer):
+    model.train()
+    for x, y in loader:
+        optimizer.zero_grad()
+        model(x, y).backward()
+        optimizer.step()
+
+model.train()
+for epoch in range(10):
+    train_one_epoch(model, train_loader, optimizer)
+    model.eval()
+    validate(model)
+""",
+        """
+import torch
+student.train()
+teacher.eval()
+for x, y in loader:
+    teacher.eval()
+    with torch.no_grad():
+        soft = teacher(x)
+    loss = kd_loss(student(x), soft, y)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+""",
+        """
+import torch
+from engine import train_one_epoch
+model.train()
+for epoch in range(10):
+    train_one_epoch(model, loader, optimizer)
+    model.eval()
+""",
+        """
+import torch
+def evaluate(model):
+    was_training = model.training
+    model.eval()
+    score = run(model)
+    model.train(was_training)
+    return score
+
+model.train()
+for step, (x, y) in enumerate(loader):
+    model(x, y).backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    if step % 100 == 0:
+        evaluate(model)
+""",
+    ]
+    invalid = [
+        """
+import torch
+def evaluate(net, loader):
+    net.eval()
+    with torch.no_grad():
+        return sum(criterion(net(x), y).item() for x, y in loader)
+
+model.train()
+for epoch in range(10):
+    for x, y in train_loader:
+        optimizer.zero_grad()
+        criterion(model(x), y).backward()
+        optimizer.step()
+    val_loss = evaluate(model, val_loader)
+""",
+        """
+import torch
+class Trainer:
+    def fit(self):
+        self.model.train()
+        for step, batch in enumerate(self.loader):
+            loss = self.model(**batch).loss
+            loss.backward()
+            self.optimizer.step()
+            self.optimizer.zero_grad()
+            if step % self.eval_every == 0:
+                self.model.eval()
+                self.validate()
+""",
+    ]
+
+    def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
+        assert isinstance(node, ast.Call)
+        evals = self._evals_at(node, ctx)
+        if not evals:
+            return
+        loop = innermost_training_loop(ctx, node)
+        if loop is None:
+            return
+        body = loop_nodes(loop)
+        events = list(mode_events(ctx, body))
+        trained_in_loop = {text for mode, text, _ in events if mode == "train"}
+        scope = ctx.scope(loop)
+        before = [(mode, text) for mode, text, n in mode_events(ctx, _statements_before(ctx, loop, scope))]
+        passed_away = _passed_to_foreign_calls(ctx, body)
+        for text in evals:
+            if text in trained_in_loop or text in passed_away:
+                continue
+            if ("train", text) not in before:
+                continue
+            yield self.hit(node, subject=text)
+            return
+
+    @staticmethod
+    def _evals_at(node: ast.Call, ctx: FileContext) -> list[str]:
+        """The modules this call puts in eval mode (and does not put back in train mode itself)."""
+        direct = mode_switch(ctx, node)
+        if direct is not None:
+            mode, module = direct
+            return [src(ctx, module)] if mode == "eval" and is_module(ctx, module) else []
+        if not local_callees(ctx, node):
+            return []
+        events = list(mode_events(ctx, [node]))
+        trained = {text for mode, text, _ in events if mode == "train"}
+        return [text for mode, text, _ in events if mode == "eval" and text not in trained
+                and not text.startswith("<")]
+
+
+def _statements_before(ctx: FileContext, loop: ast.AST, scope: ast.AST) -> list[ast.stmt]:
+    """Statements of ``scope`` that run before ``loop`` starts: earlier siblings of it and of its ancestors."""
+    out: list[ast.stmt] = []
+    child = loop
+    for anc in ctx.ancestors(loop):
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(anc, field, None)
+            if isinstance(block, list) and child in block:
+                out.extend(block[: block.index(child)])
+                break
+        if anc is scope:
+            break
+        child = anc
+    return out
+
+
+def _passed_to_foreign_calls(ctx: FileContext, body: list[ast.AST]) -> set[str]:
+    """Texts of arguments given to calls this file does not define (they might call ``train()``)."""
+    out: set[str] = set()
+    for node in ctx.walk_scope(body):
+        if not isinstance(node, ast.Call) or local_callees(ctx, node):
+            continue
+        qn = ctx.call_name(node)
+        if qn is not None and (qn.startswith("torch.") or qn.startswith("builtins.")):
+            continue
+        for arg in [*node.args, *(kw.value for kw in node.keywords)]:
+            if isinstance(arg, ast.Starred):
+                arg = arg.value
+            out.add(src(ctx, arg))
+    return out

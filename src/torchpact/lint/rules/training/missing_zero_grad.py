@@ -1,0 +1,152 @@
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from torchpact.findings import Category, Severity
+from torchpact.lint.context import FileContext
+from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rules.training._util import (innermost_training_loop, loop_nodes, reaches, src,
+                                                 stepped_optimizer, zeroes_grads)
+
+
+class MissingZeroGrad(Rule):
+    """A training loop calls `backward()` and `optimizer.step()` but never clears the gradients.
+
+    ## What it does
+    Flags `optimizer.step()` (or `scaler.step(optimizer)`) inside a loop that also calls
+    `backward()` when nothing in that loop clears gradients: no `zero_grad()` on an optimizer or a
+    model (any `set_to_none`), no `p.grad = None` / `del p.grad` / `p.grad.zero_()`, not even in a
+    helper function of the same file that the loop calls. Gradient accumulation
+    (`if (i + 1) % k == 0: optimizer.step(); optimizer.zero_grad()`) clears them in the loop and is
+    not flagged. Loops that build a fresh optimizer each iteration are not flagged either.
+
+    ## Why is this bad?
+    `backward()` adds into `.grad`; it never overwrites it. On torch 2.13, after two
+    `loss.backward()` calls without clearing, `.grad` is exactly the sum of both steps' gradients,
+    so step *n* applies the sum of all *n* gradients so far: the effective learning rate grows with
+    every iteration and training diverges or oscillates, with no error.
+
+    ## Fix safety
+    No autofix: where the gradients should be cleared (every step, or every k steps when
+    accumulating) is a decision the code must state. Call `optimizer.zero_grad()` after
+    `optimizer.step()` (or before `backward()`).
+    """
+
+    code = "TP401"
+    category = Category.TRAINING
+    severity = Severity.ERROR
+    message = ("the training loop never clears gradients: backward() adds into .grad, so every step "
+               "applies the sum of all gradients so far")
+    fix_hint = "call optimizer.zero_grad() every iteration (after optimizer.step(), or before backward())"
+    nodes = (ast.Call,)
+    triggers = ("step",)
+
+    valid = [
+        """
+import torch
+for x, y in loader:
+    optimizer.zero_grad(set_to_none=True)
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+""",
+        """
+import torch
+optimizer.zero_grad()
+for i, (x, y) in enumerate(loader):
+    loss = criterion(model(x), y) / accum_steps
+    loss.backward()
+    if (i + 1) % accum_steps == 0:
+        optimizer.step()
+        model.zero_grad()
+""",
+        """
+import torch
+def clear(params):
+    for p in params:
+        p.grad = None
+
+def train(model, optimizer, loader):
+    for x, y in loader:
+        model(x, y).backward()
+        optimizer.step()
+        clear(model.parameters())
+""",
+        """
+import torch
+for lr in (0.1, 0.01):
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    model(x).sum().backward()
+    optimizer.step()
+""",
+        """
+import torch
+for x, y in loader:
+    def closure():
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        return loss
+    optimizer.step(closure)
+""",
+    ]
+    invalid = [
+        """
+import torch
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+optimizer.zero_grad()
+for x, y in loader:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
+""",
+        """
+from torch import optim
+def fit(net, loader, epochs):
+    opt = optim.Adam(net.parameters())
+    scaler = make_scaler()
+    for epoch in range(epochs):
+        opt.zero_grad()
+        for x, y in loader:
+            loss = net(x, y)
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+""",
+    ]
+
+    def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
+        optimizer = stepped_optimizer(ctx, node)
+        if optimizer is None:
+            return
+        loop = innermost_training_loop(ctx, node)
+        if loop is None:
+            return
+        body = loop_nodes(loop)
+        if reaches(ctx, body, lambda n: zeroes_grads(ctx, n)) is not None:
+            return
+        if _rebound_in(ctx, optimizer, body):
+            return  # a fresh optimizer (and usually model) every iteration
+        yield self.hit(node, subject=src(ctx, optimizer))
+
+
+def _rebound_in(ctx: FileContext, optimizer: ast.AST, body: list[ast.AST]) -> bool:
+    text = src(ctx, optimizer)
+    for node in ctx.walk_scope(body):
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.withitem)):
+            targets = [node.target] if not isinstance(node, ast.withitem) else (
+                [node.optional_vars] if node.optional_vars is not None else [])
+        for t in targets:
+            for sub in ast.walk(t):
+                if isinstance(sub, (ast.Name, ast.Attribute)) and src(ctx, sub) == text:
+                    return True
+    # ``for opt in optimizers: ... opt.step()``: bound by the loop header
+    loop_parent = ctx.parent(body[0]) if body else None
+    if isinstance(loop_parent, (ast.For, ast.AsyncFor)):
+        return any(isinstance(s, ast.Name) and s.id == text for s in ast.walk(loop_parent.target))
+    return False

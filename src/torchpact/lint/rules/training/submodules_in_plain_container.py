@@ -1,0 +1,313 @@
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from torchpact.findings import Category, Severity
+from torchpact.lint.context import FileContext
+from torchpact.lint.rule import Hit, Invalid, Rule
+
+# Modules with no parameters, no buffers and no train/eval behaviour: nothing is lost by not
+# registering them.
+STATELESS = {
+    "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh",
+    "Hardtanh", "Hardswish", "Hardsigmoid", "Softplus", "Softsign", "Softmax", "LogSoftmax", "Softmin",
+    "Identity", "Flatten", "Unflatten", "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d",
+    "AvgPool3d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d",
+    "AdaptiveMaxPool2d", "AdaptiveMaxPool3d", "Upsample", "PixelShuffle", "PixelUnshuffle", "ZeroPad2d",
+    "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad2d", "Tanhshrink",
+    "Threshold", "GLU", "LogSigmoid", "Hardshrink", "Softshrink", "ChannelShuffle",
+}
+CONTAINERS = {"torch.nn.ModuleList", "torch.nn.ModuleDict", "torch.nn.Sequential", "torch.nn.ParameterList",
+              "torch.nn.ParameterDict"}
+# List methods a ModuleList does not have: the fix would break code using them.
+LIST_ONLY = {"remove", "index", "count", "sort", "reverse", "copy", "clear"}
+
+
+class SubmodulesInPlainContainer(Rule):
+    """Submodules or parameters are kept in a plain `list` / `dict` attribute of an `nn.Module`.
+
+    ## What it does
+    Flags `self.layers = [nn.Linear(...) for _ in range(n)]`, `self.heads = {"a": Head(), ...}`,
+    `self.scales = [nn.Parameter(...)]` and `self.blocks = []` filled with `self.blocks.append(Block())`,
+    in a method of an `nn.Module` subclass, when the elements are module (or parameter)
+    constructions and the container is never wrapped (`nn.ModuleList(self.layers)`,
+    `nn.Sequential(*self.layers)`) nor registered by `add_module` / `register_module` / `setattr`.
+    Lists of parameter-free, mode-free modules (activations, pooling) are not flagged.
+
+    ## Why is this bad?
+    `nn.Module.__setattr__` registers `Module` and `Parameter` values, not lists or dicts of them.
+    On torch 2.13 the weights of `self.layers = [nn.Linear(4, 4)]` are not in `.parameters()` (so the
+    optimizer never updates them), not in `.state_dict()` (so checkpoints silently lose them), not
+    moved by `.to(device)` / `.cuda()` (so the forward fails with a device mismatch, or stays on CPU),
+    and `.eval()` does not reach them (a `Dropout` inside keeps dropping at inference).
+
+    ## Fix safety
+    The fix wraps a written-out list in `nn.ModuleList(...)` (`nn.ParameterList` for parameters) and
+    a dict with string keys in `nn.ModuleDict(...)`; an empty list that is appended to becomes
+    `nn.ModuleList()`. Indexing, iteration, `len`, `append`, `extend` and `insert` behave the same. It
+    is offered only when the file has a name for `torch.nn`, and not when the code uses list methods
+    a `ModuleList` lacks (`remove`, `index`, `sort`, ...). After it, the state dict has the new
+    parameters: old checkpoints (which never had them) need `strict=False` to load.
+    """
+
+    code = "TP403"
+    category = Category.TRAINING
+    severity = Severity.ERROR
+    message = ("submodules kept in a plain list/dict are not registered: their parameters are not trained, "
+               "not saved in the state_dict and not moved by .to()")
+    fix_hint = "use nn.ModuleList / nn.ModuleDict (nn.ParameterList / nn.ParameterDict for parameters)"
+    nodes = (ast.Assign,)
+    triggers = ("self.",)
+    fixable = True
+
+    valid = [
+        """
+import torch.nn as nn
+class MLP(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(8, 8) for _ in range(n)])
+        self.acts = [nn.ReLU(), nn.GELU()]
+""",
+        """
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        blocks = [nn.Conv2d(3, 3, 3) for _ in range(3)]
+        self.blocks = blocks
+        self.body = nn.Sequential(*self.blocks)
+""",
+        """
+import torch.nn as nn
+class Wrapper(nn.Module):
+    def __init__(self, encoder, decoder):
+        super().__init__()
+        self.encoder, self.decoder = encoder, decoder
+        self.parts = [self.encoder, self.decoder]  # references to registered modules
+""",
+        """
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.layers = [nn.Linear(4, 4) for _ in range(n)]
+        for i, layer in enumerate(self.layers):
+            self.add_module(f"layer{i}", layer)
+""",
+        """
+import torch.nn as nn
+class Config:
+    def __init__(self):
+        self.layers = [nn.Linear(4, 4)]
+""",
+    ]
+    invalid = [
+        Invalid(
+            """
+import torch
+import torch.nn as nn
+class MLP(nn.Module):
+    def __init__(self, depth):
+        super().__init__()
+        self.layers = [nn.Linear(64, 64) for _ in range(depth)]
+        self.scale = [nn.Parameter(torch.ones(64)) for _ in range(depth)]
+    def forward(self, x):
+        for layer, s in zip(self.layers, self.scale):
+            x = layer(x) * s
+        return x
+""",
+            fixed="""
+import torch
+import torch.nn as nn
+class MLP(nn.Module):
+    def __init__(self, depth):
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(64, 64) for _ in range(depth)])
+        self.scale = nn.ParameterList([nn.Parameter(torch.ones(64)) for _ in range(depth)])
+    def forward(self, x):
+        for layer, s in zip(self.layers, self.scale):
+            x = layer(x) * s
+        return x
+""",
+            count=2,
+        ),
+        Invalid(
+            """
+from torch import nn
+class Block(nn.Module):
+    pass
+class MultiHead(nn.Module):
+    def __init__(self, tasks):
+        super().__init__()
+        self.heads = {"cls": nn.Linear(16, 2), "reg": Block()}
+        self.blocks = []
+        for _ in range(4):
+            self.blocks.append(Block())
+""",
+            fixed="""
+from torch import nn
+class Block(nn.Module):
+    pass
+class MultiHead(nn.Module):
+    def __init__(self, tasks):
+        super().__init__()
+        self.heads = nn.ModuleDict({"cls": nn.Linear(16, 2), "reg": Block()})
+        self.blocks = nn.ModuleList()
+        for _ in range(4):
+            self.blocks.append(Block())
+""",
+            count=2,
+        ),
+        """
+import torch
+class Model(torch.nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.drops = [torch.nn.Dropout(0.1) for _ in range(n)]
+        self.drops.sort(key=id)
+""",
+    ]
+
+    def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
+        assert isinstance(node, ast.Assign)
+        if len(node.targets) != 1:
+            return
+        target = node.targets[0]
+        if not (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self"):
+            return
+        cls = ctx.enclosing_class(node)
+        fn = ctx.enclosing_function(node)
+        if cls is None or fn is None or cls.name not in ctx.module_classes or ctx.enclosing_class(fn) is not cls:
+            return
+        value = node.value
+        elements, is_dict = _elements(value)
+        if elements is None:
+            return
+        if elements and any(isinstance(e, ast.Name) for e in elements):
+            return  # ``self._enc = [encoder]``: the usual way to keep a module *out* of registration
+        if not elements and isinstance(value, ast.List):
+            elements = _appended(ctx, cls, target.attr)
+        kinds = [_construction(ctx, e) for e in elements]
+        if not kinds or any(k is None for k in kinds) or all(k == "stateless" for k in kinds):
+            return
+        if _registered_elsewhere(ctx, cls, target.attr, node):
+            return
+        params = all(k == "parameter" for k in kinds)
+        if any(k == "parameter" for k in kinds) and not params:
+            edits = []
+        else:
+            edits = self._fix(ctx, cls, target.attr, value, is_dict, params)
+        container = ("ParameterDict" if is_dict else "ParameterList") if params else (
+            "ModuleDict" if is_dict else "ModuleList")
+        yield self.hit(target, subject=f"self.{target.attr}", edits=edits,
+                       fix_hint=f"use nn.{container}(...): it registers its elements")
+
+    @staticmethod
+    def _fix(ctx: FileContext, cls: ast.ClassDef, attr: str, value: ast.expr, is_dict: bool, params: bool):
+        nn = _nn_alias(ctx)
+        if nn is None or _uses_list_only_methods(cls, attr):
+            return []
+        if is_dict and not (isinstance(value, ast.Dict) and all(
+                isinstance(k, ast.Constant) and isinstance(k.value, str) for k in value.keys)):
+            return []  # ModuleDict keys must be strings
+        container = ("ParameterDict" if is_dict else "ParameterList") if params else (
+            "ModuleDict" if is_dict else "ModuleList")
+        inner = ctx.locator.source(value)
+        text = f"{nn}.{container}()" if isinstance(value, ast.List) and not value.elts else f"{nn}.{container}({inner})"
+        return [ctx.locator.replace(value, text)]
+
+
+def _elements(value: ast.expr) -> tuple[list[ast.expr] | None, bool]:
+    if isinstance(value, ast.List):
+        if any(isinstance(e, ast.Starred) for e in value.elts):
+            return None, False
+        return list(value.elts), False
+    if isinstance(value, ast.ListComp):
+        return [value.elt], False
+    if isinstance(value, ast.Dict):
+        if any(k is None for k in value.keys):
+            return None, True
+        return list(value.values), True
+    if isinstance(value, ast.DictComp):
+        return [value.value], True
+    return None, False
+
+
+def _construction(ctx: FileContext, expr: ast.expr, depth: int = 0) -> str | None:
+    """'module' / 'stateless' / 'parameter' when ``expr`` constructs one, else None."""
+    if isinstance(expr, ast.Name):
+        if depth > 2:
+            return None
+        kinds = {_construction(ctx, v, depth + 1) for v in ctx.values(expr) if v is not expr}
+        return kinds.pop() if len(kinds) == 1 else None
+    if not isinstance(expr, ast.Call):
+        return None
+    qn = ctx.call_name(expr)
+    if qn is not None:
+        parts = qn.split(".")
+        if len(parts) >= 3 and parts[0] == "torch" and parts[1] == "nn" and parts[2] not in (
+                "functional", "init", "utils") and parts[-1][:1].isupper():
+            if parts[-1] == "Parameter":
+                return "parameter"
+            return "stateless" if parts[-1] in STATELESS else "module"
+        return None
+    if isinstance(expr.func, ast.Name) and expr.func.id in ctx.module_classes:
+        return "module"
+    return None
+
+
+def _class_nodes(cls: ast.ClassDef):
+    return ast.walk(cls)
+
+
+def _appended(ctx: FileContext, cls: ast.ClassDef, attr: str) -> list[ast.expr]:
+    """Arguments of ``self.<attr>.append(x)`` in the class."""
+    out = []
+    for node in _class_nodes(cls):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append"
+                and _is_self_attr(node.func.value, attr) and len(node.args) == 1):
+            out.append(node.args[0])
+    return out
+
+
+def _is_self_attr(node: ast.AST, attr: str) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == attr and isinstance(node.value, ast.Name)
+            and node.value.id == "self")
+
+
+def _registered_elsewhere(ctx: FileContext, cls: ast.ClassDef, attr: str, assign: ast.Assign) -> bool:
+    for node in _class_nodes(cls):
+        if isinstance(node, ast.Assign) and node is not assign and any(_is_self_attr(t, attr) for t in node.targets):
+            return True  # rebound (e.g. wrapped in nn.ModuleList later): not sure what it holds
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+            if name in ("add_module", "register_module", "register_parameter", "setattr"):
+                return True
+            if ctx.call_name(node) in CONTAINERS:
+                for arg in node.args:
+                    arg = arg.value if isinstance(arg, ast.Starred) else arg
+                    if any(_is_self_attr(n, attr) for n in ast.walk(arg)):
+                        return True
+    return False
+
+
+def _uses_list_only_methods(cls: ast.ClassDef, attr: str) -> bool:
+    for node in _class_nodes(cls):
+        if isinstance(node, ast.Attribute) and node.attr in LIST_ONLY and _is_self_attr(node.value, attr):
+            return True
+        if isinstance(node, ast.BinOp) and (_is_self_attr(node.left, attr) or _is_self_attr(node.right, attr)):
+            return True
+    return False
+
+
+def _nn_alias(ctx: FileContext) -> str | None:
+    for name, origin in ctx.aliases.items():
+        if origin == "torch.nn":
+            return name
+    for name, origin in ctx.aliases.items():
+        if origin == "torch":
+            return f"{name}.nn"
+    return None
