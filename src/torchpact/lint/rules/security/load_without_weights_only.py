@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from typing import Iterator
+
+from torchpact.config import _torch_floor_from_dependencies
+from torchpact.findings import Category, Severity
+from torchpact.lint.context import FileContext, keyword
+from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rules.security.load_with_full_pickle import TORCH_LOAD
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+SAFE_DEFAULT_SINCE = (2, 6)
+# PEP 723 inline script metadata: a single-file script declaring its own dependencies.
+_SCRIPT_BLOCK = re.compile(r"(?m)^# /// script\s*$\n(?P<content>(?:^#(?: .*)?$\n)+?)^# ///\s*$")
+
+
+class LoadWithoutWeightsOnly(Rule):
+    """`torch.load` without `weights_only`, in code that must run on torch older than 2.6, where the default is full unpickling.
+
+    ## What it does
+    Flags `torch.load(...)` calls that do not pass `weights_only`, when the oldest torch the
+    project supports is below 2.6: `min-torch` in `[tool.torchpact]`, `--min-torch`, or the torch
+    floor in `[project] dependencies` (e.g. `"torch>=2.1"`), or that of the file's own inline
+    script metadata (a PEP 723 `# /// script` block). With none of these the code is assumed to run
+    on the installed torch (2.13) and the rule is silent. Calls passing
+    `pickle_module` or `**kwargs` are left to TP951 / not judged.
+
+    ## Why is this bad?
+    Before torch 2.6 `weights_only` defaulted to `False`: the same line that is safe on torch 2.13
+    fully unpickles the file on the older versions the project supports, so a malicious checkpoint
+    runs arbitrary code there. torch 2.13 says so in its own error text ("In PyTorch 2.6, we changed
+    the default value of the `weights_only` argument in `torch.load` from `False` to `True`"), and
+    its `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1` switch restores the old default: in the proof, a
+    checkpoint whose pickled object calls `open(marker, "w")` creates the marker under the old
+    default, while an explicit `weights_only=True` still refuses it.
+
+    ## Fix safety
+    No autofix, because adding `weights_only=True` changes what loads: checkpoints that pickle
+    objects other than tensors, containers and primitives (an `argparse.Namespace`, a whole
+    `nn.Module`, numpy arrays) then fail with `UnpicklingError` until those classes are allowed
+    with `torch.serialization.add_safe_globals` (torch >= 2.4). Pass `weights_only=True` for
+    files that may come from elsewhere, or `weights_only=False` to state that the file is trusted
+    and needs full unpickling. `weights_only` itself exists since torch 1.13.
+    """
+
+    code = "TP952"
+    category = Category.SECURITY
+    severity = Severity.WARNING
+    message = ("`torch.load` without `weights_only` fully unpickles the file on torch < 2.6, which this "
+               "project supports: a malicious checkpoint runs arbitrary code there")
+    fix_hint = ("pass `weights_only=True` (or `weights_only=False` for files you created that need full "
+                "unpickling)")
+    nodes = (ast.Call,)
+    triggers = ("load",)
+    facts = ("config:min-torch",)
+
+    valid = [
+        """
+import torch
+state = torch.load("model.pt", weights_only=True)
+trusted = torch.load("mine.pt", weights_only=False)  # noqa: TP951
+""",
+        """
+import torch
+def restore(path, **kwargs):
+    return torch.load(path, **kwargs)
+""",
+    ]
+    # The examples run with the default configuration (torch 2.13): only a script's own metadata can
+    # lower the floor there. tests/proofs/test_security.py checks the configured floor.
+    invalid = [
+        """
+# /// script
+# requires-python = ">=3.10"
+# dependencies = ["numpy", "torch>=2.1,<3"]
+# ///
+import torch
+state = torch.load("checkpoint.pt", map_location="cpu")
+model.load_state_dict(torch.load("model.pt", weights_only=True))
+""",
+    ]
+
+    def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
+        floor = min_torch(ctx)
+        if floor >= SAFE_DEFAULT_SINCE:
+            return
+        if ctx.call_name(node) not in TORCH_LOAD:
+            return
+        assert isinstance(node, ast.Call)
+        if keyword(node, "weights_only") is not None or keyword(node, "pickle_module") is not None:
+            return
+        if len(node.args) >= 3 or any(k.arg is None for k in node.keywords):
+            return
+        shown = ".".join(map(str, floor))
+        yield self.hit(node, message=(
+            f"`torch.load` without `weights_only` fully unpickles the file on torch < 2.6 (this code "
+            f"supports torch {shown}): a malicious checkpoint runs arbitrary code there"),
+            subject=ctx.locator.source(node.func))  # type: ignore[attr-defined]
+
+
+def min_torch(ctx: FileContext) -> tuple[int, int]:
+    """The oldest torch this file must run on: the configured floor, lowered by the file's own
+    inline script metadata when that allows an older torch."""
+    cached = getattr(ctx.tree, "_tp_min_torch", None)
+    if cached is None:
+        cached = ctx.config.effective_min_torch
+        script = _script_torch_floor(ctx.source.text)
+        if script is not None:
+            cached = min(cached, script)
+        ctx.tree._tp_min_torch = cached  # type: ignore[attr-defined]
+    return cached
+
+
+def _script_torch_floor(text: str) -> tuple[int, int] | None:
+    if "# /// script" not in text:
+        return None
+    m = _SCRIPT_BLOCK.search(text)
+    if not m:
+        return None
+    content = "".join(line[2:] if line.startswith("# ") else line[1:] for line in m.group("content").splitlines(True))
+    try:
+        deps = tomllib.loads(content).get("dependencies", [])
+    except tomllib.TOMLDecodeError:
+        return None
+    return _torch_floor_from_dependencies(deps) if isinstance(deps, list) else None
