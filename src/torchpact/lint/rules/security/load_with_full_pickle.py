@@ -12,7 +12,7 @@ LOAD_FROM_URL = {"torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.lo
 
 
 class LoadWithFullPickle(Rule):
-    """A checkpoint is loaded with full unpickling (`weights_only=False`), which runs code from the file.
+    """A checkpoint is fully unpickled (`weights_only=False`): loading it runs code from the file.
 
     ## What it does
     Flags `torch.load(..., weights_only=False)` (unless the same function has just written that file

@@ -22,7 +22,7 @@ _SCRIPT_BLOCK = re.compile(r"(?m)^# /// script\s*$\n(?P<content>(?:^#(?: .*)?$\n
 
 
 class LoadWithoutWeightsOnly(Rule):
-    """`torch.load` without `weights_only`, in code that must run on torch older than 2.6, where the default is full unpickling.
+    """`torch.load` without `weights_only` fully unpickles on torch < 2.6, which the code must support.
 
     ## What it does
     Flags `torch.load(...)` calls that do not pass `weights_only`, when the oldest torch the
@@ -59,7 +59,6 @@ class LoadWithoutWeightsOnly(Rule):
                 "unpickling)")
     nodes = (ast.Call,)
     triggers = ("load",)
-    facts = ("config:min-torch",)
 
     valid = [
         """
