@@ -39,6 +39,12 @@ def test_inplace_update_of_grad_leaf_raises_outside_no_grad():
             p.add_(1.0)
     with pytest.raises(RuntimeError, match=leaf_msg):
         torch.nn.Parameter(torch.ones(2)).mul_(2)
+    delta = torch.zeros(3).uniform_(-0.1, 0.1).requires_grad_()
+    x_adv = torch.randn(3).clone().detach().requires_grad_(True)
+    for leaf in (delta, x_adv):
+        assert leaf.is_leaf
+        with pytest.raises(RuntimeError, match=leaf_msg):
+            leaf += 0.01
 
     before = w.detach().clone()
     with torch.no_grad():  # the same update under no_grad is fine

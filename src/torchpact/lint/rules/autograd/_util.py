@@ -104,8 +104,17 @@ def is_parameter_call(ctx: FileContext, call: ast.AST) -> bool:
     return ctx.is_call_to(call, "torch.nn.Parameter", "torch.nn.parameter.Parameter")
 
 
-def creates_grad_leaf(ctx: FileContext, value: ast.AST | None) -> bool:
-    """``torch.randn(3, requires_grad=True)`` or ``nn.Parameter(...)`` (not turned off)."""
+VARIABLE = {"torch.autograd.Variable", "torch.autograd.variable.Variable"}
+# Methods that keep a fresh, no-grad factory result a plain tensor (so ``.requires_grad_()`` after
+# them makes a leaf).
+FRESH_METHODS = {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "clone", "contiguous",
+                 "normal_", "uniform_", "fill_", "zero_", "view", "reshape", "t"}
+
+
+def creates_grad_leaf(ctx: FileContext, value: ast.AST | None, chains: bool = True) -> bool:
+    """``torch.randn(3, requires_grad=True)``, ``nn.Parameter(...)`` (not turned off),
+    ``Variable(x, requires_grad=True)``; with ``chains``, also ``torch.zeros(3).uniform_().requires_grad_()``
+    and ``x.detach().requires_grad_()``."""
     if not isinstance(value, ast.Call):
         return False
     if is_parameter_call(ctx, value):
@@ -113,6 +122,17 @@ def creates_grad_leaf(ctx: FileContext, value: ast.AST | None) -> bool:
         if rg is None and len(value.args) > 1:
             rg = value.args[1]
         return rg is None or is_const(rg, True)
+    if ctx.call_name(value) in VARIABLE:
+        return is_const(keyword(value, "requires_grad"), True)
+    if chains and isinstance(value.func, ast.Attribute) and value.func.attr == "requires_grad_" and (
+            not value.args or is_const(value.args[0], True)):
+        base = value.func.value
+        if isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr in ("detach", "detach_"):
+            return True
+        while isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr in FRESH_METHODS \
+                and ctx.resolve(base.func) is None:
+            base = base.func.value
+        return is_torch_factory(ctx, base) and keyword(base, "requires_grad") is None  # type: ignore[arg-type]
     return is_torch_factory(ctx, value) and is_const(keyword(value, "requires_grad"), True)
 
 

@@ -15,7 +15,9 @@ class InplaceOnGradLeaf(Rule):
     ## What it does
     Flags in-place writes — `w -= lr * w.grad`, `w.sub_(...)`, `w.add_(...)`, `w.zero_()`,
     `w.copy_(...)`, `w[...] = ...` — to a tensor that is a leaf requiring grad: one created with
-    `requires_grad=True`, an `nn.Parameter` (also `self.w = nn.Parameter(...)`), or the loop variable of
+    `requires_grad=True` (or `Variable(..., requires_grad=True)`), a fresh tensor made one with
+    `.requires_grad_()` (`torch.zeros_like(x).uniform_(-e, e).requires_grad_()`,
+    `x.clone().detach().requires_grad_()`), an `nn.Parameter` (also `self.w = nn.Parameter(...)`), or the loop variable of
     `for p in model.parameters()` / `for name, p in model.named_parameters()`, when the write is not
     under `torch.no_grad()` / `torch.inference_mode()` (block, decorator, or a function only called
     from such a block in the file).
@@ -119,6 +121,16 @@ class Scale(nn.Module):
 
     def reset(self):
         self.gain[0] = 1.0
+""",
+        """
+import torch
+
+def pgd(model, x, y, eps, steps):
+    delta = torch.zeros_like(x).uniform_(-eps, eps).requires_grad_()
+    for _ in range(steps):
+        loss = criterion(model(x + delta), y)
+        loss.backward()
+        delta += eps / 4 * delta.grad.sign()
 """,
         """
 from torch import nn

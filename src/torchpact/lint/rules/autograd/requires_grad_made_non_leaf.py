@@ -7,7 +7,7 @@ from torchpact.findings import Category, Severity
 from torchpact.lint.context import OPTIMIZER, FileContext, keyword
 from torchpact.lint.edits import Edit
 from torchpact.lint.rule import Hit, Invalid, Rule
-from torchpact.lint.rules.autograd._util import creates_grad_leaf, is_parameter_call, name_key
+from torchpact.lint.rules.autograd._util import creates_grad_leaf, is_parameter_call, is_torch_factory, name_key
 
 DTYPE_METHODS = {"double": "float64", "half": "float16", "bfloat16": "bfloat16"}
 FLOAT_DTYPES = {"float32", "float", "float64", "double", "float16", "half", "bfloat16"}
@@ -171,7 +171,7 @@ opt = Adam([torch.tensor([0.1, 0.2]).to(torch.float64).requires_grad_()])
         while isinstance(base, ast.Call) and _conversion(base):
             chain.append(base)
             base = base.func.value  # type: ignore[attr-defined]
-        if not creates_grad_leaf(ctx, base):
+        if not creates_grad_leaf(ctx, base, chains=False) or not (is_parameter_call(ctx, base) or is_torch_factory(ctx, base)):
             return
         assert isinstance(base, ast.Call)
         if not any(_changes(ctx, base, conv) for conv in chain):
