@@ -94,6 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("torchpact: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `torchpact rules | head`: the reader left; exit quietly like other tools
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
 
 
 def _split(value: str | None) -> list[str]:
@@ -271,8 +275,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     rel = os.path.relpath(folder)
     print(f"== torchpact lint {rel}\n", flush=True)
     code = main(["lint", str(rel)])
-    print("\n(the demo's examples carry these bugs on purpose: every finding above is expected)")
-    return EXIT_OK if code in (EXIT_OK, EXIT_FINDINGS) else code
+    if code not in (EXIT_OK, EXIT_FINDINGS):
+        return code
+    script = folder / "train_classifier.py"
+    if script.is_file():
+        print(f"\n== torchpact run {os.path.relpath(script)}\n", flush=True)
+        code = main(["run", str(os.path.relpath(script))])
+        if code not in (EXIT_OK, EXIT_FINDINGS):
+            return code
+    print("\n(the examples carry these bugs on purpose: every finding above is expected)")
+    return EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -397,6 +397,8 @@ class FileContext:
                 out |= {LOSS, TENSOR, GRAPH}  # backward() only works on graph-attached tensors
             if isinstance(expr, ast.Attribute) and expr.attr == "loss" and not binds:
                 out |= {LOSS, TENSOR}
+                if self.kinds(expr.value, hints) & {OUTPUT, GRAPH}:
+                    out.add(GRAPH)  # ``outputs.loss`` of a model called with grad enabled
             if hints and not (out - {TENSOR}) and all(v is None for _, v in binds):
                 for pattern, kinds in _NAME_HINTS:
                     if pattern.search(name):
@@ -494,7 +496,17 @@ class FileContext:
             return cache
         names = set()
         for node in self.walk_scope(scope.body if isinstance(getattr(scope, "body", None), list) else [scope]):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "backward":
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+                continue
+            if node.func.attr in ("backward", "manual_backward") and node.args and _is_backward_helper(node):
+                # accelerator.backward(loss), fabric.backward(loss), self.manual_backward(loss)
+                target = node.args[0]
+                if isinstance(target, ast.Name):
+                    names.add(target.id)
+                elif isinstance(target, ast.Attribute):
+                    names.add(target.attr)
+                continue
+            if node.func.attr == "backward":
                 target = node.func.value
                 if isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute) and target.func.attr == "scale" and target.args:
                     target = target.args[0]
@@ -642,6 +654,13 @@ def keyword_is_true(call: ast.Call, name: str) -> bool:
 def is_const(node: ast.AST | None, value: object) -> bool:
     return isinstance(node, ast.Constant) and node.value is value if isinstance(value, bool) or value is None else (
         isinstance(node, ast.Constant) and node.value == value)
+
+
+def _is_backward_helper(call: ast.Call) -> bool:
+    """``accelerator.backward(loss)``-style calls, as opposed to ``loss.backward(gradient)``."""
+    receiver = call.func.value  # type: ignore[attr-defined]
+    name = receiver.id if isinstance(receiver, ast.Name) else receiver.attr if isinstance(receiver, ast.Attribute) else ""
+    return call.func.attr == "manual_backward" or name in ("accelerator", "fabric", "self", "trainer", "engine", "strategy")  # type: ignore[attr-defined]
 
 
 def mentions_rank(expr: ast.AST) -> bool:

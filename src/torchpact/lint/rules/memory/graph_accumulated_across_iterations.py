@@ -107,6 +107,28 @@ for x, y in loader:
     running = running + (loss * x.size(0)).detach()
 """,
         ),
+        Invalid(
+            """
+import torch
+total = 0
+for batch in loader:
+    outputs = model(**batch)
+    loss = outputs.loss
+    accelerator.backward(loss)
+    optimizer.step()
+    total += loss
+""",
+            fixed="""
+import torch
+total = 0
+for batch in loader:
+    outputs = model(**batch)
+    loss = outputs.loss
+    accelerator.backward(loss)
+    optimizer.step()
+    total += loss.detach()
+""",
+        ),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
