@@ -6,8 +6,8 @@ import math
 
 import pytest
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+from torch import nn
 
 
 @pytest.mark.proves("TP301")

@@ -100,10 +100,10 @@ def produced_by(ctx: FileContext, node: ast.AST, act: Activation, depth: int = 0
     if isinstance(node, ast.Name):
         value = reaching_value(ctx, node)
         return produced_by(ctx, value, act, depth + 1) if value is not None else None
-    if isinstance(node, ast.Call) and not node.keywords and len(node.args) == 1:
-        # the output of a model whose last operation is the activation
-        if model_ends_in(ctx, node.func, act, depth):
-            return node
+    # the output of a model whose last operation is the activation
+    if (isinstance(node, ast.Call) and not node.keywords and len(node.args) == 1
+            and model_ends_in(ctx, node.func, act, depth)):
+        return node
     return None
 
 
@@ -295,7 +295,7 @@ def backward_follows(ctx: FileContext, node: ast.AST, scope: ast.AST) -> bool:
     loops = {id(loop) for loop in ctx.enclosing_loops(node)}
     body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]
     for call in ctx.walk_scope(body):
-        if is_backward_call(ctx, call):
-            if call.lineno > node.lineno or any(id(loop) in loops for loop in ctx.enclosing_loops(call)):
-                return True
+        if is_backward_call(ctx, call) and (
+                call.lineno > node.lineno or any(id(loop) in loops for loop in ctx.enclosing_loops(call))):
+            return True
     return False

@@ -6,13 +6,15 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, is_const, keyword
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.numerics._util import backward_follows, first_arg, half_cast, parameter_owners
+from torchpact.lint.rules.numerics._util import (
+    backward_follows,
+    first_arg,
+    half_cast,
+    parameter_owners,
+)
 
-# Optimizer -> (positional index of eps, default eps); every default is 0 in float16.
-ADAPTIVE = {
-    "Adam": (3, 1e-8), "AdamW": (3, 1e-8), "NAdam": (3, 1e-8), "RAdam": (3, 1e-8), "Adamax": (3, 1e-8),
-    "RMSprop": (3, 1e-8), "Adagrad": (5, 1e-10),
-}
+# Optimizer -> positional index of eps. Every default eps (1e-8; Adagrad 1e-10) is 0 in float16.
+ADAPTIVE = {"Adam": 3, "AdamW": 3, "NAdam": 3, "RAdam": 3, "Adamax": 3, "RMSprop": 3, "Adagrad": 5}
 # Half of float16's smallest subnormal (2**-24): anything below rounds to 0.
 FP16_ZERO_BELOW = 2.0 ** -25
 
@@ -130,7 +132,7 @@ def train(model, loader, lr):
         fused = keyword(node, "fused")
         if fused is not None and not is_const(fused, False):
             return
-        index, default = ADAPTIVE[name]
+        index = ADAPTIVE[name]
         eps = node.args[index] if len(node.args) > index else keyword(node, "eps")
         if eps is not None:
             value = literal_number(eps)

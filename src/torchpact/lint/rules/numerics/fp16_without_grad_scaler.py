@@ -6,7 +6,14 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, is_const, keyword
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.numerics._util import backward_follows, half_cast, is_float16, is_model, scope_trains, uses_loss_scaling
+from torchpact.lint.rules.numerics._util import (
+    backward_follows,
+    half_cast,
+    is_float16,
+    is_model,
+    scope_trains,
+    uses_loss_scaling,
+)
 
 AUTOCAST = {"torch.autocast", "torch.amp.autocast", "torch.amp.autocast_mode.autocast"}
 CUDA_AUTOCAST = {"torch.cuda.amp.autocast", "torch.cuda.amp.autocast_mode.autocast"}

@@ -6,7 +6,11 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Invalid, Rule
-from torchpact.lint.rules.numerics._util import SOFTMAX, direct_activation_call, produced_by
+from torchpact.lint.rules.numerics._util import (
+    SOFTMAX,
+    direct_activation_call,
+    produced_by,
+)
 
 LOG_FUNCTIONS = {"torch.log"}
 # Where ``softmax`` -> ``log_softmax`` keeps the exact same signature (input, dim, dtype).

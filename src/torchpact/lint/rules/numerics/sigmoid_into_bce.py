@@ -6,7 +6,13 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Invalid, Rule
-from torchpact.lint.rules.numerics._util import SIGMOID, direct_activation_call, first_arg, is_instance_of, produced_by
+from torchpact.lint.rules.numerics._util import (
+    SIGMOID,
+    direct_activation_call,
+    first_arg,
+    is_instance_of,
+    produced_by,
+)
 
 BCE_FUNCTIONS = {"torch.nn.functional.binary_cross_entropy"}
 BCE_MODULES = {"torch.nn.BCELoss"}

@@ -6,7 +6,12 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.numerics._util import SOFTMAX, first_arg, is_instance_of, produced_by
+from torchpact.lint.rules.numerics._util import (
+    SOFTMAX,
+    first_arg,
+    is_instance_of,
+    produced_by,
+)
 
 CROSS_ENTROPY_FUNCTIONS = {"torch.nn.functional.cross_entropy"}
 CROSS_ENTROPY_MODULES = {"torch.nn.CrossEntropyLoss"}

@@ -7,10 +7,17 @@ import ast
 import re
 from typing import Iterator
 
-from torchpact.lint.context import MODULE, OPTIMIZER, SCALER, SCHEDULER, FileContext, is_const, keyword
+from torchpact.lint.context import (
+    OPTIMIZER,
+    SCALER,
+    SCHEDULER,
+    FileContext,
+    is_const,
+    keyword,
+)
 
 _OPTIMIZER_NAME = re.compile(r"^(opt|optim|optimizer|optimiser)s?(_\w+)?$|_(opt|optim|optimizer|optimiser)$")
-_ZERO_HELPER = re.compile(r"(zero|clear|reset|free)_?\w*grad", re.I)
+_ZERO_HELPER = re.compile(r"(zero|clear|reset|free)_?\w*grad", re.IGNORECASE)
 # Statements whose body runs every time the statement itself does.
 _STRAIGHT = (ast.With, ast.AsyncWith, ast.Try)
 
@@ -64,9 +71,7 @@ def zeroes_grads(ctx: FileContext, node: ast.AST) -> bool:
             return True
         if isinstance(func, ast.Attribute) and func.attr in ("zero_", "fill_", "mul_", "detach_", "requires_grad_"):
             return _mentions_grad(func.value)
-        if ctx.call_name(node) in ("torch._foreach_zero_",):
-            return True
-        return False
+        return ctx.call_name(node) == "torch._foreach_zero_"
     if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         return any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in targets)
@@ -154,7 +159,7 @@ def unconditional_in(ctx: FileContext, node: ast.AST, loop: ast.AST) -> bool:
         if isinstance(anc, _STRAIGHT):
             if isinstance(anc, ast.Try) and child not in anc.body and child not in anc.finalbody:
                 return False
-        elif isinstance(anc, ast.stmt) or isinstance(anc, ast.excepthandler):
+        elif isinstance(anc, (ast.stmt, ast.excepthandler)):
             return False
         child = anc
     return False
@@ -226,10 +231,3 @@ def _argument_map(ctx: FileContext, fn: ast.FunctionDef | ast.AsyncFunctionDef, 
     for name in [*params, *(a.arg for a in fn.args.kwonlyargs)]:
         out.setdefault(name, f"<{name}>")
     return out
-
-
-def is_module(ctx: FileContext, expr: ast.AST) -> bool:
-    if isinstance(expr, ast.Name) and expr.id == "self":
-        return ctx.enclosing_class(expr) is not None and ctx.enclosing_class(expr).name in ctx.module_classes  # type: ignore[union-attr]
-    return MODULE in ctx.kinds(expr)
-

@@ -6,8 +6,20 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.training._util import (innermost_training_loop, is_module, local_callees, loop_nodes,
-                                                 mode_events, mode_switch, src)
+from torchpact.lint.rules.training._util import (
+    innermost_training_loop,
+    local_callees,
+    loop_nodes,
+    mode_events,
+    mode_switch,
+    src,
+)
+
+
+# Builtins that cannot switch a module's mode.
+HARMLESS_BUILTINS = {"print", "len", "isinstance", "getattr", "hasattr", "str", "repr", "type", "id", "enumerate",
+                     "zip", "range", "iter", "next", "list", "tuple", "dict", "set", "sum", "min", "max", "float",
+                     "int", "round", "sorted", "any", "all", "format"}
 
 
 class EvalModeLeaksIntoTraining(Rule):
@@ -16,10 +28,11 @@ class EvalModeLeaksIntoTraining(Rule):
     ## What it does
     Flags a switch to eval mode — `model.eval()`, `model.train(False)`, or a call to a function of
     the same file that does it (`evaluate(model)` where `evaluate` calls `model.eval()`) — inside a
-    loop that trains (calls `backward()`), when the same model is put back with `model.train()` only
-    *before* that loop, and nothing in the loop calls `train()` on it again (directly or through a
-    local function). A loop that calls a function of another module with the model as an argument
-    (which may call `train()`) is not flagged.
+    loop that trains (calls `backward()`), when the same model is put in train mode only *before*
+    that loop (`model.train()`, or `model = Net()`: a new module is in train mode), and nothing in
+    the loop calls `train()` on it again (directly or through a local function). A loop that calls
+    a function of another module with the model as an argument (which may call `train()`) is not
+    flagged.
 
     ## Why is this bad?
     `eval()` sets `training = False` on every submodule and it stays so until `train()` is called.
@@ -144,6 +157,28 @@ class Trainer:
                 self.model.eval()
                 self.validate()
 """,
+        """
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.3))
+    def forward(self, x):
+        return self.fc(x)
+
+def test(model, loader):
+    model.eval()
+    return [model(x) for x in loader]
+
+def main(loader, optimizer):
+    model = Net().to("cuda")  # a new module is in train mode
+    for epoch in range(5):
+        for x in loader:
+            optimizer.zero_grad()
+            model(x).sum().backward()
+            optimizer.step()
+        test(model, loader)
+""",
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -157,13 +192,12 @@ class Trainer:
         body = loop_nodes(loop)
         events = list(mode_events(ctx, body))
         trained_in_loop = {text for mode, text, _ in events if mode == "train"}
-        scope = ctx.scope(loop)
-        before = [(mode, text) for mode, text, n in mode_events(ctx, _statements_before(ctx, loop, scope))]
+        before = _statements_before(ctx, loop, ctx.scope(loop))
         passed_away = _passed_to_foreign_calls(ctx, body)
         for text in evals:
             if text in trained_in_loop or text in passed_away:
                 continue
-            if ("train", text) not in before:
+            if _mode_before(ctx, before, text) != "train":
                 continue
             yield self.hit(node, subject=text)
             return
@@ -174,7 +208,8 @@ class Trainer:
         direct = mode_switch(ctx, node)
         if direct is not None:
             mode, module = direct
-            return [src(ctx, module)] if mode == "eval" and is_module(ctx, module) else []
+            # no type check on the receiver: it must also have been put in train mode before the loop
+            return [src(ctx, module)] if mode == "eval" else []
         if not local_callees(ctx, node):
             return []
         events = list(mode_events(ctx, [node]))
@@ -199,6 +234,31 @@ def _statements_before(ctx: FileContext, loop: ast.AST, scope: ast.AST) -> list[
     return out
 
 
+def _mode_before(ctx: FileContext, before: list[ast.stmt], text: str) -> str | None:
+    """The mode ``text`` is in when the loop starts: its last switch, or 'train' when just constructed."""
+    found = [((node.lineno, node.col_offset), mode) for mode, module, node in mode_events(ctx, before)
+             if module == text]
+    found += [((node.lineno, node.col_offset), "train") for node in ctx.walk_scope(before)
+              if isinstance(node, ast.Assign) and len(node.targets) == 1 and src(ctx, node.targets[0]) == text
+              and _constructs_module(ctx, node.value)]  # a new module is in train mode
+    return max(found)[1] if found else None
+
+
+def _constructs_module(ctx: FileContext, value: ast.AST) -> bool:
+    """``Net(...)``, ``nn.Linear(...)``, optionally followed by ``.to(device)`` / ``.cuda()``."""
+    while (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)
+           and value.func.attr in ("to", "cuda", "cpu", "float", "double", "half", "bfloat16")):
+        value = value.func.value
+    if not isinstance(value, ast.Call):
+        return False
+    if isinstance(value.func, ast.Name) and value.func.id in ctx.module_classes:
+        return True
+    qn = ctx.call_name(value)
+    parts = (qn or "").split(".")
+    return len(parts) >= 3 and parts[:2] == ["torch", "nn"] and parts[-1][:1].isupper() and parts[2] not in (
+        "functional", "init", "utils")
+
+
 def _passed_to_foreign_calls(ctx: FileContext, body: list[ast.AST]) -> set[str]:
     """Texts of arguments given to calls this file does not define (they might call ``train()``)."""
     out: set[str] = set()
@@ -206,7 +266,9 @@ def _passed_to_foreign_calls(ctx: FileContext, body: list[ast.AST]) -> set[str]:
         if not isinstance(node, ast.Call) or local_callees(ctx, node):
             continue
         qn = ctx.call_name(node)
-        if qn is not None and (qn.startswith("torch.") or qn.startswith("builtins.")):
+        if qn is not None and qn.startswith(("torch.", "builtins.")):
+            continue
+        if isinstance(node.func, ast.Name) and node.func.id in HARMLESS_BUILTINS:
             continue
         for arg in [*node.args, *(kw.value for kw in node.keywords)]:
             if isinstance(arg, ast.Starred):

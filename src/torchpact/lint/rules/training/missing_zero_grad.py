@@ -6,8 +6,14 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.training._util import (innermost_training_loop, loop_nodes, reaches, src,
-                                                 stepped_optimizer, zeroes_grads)
+from torchpact.lint.rules.training._util import (
+    innermost_training_loop,
+    loop_nodes,
+    reaches,
+    src,
+    stepped_optimizer,
+    zeroes_grads,
+)
 
 
 class MissingZeroGrad(Rule):

@@ -6,9 +6,17 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.training._util import (innermost_training_loop, is_backward, local_callees, loop_nodes,
-                                                 parameter_owners, reaches, src, stepped_optimizer,
-                                                 unconditional_in)
+from torchpact.lint.rules.training._util import (
+    innermost_training_loop,
+    is_backward,
+    local_callees,
+    loop_nodes,
+    parameter_owners,
+    reaches,
+    src,
+    stepped_optimizer,
+    unconditional_in,
+)
 
 
 class StepBeforeBackward(Rule):
