@@ -1,0 +1,117 @@
+"""Shared analysis for the distributed rules: where DDP wraps a module, and whether a file is a DDP script."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from torchpact.lint.context import FileContext
+
+DDP_CLASSES = {"torch.nn.parallel.DistributedDataParallel"}
+FSDP_CLASSES = {
+    "torch.distributed.fsdp.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",
+    "torch.distributed.fsdp.fully_shard",
+    "torch.distributed._composable.fsdp.fully_shard",
+}
+INIT_PROCESS_GROUP = {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
+
+
+def argument(call: ast.Call, name: str, position: int | None = None) -> ast.expr | None:
+    """A call's argument by keyword, else by position (when no ``*args`` comes before it)."""
+    for kw in call.keywords:
+        if kw.arg == name:
+            return kw.value
+    if position is not None and len(call.args) > position and not any(
+            isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+        return call.args[position]
+    return None
+
+
+def is_ddp_call(ctx: FileContext, node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and ctx.call_name(node) in DDP_CLASSES
+
+
+def ddp_calls(ctx: FileContext) -> list[ast.Call]:
+    return [n for n in ctx.nodes(ast.Call) if ctx.call_name(n) in DDP_CLASSES]
+
+
+def is_multiprocess_script(ctx: FileContext) -> bool:
+    """The file starts a process group or wraps a model in DDP / FSDP: it runs once per rank."""
+    names = DDP_CLASSES | FSDP_CLASSES | INIT_PROCESS_GROUP
+    return any(ctx.call_name(n) in names for n in ctx.nodes(ast.Call))
+
+
+def target_names(ctx: FileContext, value: ast.AST) -> set[str]:
+    """The dotted names (``ddp``, ``self.model``) a value is assigned to."""
+    parent = ctx.parent(value)
+    if isinstance(parent, ast.Assign):
+        targets = parent.targets
+    elif isinstance(parent, (ast.AnnAssign, ast.NamedExpr)):
+        targets = [parent.target]
+    else:
+        return set()
+    return {t for t in (dotted_name(x) for x in targets) if t}
+
+
+def dotted_name(expr: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of attributes on a name, else None."""
+    parts: list[str] = []
+    while isinstance(expr, ast.Attribute):
+        parts.append(expr.attr)
+        expr = expr.value
+    if not isinstance(expr, ast.Name):
+        return None
+    parts.append(expr.id)
+    return ".".join(reversed(parts))
+
+
+def after(node: ast.AST, anchor: ast.AST) -> bool:
+    """Whether ``node`` starts after ``anchor`` ends, in source order."""
+    end = getattr(anchor, "end_lineno", None) or anchor.lineno  # type: ignore[attr-defined]
+    return node.lineno > end  # type: ignore[attr-defined]
+
+
+# Per-process ids that scripts compare with 0 to pick the main process (`if self.gpu_id == 0:`), on
+# top of the rank words FileContext.in_rank_guard knows.
+_PROCESS_ID = re.compile(r"^(gpu|gpu_id|gpu_idx|gpu_index|device_id|device_idx|proc_id|proc_idx|process_id|"
+                         r"process_idx|process_index|local_process_index|global_process_index)$", re.I)
+
+
+def in_rank_guard(ctx: FileContext, node: ast.AST) -> bool:
+    """``ctx.in_rank_guard``, plus guards on a per-process GPU / process index compared with 0."""
+    if ctx.in_rank_guard(node):
+        return True
+    child = node
+    for anc in ctx.ancestors(node):
+        if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test and _tests_process_id(anc.test):
+            return True
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            break
+        body = getattr(anc, "body", None)
+        if isinstance(body, list) and child in body:
+            for stmt in body[: body.index(child)]:
+                if isinstance(stmt, ast.If) and _tests_process_id(stmt.test) and stmt.body and isinstance(
+                        stmt.body[-1], (ast.Return, ast.Raise, ast.Continue)):
+                    return True
+        child = anc
+    return False
+
+
+def _tests_process_id(test: ast.AST) -> bool:
+    for node in ast.walk(test):
+        if isinstance(node, ast.Compare) and any(_mentions_process_id(x) for x in [node.left, *node.comparators]):
+            if any(_is_zero(x) for x in [node.left, *node.comparators]):
+                return True
+    return False
+
+
+def _mentions_process_id(expr: ast.AST) -> bool:
+    name = expr.id if isinstance(expr, ast.Name) else expr.attr if isinstance(expr, ast.Attribute) else None
+    return bool(name and _PROCESS_ID.match(name))
+
+
+def _is_zero(expr: ast.AST) -> bool:
+    if isinstance(expr, ast.Constant) and expr.value == 0 and not isinstance(expr.value, bool):
+        return True
+    return isinstance(expr, (ast.Tuple, ast.List, ast.Set)) and any(_is_zero(e) for e in expr.elts)
