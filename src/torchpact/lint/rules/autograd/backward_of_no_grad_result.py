@@ -54,11 +54,10 @@ class BackwardOfNoGradResult(Rule):
     valid = [
         """
 import torch
-for x, y in loader:
-    loss = criterion(model(x), y)
-    with torch.no_grad():
-        loss.backward()
-        total += loss.item()
+with torch.no_grad():
+    val_loss = criterion(model(x_val), y_val)
+loss = criterion(model(x), y)
+loss.backward()
 """,
         """
 import torch
@@ -72,10 +71,11 @@ def evaluate(model, loader):
 """,
         """
 import torch
-with torch.no_grad():
-    val_loss = criterion(model(x_val), y_val)
-loss = criterion(model(x), y)
-loss.backward()
+for x, y in loader:
+    loss = criterion(model(x), y)
+    with torch.no_grad():
+        loss.backward()
+        total += loss.item()
 """,
         """
 import torch

@@ -18,15 +18,14 @@ SOFTMAX_CONSUMERS = {"cross_entropy", "softmax", "log_softmax", "nll_loss", "Cro
 
 
 class InplaceUnderNoGradOnGraph(Rule):
-    """A tensor that is part of the autograd graph is changed in place under `torch.no_grad()` and
-    then used in the loss.
+    """A tensor in the autograd graph is changed in place under `torch.no_grad()`, then used in the loss.
 
     ## What it does
     Flags an in-place write (`logits.clamp_(...)`, `logits.div_(t)`, `out[mask] = 0.0`,
     `h *= scale`) inside a `torch.no_grad()` / `inference_mode()` block when the tensor is a non-leaf
     computed with gradients enabled (a model's output in training code, or arithmetic on tensors
-    that require grad) and is used again after the block, with gradients enabled, in a function that
-    calls `backward()` / `torch.autograd.grad`. Leaves and parameters (the usual optimizer-style
+    that require grad) and is used again after the block, with gradients enabled, in computing what
+    `backward()` / `torch.autograd.grad` is then called on. Leaves and parameters (the usual optimizer-style
     update under `no_grad`) are not flagged; neither is filling with a large negative number
     (`-inf`, `-1e9`, `torch.finfo(...).min`) when the tensor goes into a softmax / cross-entropy.
 
@@ -100,6 +99,18 @@ def train_step(model, x, y):
 """,
         """
 import torch
+import torch.nn.functional as F
+
+def train_step(model, x, y):
+    logits = model(x)
+    loss = F.cross_entropy(logits, y)
+    with torch.no_grad():
+        logits.clamp_(-5, 5)
+    accuracy = (logits.argmax(-1) == y).float().mean()
+    loss.backward()
+""",
+        """
+import torch
 
 def attack(model, x, y, eps):
     delta = torch.zeros_like(x, requires_grad=True)
@@ -156,7 +167,9 @@ def train_step(model, x, y, temperature):
             block = self._no_grad_block(ctx, write)
             after = pos(write) if block is None else (block.end_lineno or 0, block.end_col_offset or 0)
             uses = self._later_grad_uses(ctx, write, target.id, after)
-            if not uses or not self._backward_after(ctx, write):
+            feeding = self._feeding_backward(ctx, write, after)
+            uses = [u for u in uses if any(ctx_contains(ctx, f, u) for f in feeding)]
+            if not uses:
                 continue
             if self._large_negative_fill(node) and any(self._softmax_like(ctx, u) for u in uses):
                 continue
@@ -195,13 +208,35 @@ def train_step(model, x, y, temperature):
         return [n for n in nodes if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)
                 and after < pos(n) < limit and not ctx.grad_disabled(n)]
 
-    def _backward_after(self, ctx: FileContext, write: ast.AST) -> bool:
-        for n in ctx.walk_scope(scope_body(ctx.scope(write))):
-            if isinstance(n, ast.Call) and pos(n) > pos(write) and not ctx.grad_disabled(n):
-                if (isinstance(n.func, ast.Attribute) and n.func.attr == "backward") or \
-                        ctx.call_name(n) in ("torch.autograd.backward", "torch.autograd.grad"):
-                    return True
-        return False
+    @staticmethod
+    def _feeding_backward(ctx: FileContext, write: ast.AST, after: tuple[int, int]) -> list[ast.AST]:
+        """Expressions evaluated after ``after`` that flow into a later ``backward()``: the backward
+        target itself, and the values assigned (after ``after``) to the names it is computed from."""
+        nodes = list(ctx.walk_scope(scope_body(ctx.scope(write))))
+        roots: list[ast.AST] = []
+        for n in nodes:
+            if not (isinstance(n, ast.Call) and pos(n) > after and not ctx.grad_disabled(n)):
+                continue
+            if isinstance(n.func, ast.Attribute) and n.func.attr == "backward":
+                roots.append(n.func.value)
+                roots.extend(n.args)
+            elif ctx.call_name(n) in ("torch.autograd.backward", "torch.autograd.grad") and n.args:
+                roots.append(n.args[0])
+        assigns = [n for n in nodes if isinstance(n, (ast.Assign, ast.AugAssign)) and pos(n) > after]
+        feeding = list(roots)
+        seen: set[str] = set()
+        todo = [n.id for r in roots for n in ast.walk(r) if isinstance(n, ast.Name)]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            for a in assigns:
+                targets = a.targets if isinstance(a, ast.Assign) else [a.target]
+                if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+                    feeding.append(a.value)
+                    todo.extend(n.id for n in ast.walk(a.value) if isinstance(n, ast.Name))
+        return feeding
 
     @staticmethod
     def _large_negative_fill(node: ast.AST) -> bool:
@@ -228,6 +263,11 @@ def train_step(model, x, y, temperature):
                 ctor = [ctx.call_name(v) or "" for v in ctx.values(parent.func) if isinstance(v, ast.Call)]
                 return not ctor or any(c.rsplit(".", 1)[-1] in SOFTMAX_CONSUMERS for c in ctor)
         return False
+
+
+def ctx_contains(ctx: FileContext, root: ast.AST, node: ast.AST) -> bool:
+    """Whether ``node`` lies inside ``root``."""
+    return node is root or any(a is root for a in ctx.ancestors(node))
 
 
 def _is_large_negative(value: ast.AST | None) -> bool:

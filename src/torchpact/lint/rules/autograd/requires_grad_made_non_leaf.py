@@ -21,8 +21,7 @@ DTYPE_EXACT = {"zeros", "ones", "empty", "eye"}
 
 
 class RequiresGradMadeNonLeaf(Rule):
-    """A tensor created with `requires_grad=True` is converted in the same expression (`.to(device)`,
-    `.cuda()`, `.double()`), so the name holds a non-leaf copy whose `.grad` stays None.
+    """A `requires_grad=True` tensor is converted in the same expression, so the name holds a non-leaf copy.
 
     ## What it does
     Flags `w = torch.randn(3, requires_grad=True).to(device)` (also `.cuda()`, `.double()`, `.half()`,
