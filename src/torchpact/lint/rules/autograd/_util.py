@@ -14,6 +14,8 @@ NOT_INPLACE = {"requires_grad_", "detach_", "share_memory_", "retain_grad", "reg
 NO_GRAD_HOOKS = {"validation_step", "test_step", "predict_step", "evaluation_step", "prediction_step",
                  "generate", "evaluate", "eval_step", "inference", "predict"}
 
+NO_GRAD_HOOK_PREFIXES = ("validation_", "on_validation_", "on_test_", "on_predict_", "predict_", "eval")
+
 PARAMETER_ITERATORS = {"parameters": None, "named_parameters": 1}
 
 
@@ -79,7 +81,8 @@ def _no_grad_function(ctx: FileContext, fn: ast.FunctionDef | ast.AsyncFunctionD
     cached = getattr(fn, "tp_no_grad_function", None)
     if cached is not None:
         return cached
-    result = fn.name in NO_GRAD_HOOKS or fn.name.startswith(("validation_", "test_", "predict_", "eval"))
+    # (not ``test_*``: those are pytest tests, which run with gradients on)
+    result = fn.name in NO_GRAD_HOOKS or fn.name.startswith(NO_GRAD_HOOK_PREFIXES)
     if not result:
         calls = [c for c in ctx.nodes(ast.Call) if _calls_function(c, fn.name)]
         result = bool(calls) and all(ctx.grad_disabled(c) for c in calls)

@@ -23,9 +23,10 @@ class NumpyOnGradTensor(Rule):
     `requires_grad_(False)` are not flagged.
 
     ## Why is this bad?
-    On torch 2.13 it raises
+    On torch 2.13, for a CPU tensor, it raises
     `RuntimeError: Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.`
-    — whether the tensor is a leaf or not. The check is made only while grad mode is on: the same
+    — whether the tensor is a leaf or not (a CUDA tensor cannot be converted at all without
+    `.cpu()`, so that call fails too). The check is made only while grad mode is on: the same
     `.numpy()` call inside `torch.no_grad()` or `torch.inference_mode()` returns the array without
     complaint, which is why code that works in an evaluation loop raises when moved into the
     training loop.
