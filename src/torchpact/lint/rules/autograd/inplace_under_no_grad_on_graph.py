@@ -6,7 +6,7 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import LOSS_FN, FileContext
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.autograd._grad import requires_grad
+from torchpact.lint.rules.autograd._grad import PASS_METHODS, requires_grad
 from torchpact.lint.rules.autograd._util import (
     creates_grad_leaf, grad_leaf, inplace_method, inplace_writes, parameter_loop_binding, pos, scope_body,
 )
@@ -79,11 +79,12 @@ def train_step(model, x, y, mask, optimizer):
 import torch
 import torch.nn.functional as F
 
-def train_step(model, x, y, mask):
+def train_step(model, x, y, mask, vocab):
     logits = model(x)
     with torch.no_grad():
         logits[mask] = -1e9
-    loss = F.cross_entropy(logits, y)
+        logits.masked_fill_(mask, float("-inf"))
+    loss = F.cross_entropy(logits.view(-1, vocab), y.view(-1))
     loss.backward()
 """,
         """
@@ -250,11 +251,23 @@ def train_step(model, x, y, temperature):
 
     @staticmethod
     def _softmax_like(ctx: FileContext, use: ast.Name) -> bool:
-        """The use feeds a softmax / cross-entropy (or a loss function of unknown kind)."""
-        parent = ctx.parent(use)
+        """The use feeds a softmax / cross-entropy (or a loss function of unknown kind), possibly
+        through reshapes and indexing (``F.cross_entropy(logits.view(-1, v), y)``)."""
+        cur: ast.AST = use
+        while True:
+            parent = ctx.parent(cur)
+            grand = ctx.parent(parent) if parent is not None else None
+            if isinstance(parent, ast.Attribute) and parent.attr in PASS_METHODS and parent.attr not in SOFTMAX_CONSUMERS \
+                    and isinstance(grand, ast.Call) and grand.func is parent:
+                cur = grand
+            elif isinstance(parent, ast.Subscript) and parent.value is cur:
+                cur = parent
+            else:
+                break
+        parent = ctx.parent(cur)
         if isinstance(parent, ast.Attribute) and parent.attr in SOFTMAX_CONSUMERS:
             return True
-        if isinstance(parent, ast.Call) and use in parent.args:
+        if isinstance(parent, ast.Call) and cur in parent.args:
             qn = ctx.call_name(parent) or ""
             last = qn.rsplit(".", 1)[-1] if qn else (parent.func.attr if isinstance(parent.func, ast.Attribute) else "")
             if last in SOFTMAX_CONSUMERS:
