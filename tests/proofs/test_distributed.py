@@ -97,12 +97,26 @@ def scenario_convert_after_wrap(rank: int, tmp: Path) -> dict:
 
     model = _net().double()
     out["double() before DDP"] = _train(DDP(model), model, rank)
+
+    ddp = DDP(model := _net())
+    model.double()
+    out["all_reduces_per_step after double()"] = _all_reduces_per_step(ddp, rank, dtype=torch.float64)
+
+    # The mechanism: a dtype change gives each parameter a new gradient accumulator (DDP's hooks
+    # stay on the old one); a same-dtype "conversion" keeps it.
+    weight = (model := _net())[0].weight
+    accumulator = weight.view_as(weight).grad_fn.next_functions[0][0]
+    model.float()
+    out["accumulator kept by float()"] = weight.view_as(weight).grad_fn.next_functions[0][0] is accumulator
+    model.double()
+    out["accumulator kept by double()"] = weight.view_as(weight).grad_fn.next_functions[0][0] is accumulator
     return out
 
 
 def scenario_forward_through_module(rank: int, tmp: Path) -> dict:
     out = {"ddp(x)": _train(ddp := DDP(model := _net()), model, rank)}
     out["ddp.module(x)"] = _train(DDP(model := _net()), model, rank, through_module=True)
+    out["all_reduces_per_step through ddp.module"] = _all_reduces_per_step(DDP(_net()).module, rank)
 
     # Local micro-steps through .module, then one step through DDP: the last backward all-reduces
     # the accumulated .grad (the pattern the rule deliberately leaves alone).
@@ -145,14 +159,15 @@ def scenario_save_on_every_rank(rank: int, tmp: Path) -> dict:
             "guarded_saved_by": torch.load(guarded)["saved_by"]}
 
 
-def _all_reduces_per_step(ddp: nn.Module, rank: int, steps: int = 4) -> float:
+def _all_reduces_per_step(ddp: nn.Module, rank: int, steps: int = 4, dtype=torch.float32) -> float:
+    """``gloo:all_reduce`` calls per forward + backward through ``ddp``, counted by the profiler."""
     from torch.profiler import ProfilerActivity, profile
 
     for step in range(2):  # warm up: DDP rebuilds its buckets after the first iteration
-        ddp(_rank_batch(rank, step)).sum().backward()
+        ddp(_rank_batch(rank, step, dtype)).sum().backward()
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         for step in range(steps):
-            ddp(_rank_batch(rank, step)).sum().backward()
+            ddp(_rank_batch(rank, step, dtype)).sum().backward()
     counts = collections.Counter(e.name for e in prof.events())
     return counts["gloo:all_reduce"] / steps
 
@@ -251,6 +266,11 @@ def scenario_batchnorm(rank: int, tmp: Path) -> dict:
     y = ddp(x)
     out["train output == local batch norm"] = torch.allclose(y, (x - x.mean(0)) / torch.sqrt(x.var(0, unbiased=False) + bn.eps), atol=1e-5)
     out["train output mean ~ 0 on every rank"] = bool(y.mean(0).abs().max() < 1e-5)
+    try:
+        DDP(nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))))
+        out["SyncBatchNorm on CPU"] = "ran"
+    except ValueError as exc:
+        out["SyncBatchNorm on CPU"] = str(exc)
     return out
 
 
@@ -333,6 +353,8 @@ def test_dtype_conversion_after_ddp_wrap_silently_stops_gradient_all_reduce(rank
         assert result["no-op float()/to(cpu) after DDP"]["grads_in_sync"] == [True, True]
         assert result["double() before DDP"]["grads_in_sync"] == [True, True]
         assert result["double() before DDP"]["params_in_sync"] == [True, True]
+        assert result["all_reduces_per_step after double()"] == 0.0  # not a single collective
+        assert result["accumulator kept by float()"] and not result["accumulator kept by double()"]
 
 
 @pytest.mark.proves("TP602")
@@ -341,6 +363,7 @@ def test_forward_through_ddp_module_skips_gradient_all_reduce(ranks):
         assert result["ddp(x)"]["grads_in_sync"] == [True, True]
         assert result["ddp.module(x)"]["grads_in_sync"] == [False, False]
         assert result["ddp.module(x)"]["params_in_sync"] == [False, False]
+        assert result["all_reduces_per_step through ddp.module"] == 0.0
         assert result["micro-steps then ddp(x)"] == {"grads_in_sync": True, "equals averaged sum": True}
 
 
@@ -383,4 +406,5 @@ def test_batchnorm_under_ddp_uses_per_rank_statistics(ranks):
         assert unsynced["running_mean in sync after each step"] == [False, False, False]
         assert not unsynced["eval outputs in sync"]  # diverged for good
         assert result["train output == local batch norm"] and result["train output mean ~ 0 on every rank"]
+        assert result["SyncBatchNorm on CPU"] == "SyncBatchNorm layers only work with GPU modules"
     assert [r["forward_sync_buffers=False"]["final running_mean == rank 0 alone"] for r in per_rank] == [True, False]

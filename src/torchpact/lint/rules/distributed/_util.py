@@ -115,3 +115,31 @@ def _is_zero(expr: ast.AST) -> bool:
     if isinstance(expr, ast.Constant) and expr.value == 0 and not isinstance(expr.value, bool):
         return True
     return isinstance(expr, (ast.Tuple, ast.List, ast.Set)) and any(_is_zero(e) for e in expr.elts)
+
+
+def exclusive_branches(ctx: FileContext, a: ast.AST, b: ast.AST) -> bool:
+    """``a`` and ``b`` sit in different branches of one ``if`` (or ``try`` handlers): never both run."""
+    path_a = {id(x): child for x, child in _ancestor_children(ctx, a)}
+    for anc, child_b in _ancestor_children(ctx, b):
+        child_a = path_a.get(id(anc))
+        if child_a is None:
+            continue
+        if isinstance(anc, (ast.If, ast.IfExp)):
+            return _branch(anc, child_a) != _branch(anc, child_b)
+        return False
+    return False
+
+
+def _ancestor_children(ctx: FileContext, node: ast.AST):
+    child = node
+    for anc in ctx.ancestors(node):
+        yield anc, child
+        child = anc
+
+
+def _branch(node: ast.If | ast.IfExp, child: ast.AST) -> str:
+    if isinstance(node, ast.IfExp):
+        return "test" if child is node.test else "body" if child is node.body else "orelse"
+    if child is node.test:
+        return "test"
+    return "body" if child in node.body else "orelse"

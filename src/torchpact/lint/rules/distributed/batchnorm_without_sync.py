@@ -21,9 +21,10 @@ class BatchnormWithoutSync(Rule):
     """A model with BatchNorm layers is wrapped in `DistributedDataParallel` without `SyncBatchNorm`.
 
     ## What it does
-    Flags `DistributedDataParallel(model)` in a file that builds BatchNorm layers (`nn.BatchNorm1d/2d/3d`,
-    or a torchvision model made of them such as `resnet50()`) and never mentions `SyncBatchNorm` /
-    `convert_sync_batchnorm`. Advice (`info`): per-rank statistics are often what is wanted (large
+    Flags `DistributedDataParallel(model)` when the model builds BatchNorm layers (`nn.BatchNorm1d/2d/3d`,
+    or a torchvision model made of them such as `resnet50()`) and the file never mentions
+    `SyncBatchNorm` / `convert_sync_batchnorm`. A model whose class is defined in the file is looked
+    into (with the local classes it builds); otherwise any BatchNorm built in the file counts. Advice (`info`): per-rank statistics are often what is wanted (large
     per-GPU batches, or a deliberate choice); the point is to make it a choice.
 
     ## Why is this bad?
@@ -66,6 +67,19 @@ model = nn.Sequential(nn.Linear(16, 16), nn.LayerNorm(16))
 ddp = DDP(model)
 """,
         """
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+class Critic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8))
+class Policy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(8, 8), nn.LayerNorm(8))
+policy = DDP(Policy())
+""",
+        """
 import torch
 import torchvision
 from torch.nn.parallel import DistributedDataParallel as DDP
@@ -100,11 +114,18 @@ def main(rank):
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         assert isinstance(node, ast.Call)
-        if not is_ddp_call(ctx, node) or argument(node, "module", 0) is None:
+        wrapped = argument(node, "module", 0)
+        if not is_ddp_call(ctx, node) or wrapped is None:
             return
         if any(word in ctx.source.text for word in _SYNC_WORDS):
             return  # SyncBatchNorm is used or considered (often behind a flag)
-        bn = next((c for c in ctx.nodes(ast.Call) if _builds_batchnorm(ctx, c)), None)
+        cls = ctx.local_module_class(wrapped)
+        if cls is not None:
+            # a model class of this file: look inside it (and the local classes it builds)
+            region: list[ast.AST] = list(_class_closure(ctx, cls))
+        else:
+            region = [ctx.tree]
+        bn = next((c for root in region for c in ast.walk(root) if _builds_batchnorm(ctx, c)), None)
         if bn is not None:
             yield self.hit(node, subject=ctx.segment(bn.func) or None)
 
@@ -112,3 +133,18 @@ def main(rank):
 def _builds_batchnorm(ctx: FileContext, call: ast.AST) -> bool:
     name = ctx.call_name(call)
     return name is not None and (name in BATCHNORMS or bool(_TORCHVISION_BN.match(name)))
+
+
+def _class_closure(ctx: FileContext, cls: ast.ClassDef) -> Iterator[ast.ClassDef]:
+    """``cls``, its local base classes, and the local module classes it instantiates, transitively."""
+    seen: set[str] = set()
+    todo = [cls]
+    while todo:
+        current = todo.pop()
+        if current.name in seen:
+            continue
+        seen.add(current.name)
+        yield current
+        names = [b.id for b in current.bases if isinstance(b, ast.Name)]
+        names += [n.func.id for n in ast.walk(current) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+        todo.extend(ctx.classes[n] for n in names if n in ctx.classes and n not in seen)

@@ -6,7 +6,8 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.distributed._util import after, argument, dotted_name, is_ddp_call, target_names
+from torchpact.lint.rules.distributed._util import (after, argument, dotted_name, exclusive_branches, is_ddp_call,
+                                                    target_names)
 
 CONVERTING_METHODS = {"half", "double", "bfloat16"}
 # dtypes that change a float32 model's parameters (float32 itself is a no-op on a float32 model)
@@ -90,6 +91,17 @@ for x in loader:
     out = ddp(x)
     out.half().sum().backward()
 """,
+        """
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+def setup(model, args):
+    if args.distributed:
+        model = DDP(model)
+    else:
+        model.half()
+    for x in loader:
+        model(x).sum().backward()
+""",
     ]
     invalid = [
         """
@@ -144,6 +156,8 @@ ddp_model(torch.randn(2, 4, dtype=torch.float64)).sum().backward()
             receiver = dotted_name(sub.func.value)
             if receiver is None or not _rooted_in(receiver, roots) or not _changes_dtype(sub, ctx):
                 continue
+            if exclusive_branches(ctx, node, sub):
+                continue  # `if distributed: DDP(model) else: model.half()`
             if receiver not in roots and not isinstance(ctx.parent(sub), ast.Expr):
                 continue  # `x = model.weight.half()` makes a copy of a tensor; only a statement converts a submodule
             if inner and _converted_before(ctx, scope, inner, sub, anchor):

@@ -22,8 +22,8 @@ class ForwardBypassesDdp(Rule):
     ## Why is this bad?
     DDP only arms its gradient all-reduce in its own `forward`: calling the inner module skips it,
     so the following `backward()` runs no collective at all. On torch 2.13 (2 gloo ranks, different
-    data per rank) the gradients after `ddp.module(x).sum().backward()` differ between ranks, with
-    no error or warning: every rank takes its own optimizer step and the replicas silently drift
+    data per rank) the profiler counts 0 `gloo:all_reduce` per step through `ddp.module(x)` (1
+    through `ddp(x)`), and the gradients differ between ranks, with no error or warning: every rank takes its own optimizer step and the replicas silently drift
     apart, which is data parallelism only in name. (Local micro-steps through `.module` followed by
     one `ddp(...)` step are fine: the last backward all-reduces the accumulated `.grad`.)
 

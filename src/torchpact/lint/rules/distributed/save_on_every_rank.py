@@ -12,6 +12,8 @@ from torchpact.lint.rules.distributed._util import (DDP_CLASSES, FSDP_CLASSES, I
 
 SAVES = {"torch.save", "torch.serialization.save"}
 PER_RANK_SETUP = DDP_CLASSES | FSDP_CLASSES | INIT_PROCESS_GROUP
+SPAWNERS = {"torch.multiprocessing.spawn", "torch.multiprocessing.start_processes",
+            "torch.multiprocessing.spawn.spawn", "torch.multiprocessing.spawn.start_processes"}
 IN_MEMORY = {"io.BytesIO", "io.StringIO", "tempfile.SpooledTemporaryFile"}
 _BUFFER_NAME = re.compile(r"(^|_)(buf|buffer|bytes|stream|bio|byte_stream|memfile)($|_)|buffer$", re.I)
 
@@ -172,17 +174,40 @@ def _runs_on_every_rank(ctx: FileContext, node: ast.AST, depth: int) -> bool:
         return False
     fn = ctx.enclosing_function(node)
     if fn is None:
-        return True  # module level code runs on every rank
+        # module level runs on every rank, except the `__main__` block of a script that spawns its
+        # ranks (`mp.spawn`): spawned children import the file under another name
+        return not (_spawns_ranks(ctx) and _under_main_block(ctx, node))
     if depth == 0:
         return False
-    uses = [n for n in ctx.nodes(ast.Name) if n.id == fn.name and isinstance(n.ctx, ast.Load)]
-    uses += [n for n in ctx.nodes(ast.Attribute) if n.attr == fn.name and isinstance(n.ctx, ast.Load)]
+    if isinstance(ctx.parent(fn), ast.ClassDef):  # a method: `obj.name(...)`
+        uses: list[ast.AST] = [n for n in ctx.nodes(ast.Attribute) if n.attr == fn.name and isinstance(n.ctx, ast.Load)]
+    else:
+        uses = [n for n in ctx.nodes(ast.Name) if n.id == fn.name and isinstance(n.ctx, ast.Load)]
     uses = [use for use in uses if not _inside(use, fn, ctx)]
     if not uses:
         # never called in this file: a per-rank entry point if it sets up DDP itself, else library
         # code whose caller decides
         return any(isinstance(sub, ast.Call) and ctx.call_name(sub) in PER_RANK_SETUP for sub in ctx.walk_scope(fn))
-    return any(_runs_on_every_rank(ctx, use, depth - 1) for use in uses)
+    return any(_spawned(ctx, use) or _runs_on_every_rank(ctx, use, depth - 1) for use in uses)
+
+
+def _spawned(ctx: FileContext, use: ast.AST) -> bool:
+    """``use`` is the function handed to ``mp.spawn``: it runs once in every rank."""
+    parent = ctx.parent(use)
+    if isinstance(parent, ast.keyword):
+        parent = ctx.parent(parent)
+    return isinstance(parent, ast.Call) and use is not parent.func and ctx.call_name(parent) in SPAWNERS
+
+
+def _spawns_ranks(ctx: FileContext) -> bool:
+    return any(ctx.call_name(n) in SPAWNERS for n in ctx.nodes(ast.Call))
+
+
+def _under_main_block(ctx: FileContext, node: ast.AST) -> bool:
+    for anc in ctx.ancestors(node):
+        if isinstance(anc, ast.If) and "__main__" in ctx.segment(anc.test):
+            return True
+    return False
 
 
 def _inside(node: ast.AST, fn: ast.AST, ctx: FileContext) -> bool:
