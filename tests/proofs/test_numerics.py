@@ -102,6 +102,7 @@ def _first_layer_grad(mode: str) -> torch.Tensor:
 @pytest.mark.proves("TP304")
 def test_fp16_autocast_without_scaler_flushes_small_gradients_to_zero():
     assert torch.tensor(2e-8).half().item() == 0.0  # below half of 2**-24, the smallest subnormal
+    assert torch.get_autocast_dtype("cuda") == torch.float16  # autocast("cuda") without dtype
     fp32 = _first_layer_grad("fp32")
     assert (fp32 != 0).all()
     fp16 = _first_layer_grad("fp16")

@@ -75,9 +75,27 @@ def is_instance_of(ctx: FileContext, func: ast.AST, classes: set[str] | frozense
     if isinstance(func, ast.Call):
         return ctx.call_name(func) in classes
     if isinstance(func, (ast.Name, ast.Attribute)):
+        name = func.attr if isinstance(func, ast.Attribute) else func.id
+        if name not in _instance_names(ctx, classes):
+            return False
         values = [v for _, v in ctx.bindings(func)]
         return bool(values) and all(isinstance(v, ast.Call) and ctx.call_name(v) in classes for v in values)
     return False
+
+
+def _instance_names(ctx: FileContext, classes: set[str] | frozenset[str]) -> set[str]:
+    """Last name of every assignment target whose value constructs one of ``classes`` (a cheap filter)."""
+    memo = ctx.tree.__dict__.setdefault("_tp_numerics_instances", {})  # per file, like backward_names
+    key = frozenset(classes)
+    if key not in memo:
+        names = set()
+        for node in ctx.nodes(ast.Assign, ast.AnnAssign):
+            if isinstance(node.value, ast.Call) and ctx.call_name(node.value) in classes:
+                for t in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                    if isinstance(t, (ast.Name, ast.Attribute)):
+                        names.add(t.id if isinstance(t, ast.Name) else t.attr)
+        memo[key] = names
+    return memo[key]
 
 
 def unwrap_shape(node: ast.AST) -> ast.AST:

@@ -23,8 +23,8 @@ class Fp16WithoutGradScaler(Rule):
     """A model is trained in float16 (autocast or `.half()`) with no loss scaling.
 
     ## What it does
-    Flags `torch.autocast("cuda")` / `torch.autocast(..., dtype=torch.float16)` /
-    `torch.cuda.amp.autocast()` (float16 unless told otherwise), and `model.half()` /
+    Flags `torch.autocast("cuda")` (torch 2.13's default CUDA autocast dtype is float16) /
+    `torch.autocast(..., dtype=torch.float16)` / `torch.cuda.amp.autocast()`, and `model.half()` /
     `model.to(torch.float16)`, in a function that also calls `backward()` and `optimizer.step()`,
     when nothing in the file scales the loss (no `GradScaler`, no `scaler`, no apex `scale_loss`).
     bfloat16 is not flagged: it has float32's exponent range. `accelerator.backward(loss)` (which

@@ -15,7 +15,6 @@ from torchpact.lint.rules.training._util import (
     src,
 )
 
-
 # Builtins that cannot switch a module's mode.
 HARMLESS_BUILTINS = {"print", "len", "isinstance", "getattr", "hasattr", "str", "repr", "type", "id", "enumerate",
                      "zip", "range", "iter", "next", "list", "tuple", "dict", "set", "sum", "min", "max", "float",
@@ -183,6 +182,8 @@ def main(loader, optimizer):
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         assert isinstance(node, ast.Call)
+        if not ctx.in_loop(node):
+            return
         evals = self._evals_at(node, ctx)
         if not evals:
             return

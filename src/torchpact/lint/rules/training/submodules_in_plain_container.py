@@ -46,7 +46,7 @@ class SubmodulesInPlainContainer(Rule):
     The fix wraps a written-out list in `nn.ModuleList(...)` (`nn.ParameterList` for parameters) and
     a dict with string keys in `nn.ModuleDict(...)`; an empty list that is appended to becomes
     `nn.ModuleList()`. Indexing, iteration, `len`, `append`, `extend` and `insert` behave the same. It
-    is offered only when the file has a name for `torch.nn`, and not when the code uses list methods
+    is offered only when the file imports `torch.nn` (or `torch`), and not when the code uses list methods
     a `ModuleList` lacks (`remove`, `index`, `sort`, ...). After it, the state dict has the new
     parameters: old checkpoints (which never had them) need `strict=False` to load.
     """
@@ -168,6 +168,22 @@ class Model(torch.nn.Module):
         self.drops = [torch.nn.Dropout(0.1) for _ in range(n)]
         self.drops.sort(key=id)
 """,
+        Invalid(
+            """
+import torch
+class Gates(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gates = [torch.nn.Linear(4, 1), torch.nn.Linear(4, 1)]
+""",
+            fixed="""
+import torch
+class Gates(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gates = torch.nn.ModuleList([torch.nn.Linear(4, 1), torch.nn.Linear(4, 1)])
+""",
+        ),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
