@@ -29,8 +29,8 @@ class EvalModeLeaksIntoTraining(Rule):
     the same file that does it (`evaluate(model)` where `evaluate` calls `model.eval()`) — inside a
     loop that trains (calls `backward()`), when the same model is put in train mode only *before*
     that loop (`model.train()`, or `model = Net()`: a new module is in train mode), and nothing in
-    the loop calls `train()` on it again (directly or through a local function). A loop that calls
-    a function of another module with the model as an argument (which may call `train()`) is not
+    the loop calls `train()` on it again (directly or through a local function). A loop that gives
+    the model (or an object holding it) to code of another module, which may call `train()`, is not
     flagged.
 
     ## Why is this bad?
@@ -155,6 +155,10 @@ class Trainer:
             if step % self.eval_every == 0:
                 self.model.eval()
                 self.validate()
+
+    def validate(self):
+        with torch.no_grad():
+            return [self.model(**b).loss.item() for b in self.val_loader]
 """,
         """
 import torch.nn as nn
@@ -194,9 +198,8 @@ def main(loader, optimizer):
         events = list(mode_events(ctx, body))
         trained_in_loop = {text for mode, text, _ in events if mode == "train"}
         before = _statements_before(ctx, loop, ctx.scope(loop))
-        passed_away = _passed_to_foreign_calls(ctx, body)
         for text in evals:
-            if text in trained_in_loop or text in passed_away:
+            if text in trained_in_loop or _handed_to_foreign_code(ctx, body, text):
                 continue
             if _mode_before(ctx, before, text) != "train":
                 continue
@@ -260,19 +263,24 @@ def _constructs_module(ctx: FileContext, value: ast.AST) -> bool:
         "functional", "init", "utils")
 
 
-def _passed_to_foreign_calls(ctx: FileContext, body: list[ast.AST]) -> set[str]:
-    """Texts of arguments given to calls this file does not define (they might call ``train()``)."""
-    out: set[str] = set()
+def _handed_to_foreign_code(ctx: FileContext, body: list[ast.AST], text: str) -> bool:
+    """Whether code this file does not define receives the module ``text`` (and might call ``train()``
+    on it): as an argument (or an object holding it), or as the object of a method call on a holder
+    (``agent.update()`` may switch ``agent.policy``)."""
     for node in ctx.walk_scope(body):
-        if not isinstance(node, ast.Call) or local_callees(ctx, node):
+        if not isinstance(node, ast.Call) or local_callees(ctx, node) or mode_switch(ctx, node) is not None:
             continue
         qn = ctx.call_name(node)
         if qn is not None and qn.startswith(("torch.", "builtins.")):
             continue
         if isinstance(node.func, ast.Name) and node.func.id in HARMLESS_BUILTINS:
             continue
+        if src(ctx, node.func) == text:
+            continue  # calling the module: its forward
+        if isinstance(node.func, ast.Attribute) and qn is None and text.startswith(src(ctx, node.func.value) + "."):
+            return True
         for arg in [*node.args, *(kw.value for kw in node.keywords)]:
-            if isinstance(arg, ast.Starred):
-                arg = arg.value
-            out.add(src(ctx, arg))
-    return out
+            arg_text = src(ctx, arg.value if isinstance(arg, ast.Starred) else arg)
+            if text == arg_text or text.startswith(arg_text + "."):
+                return True
+    return False

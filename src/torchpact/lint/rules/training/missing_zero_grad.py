@@ -135,7 +135,18 @@ def fit(net, loader, epochs):
             return
         if _rebound_in(ctx, optimizer, body):
             return  # a fresh optimizer (and usually model) every iteration
+        if _zero_grad_passed_around(ctx):
+            return  # e.g. registered as a step hook: it may run where we cannot see
         yield self.hit(node, subject=src(ctx, optimizer))
+
+
+def _zero_grad_passed_around(ctx: FileContext) -> bool:
+    for node in ctx.nodes(ast.Attribute):
+        if node.attr == "zero_grad":
+            parent = ctx.parent(node)
+            if not (isinstance(parent, ast.Call) and parent.func is node):
+                return True
+    return False
 
 
 def _rebound_in(ctx: FileContext, optimizer: ast.AST, body: list[ast.AST]) -> bool:
