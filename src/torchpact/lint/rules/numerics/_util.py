@@ -199,7 +199,10 @@ def reaching_value(ctx: FileContext, name: ast.Name) -> ast.expr | None:
             for field in ("body", "orelse", "finalbody", "handlers"):
                 block = getattr(anc, field, None)
                 if isinstance(block, list) and child in block:
-                    before = block[: block.index(child)]
+                    if field != "body" and isinstance(anc, (ast.Try, *LOOP_TYPES)) and any(
+                            _binds(s, name.id) for s in anc.body):
+                        return None  # the try body / loop body may or may not have rebound it
+                    before = block[: block.index(child)] if field != "handlers" else []
                     found = _last_binding(before, name.id)
                     if found is not None:
                         return found

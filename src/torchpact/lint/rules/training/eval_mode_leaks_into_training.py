@@ -192,7 +192,7 @@ def main(loader, optimizer):
         if not evals:
             return
         loop = innermost_training_loop(ctx, node)
-        if loop is None:
+        if loop is None or _leaves_loop_after(ctx, node):
             return
         body = loop_nodes(loop)
         events = list(mode_events(ctx, body))
@@ -220,6 +220,17 @@ def main(loader, optimizer):
         trained = {text for mode, text, _ in events if mode == "train"}
         return [text for mode, text, _ in events if mode == "eval" and text not in trained
                 and not text.startswith("<")]
+
+
+def _leaves_loop_after(ctx: FileContext, node: ast.AST) -> bool:
+    """``model.eval(); ...; break`` (or return / raise): no training follows in this loop."""
+    stmt = ctx.statement(node)
+    parent = ctx.parent(stmt)
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(parent, field, None)
+        if isinstance(block, list) and stmt in block:
+            return any(isinstance(s, (ast.Break, ast.Return, ast.Raise)) for s in block[block.index(stmt) + 1:])
+    return False
 
 
 def _statements_before(ctx: FileContext, loop: ast.AST, scope: ast.AST) -> list[ast.stmt]:
