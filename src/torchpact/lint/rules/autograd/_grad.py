@@ -18,6 +18,10 @@ PASS_METHODS = {
     "softmax", "log_softmax", "mul", "div", "add", "sub", "matmul", "type_as", "narrow", "select",
     "squeeze_", "unsqueeze_", "norm", "neg", "square",
 }
+# Conversions that return the tensor itself when nothing changes (``w.float()`` on a float32 leaf
+# is ``w``): their result may still be the leaf (TP203 covers the cases where it certainly is not).
+MAYBE_SELF = {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "type", "type_as", "contiguous",
+              "requires_grad_", "detach_", "share_memory_"}
 # Fields of model-output objects that carry the graph.
 OUTPUT_FIELDS = {"logits", "loss", "last_hidden_state", "pooler_output", "prediction_logits"}
 # torch.nn layers that own trainable parameters by default (their output requires grad).

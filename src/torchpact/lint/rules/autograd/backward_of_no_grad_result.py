@@ -7,7 +7,7 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import LOSS, LOSS_FN, MODULE, OUTPUT, FileContext, keyword
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.autograd._grad import PASS_METHODS
+from torchpact.lint.rules.autograd._grad import MAYBE_SELF, PASS_METHODS
 from torchpact.lint.rules.autograd._util import creates_grad_leaf, is_torch_factory, name_key, scope_body
 
 AUTOGRAD_ENTRY = {"torch.autograd.backward", "torch.autograd.grad"}
@@ -171,7 +171,7 @@ def step(model, x, y, accelerator):
         if is_torch_factory(ctx, value) or (ctx.call_name(value) or "").startswith("torch.nn.functional."):
             return True
         func = value.func
-        if isinstance(func, ast.Attribute) and func.attr in PASS_METHODS and func.attr not in ("to", "cuda", "cpu", "float", "double", "half", "bfloat16", "type_as", "contiguous"):
+        if isinstance(func, ast.Attribute) and func.attr in PASS_METHODS - MAYBE_SELF:
             return True
         if ctx.kinds(func) & {MODULE, LOSS_FN} or ctx.kinds(value) & {LOSS, OUTPUT} and not isinstance(func, ast.Name):
             return not self._enables_grad_inside(func, ctx)

@@ -212,9 +212,8 @@ def _backward_targets(ctx: FileContext, nodes: list[ast.AST]) -> Iterator[tuple[
             target = n.args[0] if n.args else keyword(n, "tensors") or keyword(n, "outputs")
         elif isinstance(n.func, ast.Attribute) and n.func.attr == "backward":
             target = n.func.value
-            if n.args and isinstance(target, (ast.Name, ast.Attribute)) and not isinstance(n.args[0], ast.Constant) \
-                    and isinstance(n.args[0], ast.Name) and target is not None and _is_wrapper(target):
-                target = n.args[0]
+            if n.args and isinstance(n.args[0], ast.Name) and _is_wrapper(target):
+                target = n.args[0]  # accelerator.backward(loss)
         if isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute) and target.func.attr == "scale" and target.args:
             target = target.args[0]
         if isinstance(target, ast.Name):

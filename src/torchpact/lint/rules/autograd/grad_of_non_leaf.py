@@ -6,14 +6,8 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.autograd._grad import requires_grad
+from torchpact.lint.rules.autograd._grad import MAYBE_SELF, requires_grad
 from torchpact.lint.rules.autograd._util import creates_grad_leaf, name_key, scope_body
-
-# Conversions that return the tensor itself when nothing changes (``w.float()`` on a float32 leaf
-# is ``w``): the result may still be the leaf (TP203 covers the cases that are certainly not).
-MAYBE_SELF = {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "type", "type_as", "contiguous",
-              "requires_grad_", "detach_", "share_memory_"}
-
 
 class GradOfNonLeaf(Rule):
     """`.grad` is read on a non-leaf tensor that never called `retain_grad()`.
