@@ -46,8 +46,9 @@ class SubmodulesInPlainContainer(Rule):
     The fix wraps a written-out list in `nn.ModuleList(...)` (`nn.ParameterList` for parameters) and
     a dict with string keys in `nn.ModuleDict(...)`; an empty list that is appended to becomes
     `nn.ModuleList()`. Indexing, iteration, `len`, `append`, `extend` and `insert` behave the same. It
-    is offered only when the file imports `torch.nn` (or `torch`), and not when the code uses list methods
-    a `ModuleList` lacks (`remove`, `index`, `sort`, ...). After it, the state dict has the new
+    is offered only when the file imports `torch.nn` (or `torch`), not when the code uses list methods
+    a `ModuleList` lacks (`remove`, `index`, `sort`, ...), and not when something that is not a
+    module (a function, say) is added to the list later. After it, the state dict has the new
     parameters: old checkpoints (which never had them) need `strict=False` to load.
     """
 
@@ -168,6 +169,15 @@ class Model(torch.nn.Module):
         self.drops = [torch.nn.Dropout(0.1) for _ in range(n)]
         self.drops.sort(key=id)
 """,
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ops = [nn.Linear(4, 4), nn.Linear(4, 4)]
+        self.ops.insert(1, F.relu)  # a ModuleList would refuse this: no autofix
+""",
         Invalid(
             """
 import torch
@@ -203,18 +213,20 @@ class Gates(torch.nn.Module):
             return
         if elements and any(isinstance(e, ast.Name) for e in elements):
             return  # ``self._enc = [encoder]``: the usual way to keep a module *out* of registration
+        added, complete = _additions(cls, target.attr)
         if not elements and isinstance(value, ast.List):
-            elements = _appended(ctx, cls, target.attr)
+            elements = added
         kinds = [_construction(ctx, e) for e in elements]
         if not kinds or any(k is None for k in kinds) or all(k == "stateless" for k in kinds):
             return
         if _registered_elsewhere(ctx, cls, target.attr, node):
             return
         params = all(k == "parameter" for k in kinds)
-        if any(k == "parameter" for k in kinds) and not params:
-            edits = []
-        else:
-            edits = self._fix(ctx, cls, target.attr, value, is_dict, params)
+        # a ModuleList refuses anything but modules: every element, also those added later, must be one
+        later = [_construction(ctx, e) for e in added]
+        same_kind = all(k == "parameter" for k in kinds + later) if params else all(
+            k in ("module", "stateless") for k in kinds + later)
+        edits = self._fix(ctx, cls, target.attr, value, is_dict, params) if complete and same_kind else []
         container = ("ParameterDict" if is_dict else "ParameterList") if params else (
             "ModuleDict" if is_dict else "ModuleList")
         yield self.hit(target, subject=f"self.{target.attr}", edits=edits,
@@ -278,14 +290,32 @@ def _class_nodes(cls: ast.ClassDef):
     return ast.walk(cls)
 
 
-def _appended(ctx: FileContext, cls: ast.ClassDef, attr: str) -> list[ast.expr]:
-    """Arguments of ``self.<attr>.append(x)`` in the class."""
-    out = []
+def _additions(cls: ast.ClassDef, attr: str) -> tuple[list[ast.expr], bool]:
+    """Elements the class adds to ``self.<attr>`` later (``append``, ``insert``, ``extend([...])``,
+    ``+= [...]``, ``self.<attr>[k] = v``), and whether that list is complete (every addition readable)."""
+    out: list[ast.expr] = []
+    complete = True
     for node in _class_nodes(cls):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "append"
-                and _is_self_attr(node.func.value, attr) and len(node.args) == 1):
-            out.append(node.args[0])
-    return out
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and _is_self_attr(node.func.value, attr):
+            method, args = node.func.attr, node.args
+            if method == "append" and len(args) == 1:
+                out.append(args[0])
+            elif method == "insert" and len(args) == 2:
+                out.append(args[1])
+            elif method in ("extend", "update", "setdefault"):
+                if method == "extend" and len(args) == 1 and isinstance(args[0], (ast.List, ast.Tuple)):
+                    out.extend(args[0].elts)
+                else:
+                    complete = False
+        elif isinstance(node, ast.AugAssign) and _is_self_attr(node.target, attr):
+            if isinstance(node.value, (ast.List, ast.Tuple)):
+                out.extend(node.value.elts)
+            else:
+                complete = False
+        elif isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Subscript) and _is_self_attr(t.value, attr) for t in node.targets):
+            out.append(node.value)
+    return out, complete
 
 
 def _is_self_attr(node: ast.AST, attr: str) -> bool:
