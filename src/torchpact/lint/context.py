@@ -411,9 +411,12 @@ class FileContext:
         if isinstance(expr, ast.BinOp):
             left, right = self.kinds(expr.left, hints), self.kinds(expr.right, hints)
             both = left | right
-            return frozenset(both & {LOSS, GRAPH, TENSOR, OUTPUT})
+            derived = both & {LOSS, GRAPH, TENSOR, OUTPUT}
+            return derived | {GRAPH, TENSOR} if GRAD_LEAF in both else derived
         if isinstance(expr, ast.UnaryOp):
-            return self.kinds(expr.operand, hints) & {LOSS, GRAPH, TENSOR, OUTPUT}
+            inner = self.kinds(expr.operand, hints)
+            derived = inner & {LOSS, GRAPH, TENSOR, OUTPUT}
+            return derived | {GRAPH, TENSOR} if GRAD_LEAF in inner else derived
         if isinstance(expr, ast.Subscript):
             inner = self.kinds(expr.value, hints)
             return frozenset(inner & {OUTPUT, GRAPH, TENSOR, BATCH, LOSS} if OUTPUT in inner or BATCH in inner else inner & {GRAPH, TENSOR})
