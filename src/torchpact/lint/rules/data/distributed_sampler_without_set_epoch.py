@@ -101,6 +101,17 @@ for epoch in range(10):
     invalid = [
         """
 import torch
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+sampler = DistributedSampler(dataset)
+loader = DataLoader(dataset, batch_size=32, sampler=sampler)
+for epoch in range(10):
+    for x, y in loader:  # TODO: call set_epoch
+        train_step(x, y)
+""",
+        """
+import torch
 from torch.utils.data import DataLoader, DistributedSampler
 sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank)
 loader = DataLoader(dataset, batch_size=32, sampler=sampler)
@@ -133,7 +144,8 @@ while step < max_steps:
         shuffle = _argument(node, "shuffle", 3)
         if shuffle is not None and not is_const(shuffle, True):
             return  # shuffle=False, or decided at run time
-        if "set_epoch" in ctx.source.text:
+        if any(a.attr == "set_epoch" for a in ctx.nodes(ast.Attribute)) or any(
+                isinstance(c, ast.Constant) and c.value == "set_epoch" for c in ctx.nodes(ast.Constant)):
             return  # set (or checked) somewhere: lint cannot tell which sampler, so trust it
         seed = _argument(node, "seed", 4)
         if seed is not None and not isinstance(seed, ast.Constant) and ctx.in_loop(node):
