@@ -56,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("script", metavar="SCRIPT")
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
     run.add_argument("--quiet", "-q", action="store_true", help="no live findings on stderr")
+    run.add_argument("--nproc", type=int, metavar="N",
+                     help="launch N ranks per node through torch.distributed.run (gloo on CPU, NCCL on GPU)")
+    run.add_argument("--nnodes", type=int, default=1, metavar="M", help="nodes of a multi-node job (default 1)")
+    run.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's rank (multi-node)")
+    run.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous endpoint (multi-node)")
     run.add_argument("--watchers", metavar="NAMES", help="comma-separated watchers (default: all default ones)")
     run.add_argument("--sample-first", type=int, default=20, metavar="N",
                      help="run the expensive checks on each of the first N steps (default: 20)")
@@ -200,9 +205,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.sample_first < 0 or args.sample_every < 1:
         raise UsageError("--sample-first must be >= 0 and --sample-every >= 1")
+    sampler = Sampler(args.sample_first, args.sample_every)
     try:
-        outcome = run_script(args.script, args.args, watchers=_split(args.watchers) or None,
-                             sampler=Sampler(args.sample_first, args.sample_every), live=not args.quiet)
+        if args.nproc is not None:
+            from torchpact.launch.distributed import run_distributed
+
+            outcome = run_distributed(args.script, args.args, nproc=args.nproc, nnodes=args.nnodes,
+                                      node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
+                                      watchers=_split(args.watchers) or None, sampler=sampler,
+                                      quiet=args.quiet)
+        else:
+            outcome = run_script(args.script, args.args, watchers=_split(args.watchers) or None,
+                                 sampler=sampler, live=not args.quiet)
     except LaunchError as exc:
         raise UsageError(str(exc)) from None
     import torch

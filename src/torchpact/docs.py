@@ -16,11 +16,13 @@ from torchpact.lint.registry import all_rules
 
 
 def runtime_checks() -> dict[str, Any]:
+    from torchpact.launch.distributed import RANK_FAILED
     from torchpact.launch.explain import SCRIPT_ERROR
     from torchpact.watch import all_checks
 
     checks = dict(all_checks())
-    checks[SCRIPT_ERROR.code] = SCRIPT_ERROR
+    for check in (SCRIPT_ERROR, RANK_FAILED):
+        checks[check.code] = check
     return checks
 
 

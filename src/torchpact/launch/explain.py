@@ -67,6 +67,11 @@ EXPLANATIONS = [
         "make every parameter take part in the loss, or pass find_unused_parameters=True (or "
         "static_graph=True when the unused set never changes)", "TP604"),
     Explanation(
+        r"Connection closed by peer|Connection reset by peer|Broken pipe.*gloo|NCCL.*(remote|peer)",
+        "another rank of the job died, so this rank's collective lost its peer: this error is a "
+        "consequence, not the cause",
+        "look at the rank that failed first (TP004) and its own error"),
+    Explanation(
         r"mat1 and mat2 shapes cannot be multiplied|size mismatch|shape .* is invalid for input of size",
         "a shape mismatch between a layer and its input",
         "check the layer's in_features against the flattened input size (print `x.shape` before the layer)"),

@@ -21,6 +21,10 @@ from torchpact.watch import Sampler, Session, watch
 from torchpact.watch.frames import user_location
 
 
+class Terminated(BaseException):
+    """Raised in the script's main thread when the launcher stops this rank (SIGTERM)."""
+
+
 class LaunchError(Exception):
     """The script cannot be started (missing, a folder, unreadable): a one-line usage error."""
 
@@ -37,10 +41,14 @@ class RunOutcome:
     step_times: list[float] = field(default_factory=list)
     error: str | None = None
     session: Session | None = None
+    ranks: list[dict[str, Any]] | None = None  # per-rank facts of a distributed run
 
     def summary(self) -> dict[str, Any]:
-        return {"script": self.script, "exit_code": self.exit_code, "seconds": round(self.seconds, 3),
-                "steps": self.steps, "error": self.error}
+        out = {"script": self.script, "exit_code": self.exit_code, "seconds": round(self.seconds, 3),
+               "steps": self.steps, "error": self.error}
+        if self.ranks is not None:
+            out["ranks"] = self.ranks
+        return out
 
 
 def _exit_code(code: Any) -> int:
@@ -88,7 +96,7 @@ def _report_crash(session: Session, exc: BaseException, script: str) -> None:
 
 
 def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str] | None = None,
-               sampler: Sampler | None = None, live: bool = True) -> RunOutcome:
+               sampler: Sampler | None = None, live: bool = True, **session_options: Any) -> RunOutcome:
     """Run ``script`` with ``argv`` under the watchers; never raises for the script's own errors."""
     path = os.path.abspath(script)
     if not os.path.exists(path):
@@ -98,7 +106,7 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
     if not os.access(path, os.R_OK):
         raise LaunchError(f"cannot read {script}")
     try:
-        session = watch(watchers, sampler=sampler, live=live)
+        session = watch(watchers, sampler=sampler, live=live, **session_options)
     except ValueError as exc:
         raise LaunchError(str(exc)) from None
 
@@ -112,6 +120,9 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
         runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         outcome.exit_code = _exit_code(exc.code)
+    except Terminated:
+        outcome.exit_code = 143
+        outcome.error = "terminated by the launcher (SIGTERM)"
     except KeyboardInterrupt:
         outcome.exit_code = 130
         outcome.error = "interrupted (Ctrl-C)"
@@ -132,4 +143,4 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
     return outcome
 
 
-__all__ = ["LaunchError", "RunOutcome", "run_script", "user_location"]
+__all__ = ["LaunchError", "RunOutcome", "Terminated", "run_script", "user_location"]

@@ -26,7 +26,11 @@ def _location(f: Finding) -> str:
         if f.column:
             parts.append(str(f.column))
     where = ":".join(parts)
-    when = [f"rank {f.rank}"] if f.rank is not None else []
+    ranks = f.extra.get("ranks") if f.extra else None
+    if ranks and len(ranks) > 1:
+        when = [f"ranks {','.join(map(str, ranks))}"]
+    else:
+        when = [f"rank {f.rank}"] if f.rank is not None else []
     when += [f"step {f.step}"] if f.step is not None else []
     return f"{where} [{', '.join(when)}]" if when else where
 

@@ -58,14 +58,14 @@ def make_watchers(names: Iterable[str] | None = None) -> list[Watcher]:
 
 
 def watch(watchers: Iterable[str] | Iterable[Watcher] | None = None, *, sampler: Sampler | None = None,
-          live: bool = False) -> Session:
+          live: bool = False, **session_options) -> Session:
     """A session to use as a context manager: hooks on enter, removed on exit (also on error)."""
     items = list(watchers) if watchers is not None else None
     if items is not None and all(isinstance(w, Watcher) for w in items):
         instances = items  # type: ignore[assignment]
     else:
         instances = make_watchers(items)  # type: ignore[arg-type]
-    return Session(instances, sampler=sampler, live=live)
+    return Session(instances, sampler=sampler, live=live, **session_options)
 
 
 class _CallableModule(type(sys)):

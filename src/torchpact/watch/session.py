@@ -15,7 +15,7 @@ import sys
 import time
 import weakref
 from dataclasses import dataclass
-from typing import Any, Iterable, TextIO
+from typing import Any, Callable, Iterable, TextIO
 
 from torchpact.findings import Category, Finding, Severity
 from torchpact.watch.frames import user_location
@@ -43,8 +43,13 @@ class Session:
     """One watched run. Use as a context manager (``torchpact.watch()``) or ``start()``/``close()``."""
 
     def __init__(self, watchers: Iterable[Watcher], *, sampler: Sampler | None = None,
-                 live: bool = False, stream: TextIO | None = None) -> None:
+                 live: bool = False, stream: TextIO | None = None,
+                 sink: Callable[["Session"], None] | None = None, rank: int | None = None) -> None:
         self.watchers = list(watchers)
+        # Called after every new finding and at close: a rank of a distributed job saves its report
+        # as it goes, so even a rank killed by the launcher leaves what it saw.
+        self.sink = sink
+        self.rank = rank
         self.sampler = sampler or Sampler()
         self.live = live
         self.stream = stream or sys.stderr
@@ -93,6 +98,14 @@ class Session:
         self.closed = True
         for w in self._subscribers.get("on_close", []):
             self._call(w, "on_close")
+        self._flush()
+
+    def _flush(self) -> None:
+        if self.sink is not None:
+            try:
+                self.sink(self)
+            except Exception as exc:  # a full disk must not crash the user's training
+                print(f"torchpact: cannot save the report: {exc}", file=self.stream)
 
     def _remove_hooks(self) -> None:
         while self._handles:
@@ -120,7 +133,7 @@ class Session:
                 code=INTERNAL_CODE, category=Category.INPUT, severity=Severity.WARNING,
                 message=f"watcher '{watcher.name}' failed in {callback} ({exc.__class__.__name__}: {exc}) "
                         "and was switched off; training was not affected — please report this",
-                step=self.step))
+                step=self.step, rank=self.rank))
 
     def _forward_pre(self, module: Any, args: tuple) -> None:
         if not self._stack:
@@ -185,7 +198,7 @@ class Session:
         finding = Finding(
             code=check.code, category=check.category, severity=severity or check.severity,
             message=message, path=path, line=line, subject=subject, fix=fix,
-            step=self.step if step is None else step, extra=extra)
+            step=self.step if step is None else step, rank=self.rank, extra=extra)
         self.report_raw(finding)
         return finding
 
@@ -194,5 +207,7 @@ class Session:
         if self.live:
             where = f" {finding.path}:{finding.line}" if finding.path and finding.line else ""
             step = f" step {finding.step}" if finding.step is not None else ""
-            print(f"torchpact: {finding.code} {finding.severity.value}{step}{where}: {finding.message}",
+            rank = f" rank {finding.rank}" if finding.rank is not None else ""
+            print(f"torchpact: {finding.code} {finding.severity.value}{rank}{step}{where}: {finding.message}",
                   file=self.stream, flush=True)
+        self._flush()

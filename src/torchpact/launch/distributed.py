@@ -1,0 +1,154 @@
+"""`torchpact run --nproc N`: launch through torch.distributed.run (torchrun's own machinery), one
+watched script per rank, then merge every rank's findings into one report that says which ranks saw what.
+
+A rank that crashes: torchrun's agent stops the others (SIGTERM, then SIGKILL after its grace
+period) instead of leaving them blocked on the dead peer; each rank has saved its findings as it went,
+so the merged report still has them, and the job exits non-zero.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from typing import Any, Iterable
+
+from torchpact.findings import Category, Finding, Severity
+from torchpact.launch.single import LaunchError, RunOutcome
+from torchpact.watch import Sampler
+from torchpact.watch.watcher import Check
+
+RANK_FAILED = Check(
+    code="TP004",
+    category=Category.DISTRIBUTED,
+    severity=Severity.ERROR,
+    summary="A rank of a distributed job failed; torchpact stopped the job and says which rank and why.",
+    doc="""## What it does
+Reports the rank (and exit code) that ended a `torchpact run --nproc N` job, and the ranks that the
+launcher then stopped. The failing rank's own error, explained where torchpact knows the cause, is
+reported beside it (TP003).
+
+## Why is this bad?
+When one rank dies, the others block in their next collective until a timeout (30 minutes by default
+for gloo and NCCL). torch.distributed.run's agent stops them at once; torchpact keeps what every rank
+saw up to that point.
+
+## How to fix
+Fix the failing rank's error (see its TP003 finding and traceback).""",
+)
+
+
+def torchrun_args(script: str, argv: Iterable[str], *, nproc: int, nnodes: int, node_rank: int,
+                  rdzv_endpoint: str | None, report_dir: str, watchers: list[str] | None,
+                  sampler: Sampler, quiet: bool) -> list[str]:
+    args = ["--nproc-per-node", str(nproc), "--nnodes", str(nnodes), "--max-restarts", "0"]
+    if nnodes == 1 and not rdzv_endpoint:
+        args.append("--standalone")
+    else:
+        if not rdzv_endpoint:
+            raise LaunchError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT")
+        args += ["--node-rank", str(node_rank), "--rdzv-backend", "c10d", "--rdzv-endpoint", rdzv_endpoint]
+    args += ["-m", "torchpact.launch.rank", "--report-dir", report_dir,
+             "--sample-first", str(sampler.first), "--sample-every", str(sampler.every)]
+    if watchers:
+        args += ["--watchers", ",".join(watchers)]
+    if quiet:
+        args.append("--quiet")
+    return [*args, os.path.abspath(script), "--", *argv]
+
+
+def merge(rank_docs: list[dict[str, Any]]) -> list[Finding]:
+    """One finding per (code, subject, place) with the ranks that saw it (``extra["ranks"]``)."""
+    merged: dict[tuple, Finding] = {}
+    ranks: dict[tuple, list[int]] = {}
+    for doc in sorted(rank_docs, key=lambda d: d["rank"]):
+        for data in doc.get("findings", []):
+            f = Finding.from_dict(data)
+            key = (f.code, f.subject, f.path, f.line)
+            if key not in merged:
+                merged[key] = f
+                ranks[key] = []
+            if doc["rank"] not in ranks[key]:
+                ranks[key].append(doc["rank"])
+    out = []
+    for key, f in merged.items():
+        seen = ranks[key]
+        extra = dict(f.extra, ranks=seen)
+        out.append(Finding(**{**f.__dict__, "rank": seen[0] if len(seen) == 1 else None, "extra": extra}))
+    return out
+
+
+def run_distributed(script: str, argv: Iterable[str], *, nproc: int, nnodes: int = 1, node_rank: int = 0,
+                    rdzv_endpoint: str | None = None, watchers: list[str] | None = None,
+                    sampler: Sampler | None = None, quiet: bool = False) -> RunOutcome:
+    """Run ``script`` on ``nproc`` local ranks (times ``nnodes``) under the watchers; merge the reports."""
+    if nproc < 1:
+        raise LaunchError("--nproc must be at least 1")
+    if not os.path.isfile(script):
+        raise LaunchError(f"no such script: {script}")
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args, run
+
+    sampler = sampler or Sampler()
+    report_dir = tempfile.mkdtemp(prefix="torchpact-ranks-")
+    args = torchrun_args(script, list(argv), nproc=nproc, nnodes=nnodes, node_rank=node_rank,
+                         rdzv_endpoint=rdzv_endpoint, report_dir=report_dir, watchers=watchers,
+                         sampler=sampler, quiet=quiet)
+    start = time.perf_counter()
+    failures: dict[int, Any] = {}
+    exit_code = 0
+    try:
+        run(parse_args(args))
+    except ChildFailedError as exc:
+        failures = dict(exc.failures)
+    except KeyboardInterrupt:
+        exit_code = 130
+    except SystemExit as exc:  # torchrun exits on bad arguments
+        exit_code = exc.code if isinstance(exc.code, int) else 1
+    docs = []
+    for path in sorted(glob.glob(os.path.join(report_dir, "rank-*.json"))):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                docs.append(json.load(fh))
+        except (OSError, json.JSONDecodeError):
+            continue  # a rank killed mid-write; its previous save was replaced atomically
+    shutil.rmtree(report_dir, ignore_errors=True)
+    findings = merge(docs)
+    seen_ranks = {d["rank"] for d in docs}
+    first_failure = min(failures.items(), key=lambda kv: kv[1].timestamp) if failures else None
+    if first_failure is not None:
+        rank, failure = first_failure
+        code = failure.exitcode
+        exit_code = code if code and code > 0 else 1
+        stopped = sorted(r for r, d in ((d["rank"], d) for d in docs) if d.get("exit_code") in (143, None) and r != rank)
+        how = f"exit code {code}" if code >= 0 else f"signal {-code}"
+        message = f"rank {rank} failed ({how}); the launcher stopped the other ranks"
+        if stopped:
+            message += f" ({', '.join(map(str, stopped))})"
+        findings.append(Finding(code=RANK_FAILED.code, category=RANK_FAILED.category,
+                                severity=RANK_FAILED.severity, message=message, rank=rank,
+                                fix="see rank %d's error (TP003) and its traceback above" % rank,
+                                extra={"ranks": [rank]}))
+    missing = sorted(set(range(nproc * nnodes)) - seen_ranks) if nnodes == 1 else []
+    for r in missing:
+        findings.append(Finding(code=RANK_FAILED.code, category=RANK_FAILED.category, severity=Severity.WARNING,
+                                message=f"rank {r} left no report: it was killed before the script started",
+                                rank=r))
+    steps = max((d.get("steps", 0) for d in docs), default=0)
+    outcome = RunOutcome(script=script, exit_code=exit_code, findings=findings,
+                         seconds=time.perf_counter() - start, steps=steps)
+    outcome.error = "; ".join(f"rank {d['rank']}: {d['error']}" for d in docs if d.get("error")) or None
+    outcome.ranks = [{k: d.get(k) for k in ("rank", "exit_code", "steps", "seconds", "error", "finished")}
+                     | {"step_time_median": _median(d.get("step_times") or [])} for d in sorted(docs, key=lambda d: d["rank"])]
+    return outcome
+
+
+def _median(xs: list[float]) -> float | None:
+    if not xs:
+        return None
+    s = sorted(xs)
+    return round(s[len(s) // 2], 6)
