@@ -130,9 +130,9 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None)
         rules = enabled_rules(config, source.path)
     text = source.text
     active = [r for r in rules if not r.triggers or any(t in text for t in r.triggers)]
+    tree = parse(source)  # even with no rule to run: a file lint cannot parse is always reported
     if not active:
         return [], []
-    tree = parse(source)
     ctx = FileContext(source, tree, config)
     index(ctx)
     findings: list[Finding] = []
