@@ -1,0 +1,1005 @@
+"""Where NaN / inf first appears: the module whose output (forward) or input gradient (backward) turns non-finite.
+
+Forward (TP351). On sampled steps, every floating tensor that enters or leaves a module is reduced to
+its sum (one kernel, no host sync; a tensor seen twice at the same version is reduced once): the sum
+is NaN when a NaN is present, +inf or -inf when only that infinity is. "Bad" means NaN or +inf:
+-inf alone is how masks are written (``masked_fill(mask, -inf)``) and log-probabilities of impossible
+events, so it is tracked but never reported by itself. When the outermost module call returns, the
+reductions are read back with one ``tolist()`` per device and dtype; the culprit is the first module, in completion order, with a bad output and no bad input. Only then
+is that one module run again, on a private copy (detached parameters, cloned buffers and inputs, no
+hooks, RNG state saved and restored, the autocast state of the original call) under a
+``TorchDispatchMode`` that names the first aten op whose output turns bad, with its source line.
+The references to module inputs that make this possible are held only until the outermost call
+returns (they are mostly kept alive by autograd anyway).
+
+Backward (TP352). On the same sampled steps, a tensor hook (never a module backward hook, which would
+change the graph) is put on every non-leaf tensor that enters or leaves a module; the hook reduces
+the gradient to its sum. Every step, in the optimizer's step pre-hook, one ``_foreach_norm`` over
+the gradients about to be applied says whether any is non-finite. Only then are the hook reductions
+read; in firing order (backward order), the first tensor whose gradient is non-finite is the input of
+the module whose backward produced it: every gradient downstream of it fired earlier and was finite.
+Unlike ``torch.autograd.detect_anomaly`` (which checks backward outputs for NaN only, so a backward
+that produces inf is blamed on whichever later op turns inf into NaN), inf counts.
+
+Trade-off: module granularity costs one reduction per tensor on sampled steps; an op-level view would
+cost one per autograd node. The backward op is not re-run (that would need every module's inputs and
+output gradients held through the backward); instead, for modules defined in the user's code, the
+calls in ``forward`` whose derivative is infinite at a boundary (sqrt at 0, acos at 1, ...) are named.
+On unsampled steps only the per-step gradient check runs; if it finds inf/NaN, every following step is
+checked for ``ARMED_STEPS`` steps, and the step is reported (without a module) unless a later step
+locates the cause.
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import itertools
+import math
+import os
+import sys
+import textwrap
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchpact.findings import Category, Severity
+from torchpact.watch.watcher import Check, Watcher
+
+ARMED_STEPS = 20          # steps checked in full after a non-finite gradient on an unsampled step
+MAX_ENTRIES = 20_000      # tensors tracked per outermost forward / per step in backward
+MAX_RERUNS = 3            # op searches per run (each costs a forward of one module with a sync per op)
+MAX_RERUN_BYTES = 1 << 30
+MAX_REPORTS = 5           # per check: after that the run is beyond repair and more findings are noise
+
+FORWARD = Check(
+    code="TP351",
+    category=Category.NUMERICS,
+    severity=Severity.ERROR,
+    summary="A module's output turned NaN/inf although its inputs were finite.",
+    doc="""## What it does
+On sampled steps (every step at first, then every Nth, and every step after an inf/NaN gradient was
+seen), reduces every floating tensor entering or leaving a module to its sum without a host sync
+(NaN or +inf in the sum means NaN or +inf in the tensor), reads them once when the outermost module call returns, and names the first module, in
+execution order, whose output holds NaN or +inf while none of its inputs did. That module alone is
+then run again on a private copy of its inputs, under a `TorchDispatchMode` that names the first
+aten op whose output turns NaN/inf, with its source line. The re-run never changes training: it uses
+detached parameters and cloned buffers and inputs, bypasses every hook, and saves and restores the
+RNG state. The finding gives the module's qualified name, the step, the line that called the model,
+and the op when found. -inf alone is not reported (attention masks and log-probabilities use it), but
+an op that turns -inf into NaN (e.g. a softmax over a fully masked row) is.
+
+When the model's own input already holds NaN/inf, that is reported instead (the data or the code
+before the model produced it). When the culprit module's parameters are already NaN because an
+earlier update applied non-finite gradients, only that earlier step is reported (TP352).
+
+## Why is this bad?
+One NaN reaches the loss, the gradients and, after `optimizer.step()`, every parameter: the run is
+lost, and torch 2.13 raises nothing. By the time the loss prints `nan` the origin is gone: every
+module downstream of the first one outputs NaN too. Typical causes are `log` / `sqrt` of 0 or of a
+negative value, `0 / 0` in a normalisation of an all-zero row, `exp` overflow, a float16 matmul
+overflowing 65504, and a softmax over a row where every position is masked with -inf.
+
+## How to fix
+Fix the op named: clamp the argument of `log` / `sqrt` (`x.clamp_min(eps)`), add an `eps` to
+denominators, use `log_softmax` / `logsumexp` / `F.logsigmoid` instead of `log(softmax(...))`,
+keep at least one unmasked position per row (or mask with `torch.finfo(dtype).min`), and run ops
+that overflow float16 in float32 or bfloat16.""",
+)
+
+BACKWARD = Check(
+    code="TP352",
+    category=Category.NUMERICS,
+    severity=Severity.ERROR,
+    summary="A module's backward turned a finite gradient into NaN/inf.",
+    doc="""## What it does
+Every step, one `torch._foreach_norm` over the gradients in the optimizer's step pre-hook says
+whether any gradient about to be applied is NaN/inf. On sampled steps, tensor hooks on the tensors
+entering and leaving modules (not module backward hooks, which would change the graph) reduce each
+activation gradient without a host sync; when the applied gradients are non-finite, those reductions
+are read, and, in backward order, the first tensor whose gradient is NaN/inf names the module whose
+backward produced it: the gradient of its output was finite, the gradient of its input is not.
+When no activation gradient is bad, the parameters with bad gradients are named instead. For a module
+defined in the user's code, the calls in its `forward` whose derivative is infinite at a boundary
+(sqrt at 0, `** 0.5` at 0, log at 0, acos/asin at ±1) are named as the likely cause. A step whose
+forward already produced NaN/inf is reported as TP351, not here. Steps where `GradScaler` skips the
+update (its scaled gradients are expected to overflow) are not reported.
+
+## Why is this bad?
+The forward is finite, so the loss looks fine, but the update writes NaN into the parameters and
+the next forward is NaN everywhere. `torch.autograd.set_detect_anomaly(True)` does not find this
+reliably: it checks each backward function's output for NaN only, so when a backward produces
+inf (sqrt at 0 gives an infinite derivative) it blames the later op where inf meets a 0 and becomes
+NaN, often in another module; it also slows every step several times.
+
+## How to fix
+Make the derivative finite where the forward is: `torch.sqrt(x + eps)` or `x.clamp_min(eps).sqrt()`
+instead of `torch.sqrt(x)` at 0, `torch.linalg.vector_norm` instead of `sqrt(sum(x**2))`, clamp
+`acos`/`asin` arguments to `[-1 + eps, 1 - eps]`, and avoid `torch.where(cond, f(x), 0)` with an `f`
+whose gradient is infinite on the masked side (mask `x` before `f`). Gradient clipping does not help
+(the norm of a NaN gradient is NaN).""",
+)
+
+# Derivative infinite (or NaN) at a boundary of the domain although the value there is finite.
+_RISKY_CALLS = {
+    "sqrt": "its derivative is infinite at 0",
+    "pow": "a fractional power has an infinite derivative at 0",
+    "acos": "its derivative is infinite at ±1",
+    "asin": "its derivative is infinite at ±1",
+    "arccos": "its derivative is infinite at ±1",
+    "arcsin": "its derivative is infinite at ±1",
+    "atanh": "its derivative is infinite at ±1",
+    "log": "its derivative is infinite at 0",
+    "log2": "its derivative is infinite at 0",
+    "log10": "its derivative is infinite at 0",
+    "rsqrt": "it is infinite at 0",
+    "cbrt": "its derivative is infinite at 0",
+}
+
+_OP_HINTS = {
+    "log": "log of 0 gives -inf and of a negative value NaN: clamp the argument (`x.clamp_min(eps)`) or "
+           "use a log-space function (`log_softmax`, `logsumexp`, `F.logsigmoid`)",
+    "sqrt": "sqrt of a negative value is NaN: clamp the argument (`x.clamp_min(0)`, or `+ eps`)",
+    "rsqrt": "rsqrt of 0 is inf and of a negative value NaN: add an `eps` to the argument",
+    "div": "0/0 is NaN and x/0 is inf: add an `eps` to the denominator, or mask empty rows",
+    "exp": "exp overflows above 88 (float32) or 11 (float16): subtract the max first, or use "
+           "`softmax` / `logsumexp`",
+    "pow": "a power overflows or takes a fractional power of a negative value: clamp the base",
+    "softmax": "a softmax over a row where every position is -inf gives NaN: keep one unmasked position "
+               "per row, or mask with `torch.finfo(dtype).min` instead of -inf",
+    "sub": "inf - inf is NaN: the operands already overflowed",
+    "mul": "0 * inf is NaN: one operand already overflowed",
+}
+_MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "convolution", "conv2d", "conv1d",
+               "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
+               "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention"}
+
+_TORCH_DIR: str | None = None
+_THIS_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _torch_dir() -> str:
+    global _TORCH_DIR
+    if _TORCH_DIR is None:
+        import torch
+
+        _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+    return _TORCH_DIR
+
+
+# ---------------------------------------------------------------------------------------------- data
+@dataclass
+class _Entry:
+    """One tensor seen entering or leaving a module during a recorded forward."""
+
+    tensor: Any                      # held only until the outermost call returns
+    version: int
+    reduced: Any = None              # 0-d sum: NaN when NaN (or +inf and -inf) is present, +inf / -inf when one is
+    total: float = 0.0
+    bw: int = -1                     # index in the step's backward table, -1 when not hooked
+
+    @property
+    def bad(self) -> bool:
+        return self.total != self.total or self.total == math.inf
+
+    @property
+    def neginf(self) -> bool:
+        return self.total == -math.inf
+
+
+@dataclass
+class _Call:
+    """One module call during a recorded forward."""
+
+    module: Any
+    parent: "_Call | None"
+    root: Any
+    args: tuple
+    autocast: tuple[str, bool, Any] | None
+    ins: list[int] = field(default_factory=list)
+    outs: list[int] = field(default_factory=list)
+
+
+@dataclass
+class _BwCall:
+    """What the backward analysis needs of a module call, without holding any tensor."""
+
+    module: weakref.ref
+    parent: "_BwCall | None"
+    root: weakref.ref
+    outs: list[int] = field(default_factory=list)
+
+    def is_ancestor_of(self, other: "_BwCall") -> bool:
+        p = other.parent
+        while p is not None:
+            if p is self:
+                return True
+            p = p.parent
+        return False
+
+
+@dataclass
+class _BwTensor:
+    consumers: list[_BwCall] = field(default_factory=list)
+    producers: list[_BwCall] = field(default_factory=list)
+
+
+@dataclass
+class _BwTable:
+    """The tensors hooked between two optimizer steps, and the reductions of their gradients as they fire."""
+
+    tensors: list[_BwTensor] = field(default_factory=list)
+    fired: list[tuple[int, int, Any]] = field(default_factory=list)  # (firing order, tensor index, sum)
+    open: bool = True
+
+
+@dataclass
+class _OpHit:
+    """The first aten op of a re-run whose output turned bad."""
+
+    op: str
+    dtype: str
+    path: str | None
+    line: int | None
+    neginf_input: bool
+    neginf_origin: tuple[str, str | None, int | None] | None  # op, path, line that made the -inf
+
+
+class _FoundIt(Exception):
+    pass
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def _tensors(value: Any, depth: int = 0) -> list[Any]:
+    """Floating tensors in a module's args or output (tensor, sequence, dict, ModelOutput)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value] if value.is_floating_point() else []
+    if depth > 2:
+        return []
+    out: list[Any] = []
+    if isinstance(value, (tuple, list)):
+        for v in value[:32]:
+            out.extend(_tensors(v, depth + 1))
+    elif isinstance(value, dict):
+        for v in list(value.values())[:32]:
+            out.extend(_tensors(v, depth + 1))
+    return out
+
+
+def _read(tensors: list[Any]) -> list[float]:
+    """Values of 0-d/1-d tensors as floats: one stack and one ``tolist()`` per (device, dtype)."""
+    import torch
+
+    out: list[float] = [0.0] * len(tensors)
+    groups: dict[tuple, list[int]] = {}
+    for i, t in enumerate(tensors):
+        groups.setdefault((t.device, t.dtype), []).append(i)
+    for idx in groups.values():
+        values = torch.stack([tensors[i] for i in idx]).tolist()
+        for i, v in zip(idx, values):
+            out[i] = v
+    return out
+
+
+def _reduce(t: Any) -> Any:
+    """A 0-d sum of ``t`` (float32 accumulation), with no host sync; None when ``t`` cannot be reduced.
+
+    The sum is 5x cheaper than ``aminmax`` on CPU and still tells the cases apart: NaN when a NaN (or
+    both infinities) is present, +inf or -inf when only that one is. A finite tensor whose sum
+    overflows float32 (values near 1e34) reads as +inf; a finding is only made after a precise check.
+    """
+    import torch
+
+    if t.numel() == 0 or t.device.type == "meta" or t.is_sparse or t.is_complex():
+        return None
+    if _is_wrapped(t):
+        return None  # under vmap / grad transforms: no data to read
+    t = t.detach()
+    if t.dtype in (torch.float16, torch.bfloat16):
+        return t.sum(dtype=torch.float32)
+    return t.sum()
+
+
+def _is_wrapped(t: Any) -> bool:
+    import torch
+
+    try:
+        return torch._C._functorch.is_functorch_wrapped_tensor(t)
+    except AttributeError:  # pragma: no cover - private API moved
+        return False
+
+
+def _is_bad(x: Any) -> bool:
+    import torch
+
+    return bool((torch.isnan(x) | torch.isposinf(x)).any())
+
+
+def _has_neginf(x: Any) -> bool:
+    import torch
+
+    return bool(torch.isneginf(x).any())
+
+
+def _pretty_op(name: str) -> str:
+    base = name.split(".")[1] if name.startswith("aten.") else name.split(".")[0]
+    base = base.rstrip("_")
+    if base.startswith("_") and "softmax" in base:
+        return "softmax"
+    return base
+
+
+def _user_frame(stop: Any) -> tuple[str | None, int | None]:
+    """The innermost frame outside torch and torchpact, searching no further up than ``stop``."""
+    frame = sys._getframe(2)
+    torch_dir = _torch_dir()
+    while frame is not None and frame is not stop:
+        filename = frame.f_code.co_filename
+        if not filename.startswith((torch_dir, _THIS_PACKAGE, "<")):
+            return filename, frame.f_lineno
+        frame = frame.f_back
+    return None, None
+
+
+def _private_copy(module: Any, memo: dict[int, Any]) -> Any:
+    """A copy of ``module`` sharing nothing writable with it, whose calls bypass every hook."""
+    if id(module) in memo:
+        return memo[id(module)]
+    if "forward" in vars(module):
+        raise _FoundIt("forward replaced on the instance")  # bound to the original: not re-runnable
+    new = type(module).__new__(type(module))
+    new.__dict__.update(vars(module))
+    memo[id(module)] = new
+    new._parameters = {k: (None if p is None else p.detach()) for k, p in module._parameters.items()}
+    new._buffers = {k: (None if b is None else b.detach().clone()) for k, b in module._buffers.items()}
+    new._modules = {k: (None if m is None else _private_copy(m, memo)) for k, m in module._modules.items()}
+    # Module.__call__ goes straight to _compiled_call_impl when set: no global or module hook runs.
+    new.__dict__["_compiled_call_impl"] = new.forward
+    return new
+
+
+def _module_bytes(module: Any) -> int:
+    total = 0
+    for t in list(module.parameters()) + list(module.buffers()):
+        total += t.numel() * t.element_size()
+    return total
+
+
+def _risky_calls(module: Any) -> list[tuple[str, str, str | None, int | None]]:
+    """Calls in a user-defined ``forward`` whose derivative is infinite at a boundary: (name, why, path, line)."""
+    cls = type(module)
+    forward = getattr(cls, "forward", None)
+    try:
+        path = inspect.getsourcefile(forward)  # type: ignore[arg-type]
+        if path is None or os.path.abspath(path).startswith((_torch_dir(), _THIS_PACKAGE)):
+            return []
+        lines, start = inspect.getsourcelines(forward)  # type: ignore[arg-type]
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return []
+    found: list[tuple[str, str, str | None, int | None]] = []
+    for node in ast.walk(tree):
+        name = None
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name == "pow" and node.args:
+                exponent = node.args[-1]
+                if not (isinstance(exponent, ast.Constant) and isinstance(exponent.value, float)
+                        and 0 < exponent.value < 1):
+                    name = None
+        elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+            exponent = node.right
+            if isinstance(exponent, ast.Constant) and isinstance(exponent.value, float) and 0 < exponent.value < 1:
+                name = "pow"
+        if name in _RISKY_CALLS:
+            label = "** (fractional power)" if isinstance(node, ast.BinOp) else name
+            found.append((label, _RISKY_CALLS[name], path, start + node.lineno - 1))  # type: ignore[union-attr]
+    found.sort(key=lambda f: f[3] or 0)
+    return found
+
+
+def _dispatch_mode_class() -> type:
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class FirstBadOp(TorchDispatchMode):
+        """Runs each aten op and stops at the first whose output holds NaN/+inf from inputs that did not."""
+
+        def __init__(self, stop_frame: Any) -> None:
+            super().__init__()
+            self.stop_frame = stop_frame
+            self.hit: _OpHit | None = None
+            self.neginf_origin: tuple[str, str | None, int | None] | None = None
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+            import torch
+            from torch.utils._pytree import tree_leaves
+
+            kwargs = kwargs or {}
+            out = func(*args, **kwargs)
+            if "empty" in func.__name__ or func.__name__.startswith(("resize", "set_")):
+                return out  # uninitialised memory, filled by a later op
+            outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+            if not outs:
+                return out
+            ins = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+            if any(_is_bad(t) for t in outs) and not any(_is_bad(t) for t in ins):
+                path, line = _user_frame(self.stop_frame)
+                self.hit = _OpHit(op=_pretty_op(str(func)), dtype=str(outs[0].dtype).replace("torch.", ""),
+                                  path=path, line=line, neginf_input=any(_has_neginf(t) for t in ins),
+                                  neginf_origin=self.neginf_origin)
+                raise _FoundIt()
+            if self.neginf_origin is None and any(_has_neginf(t) for t in outs) \
+                    and not any(_has_neginf(t) for t in ins):
+                path, line = _user_frame(self.stop_frame)
+                self.neginf_origin = (_pretty_op(str(func)), path, line)
+            return out
+
+    return FirstBadOp
+
+
+def _where(path: str | None, line: int | None) -> str:
+    return f" ({os.path.basename(path)}:{line})" if path and line else ""
+
+
+class _Deferred:
+    """A per-step gradient check computed on the device, read later without stalling the stream (at once on CPU)."""
+
+    def __init__(self, value: Any, step: int, params: list[Any]) -> None:
+        import torch
+
+        self.step = step
+        self.params = params  # alive anyway (the model holds them); dropped at the next poll
+        self.event = None
+        if value.device.type == "cuda":
+            self.host = torch.empty(value.shape, dtype=value.dtype, pin_memory=True)
+            self.host.copy_(value, non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record(torch.cuda.current_stream(value.device))
+        else:
+            self.host = value
+
+    def ready(self) -> bool:
+        return self.event is None or bool(self.event.query())
+
+    def value(self) -> list[float]:
+        return self.host.tolist()
+
+
+# ------------------------------------------------------------------------------------------ watcher
+class NonFinite(Watcher):
+    """Finds the first module whose forward output or backward input gradient turns NaN/inf."""
+
+    name = "nonfinite"
+    checks = (FORWARD, BACKWARD)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._on = False                      # this outermost forward is recorded
+        self._armed_until = -1
+        self._stack: list[_Call] = []
+        self._calls: list[_Call] = []         # completion order
+        self._entries: list[_Entry] = []
+        self._by_id: dict[int, int] = {}      # id(tensor) -> entry index, this outermost forward
+        # backward side, kept from the first forward after a step until the next one
+        # A backward may run through a graph built before the last step (a GAN's generator output is
+        # reused after the discriminator stepped): the previous table is kept one iteration longer.
+        self._bw = _BwTable()
+        self._bw_prev: _BwTable | None = None
+        self._fire_order = itertools.count()
+        self._stepped = False
+        self._forward_bad_this_step = False
+        self._recorded = False                       # a forward of this iteration was recorded
+        self._bad_update_steps: list[int] = []       # steps whose update applied non-finite gradients
+        self._unlocated: dict | None = None          # a non-finite step seen without its module
+        self._pending: list[_Deferred] = []
+        self._reruns = 0
+        self._reports = {FORWARD.code: 0, BACKWARD.code: 0}
+        self._dispatch_mode: type | None = None
+
+    # -------------------------------------------------------------------------------- forward
+    def on_forward_pre(self, module: Any, args: tuple) -> None:
+        if self.session.depth == 1:
+            self._begin_outermost()
+        if not self._on:
+            return
+        import torch
+
+        parent = self._stack[-1] if self._stack else None
+        if len(args) == 1 and isinstance(args[0], torch.Tensor):
+            tensors = [args[0]] if args[0].is_floating_point() else []
+        else:
+            tensors = _tensors(args)
+        autocast = None
+        if tensors:
+            device = tensors[0].device.type
+            try:
+                enabled = torch.is_autocast_enabled(device)
+                autocast = (device, enabled, torch.get_autocast_dtype(device) if enabled else None)
+            except (RuntimeError, TypeError):  # a device type without autocast
+                autocast = None
+        call = _Call(module=module, parent=parent, root=parent.root if parent else module, args=args,
+                     autocast=autocast)
+        call.ins = [i for i in (self._entry(t) for t in tensors) if i >= 0]
+        self._stack.append(call)
+
+    def on_forward(self, module: Any, args: tuple, output: Any) -> None:
+        if not self._stack:
+            return
+        call = self._stack[-1]
+        if call.module is not module:  # a call recorded before sampling switched; unwind to it
+            if not any(c.module is module for c in self._stack):
+                return
+            while self._stack and self._stack[-1].module is not module:
+                self._stack.pop()
+            call = self._stack[-1]
+        self._stack.pop()
+        if output is not None:
+            call.outs = [i for i in (self._entry(t) for t in _tensors(output)) if i >= 0]
+            self._calls.append(call)
+        if not self._stack:
+            self._end_outermost()
+
+    def _begin_outermost(self) -> None:
+        session = self.session
+        if self._stepped:  # a new iteration: the backward of the last one is over
+            self._bw_prev, self._bw = self._bw, _BwTable()
+            self._stepped = False
+            self._forward_bad_this_step = False
+            self._recorded = False
+        self._on = session.sampled or session.step < self._armed_until
+        self._recorded = self._recorded or self._on
+        self._stack.clear()
+
+    def _entry(self, t: Any) -> int:
+        """Index of ``t``'s entry, reducing it on first sight (or after an in-place change)."""
+        import torch
+
+        key = id(t)
+        version = t._version
+        index = self._by_id.get(key)
+        if index is not None:
+            entry = self._entries[index]
+            if entry.tensor is t and entry.version == version:
+                return index
+        if len(self._entries) >= MAX_ENTRIES:
+            return -1
+        entry = _Entry(tensor=t, version=version, reduced=_reduce(t))
+        if entry.reduced is None:
+            return -1
+        table = self._bw
+        if t.requires_grad and t.grad_fn is not None and torch.is_grad_enabled() and table.open:
+            entry.bw = len(table.tensors)
+            table.tensors.append(_BwTensor())
+            t.register_hook(self._grad_hook(table, entry.bw))
+        self._entries.append(entry)
+        self._by_id[key] = len(self._entries) - 1
+        return len(self._entries) - 1
+
+    def _grad_hook(self, table: _BwTable, index: int) -> Any:
+        order = self._fire_order
+
+        def hook(grad: Any) -> None:
+            reduced = _reduce(grad)
+            if reduced is not None:
+                table.fired.append((next(order), index, reduced))
+
+        return hook
+
+    def _end_outermost(self) -> None:
+        """The outermost call returned: read this forward's reductions once and look for a culprit."""
+        entries, calls = self._entries, self._calls
+        try:
+            if entries:
+                values = _read([e.reduced for e in entries])
+                for e, v in zip(entries, values):
+                    e.total = v
+                self._link_backward(calls, entries)
+                self._analyse_forward(calls, entries)
+        finally:
+            self._entries = []
+            self._calls = []
+            self._by_id = {}
+            self._stack.clear()
+            if len(self._bw.tensors) >= MAX_ENTRIES:
+                self._bw.open = False
+
+    def _link_backward(self, calls: list[_Call], entries: list[_Entry]) -> None:
+        bw_calls: dict[int, _BwCall] = {}
+
+        def convert(call: _Call) -> _BwCall:
+            got = bw_calls.get(id(call))
+            if got is None:
+                parent = convert(call.parent) if call.parent is not None else None
+                got = _BwCall(module=weakref.ref(call.module), parent=parent, root=weakref.ref(call.root))
+                bw_calls[id(call)] = got
+            return got
+
+        for call in calls:
+            hooked_in = [entries[i].bw for i in call.ins if entries[i].bw >= 0]
+            hooked_out = [entries[i].bw for i in call.outs if entries[i].bw >= 0]
+            if not hooked_in and not hooked_out:
+                continue
+            bw = convert(call)
+            bw.outs = hooked_out
+            for i in hooked_in:
+                self._bw.tensors[i].consumers.append(bw)
+            for i in hooked_out:
+                self._bw.tensors[i].producers.append(bw)
+
+    def _analyse_forward(self, calls: list[_Call], entries: list[_Entry]) -> None:
+        culprit = None
+        for call in calls:
+            if any(entries[i].bad for i in call.outs) and not any(entries[i].bad for i in call.ins):
+                culprit = call
+                break
+        if culprit is None:
+            roots = [c for c in calls if c.parent is None]
+            bad_input = next((c for c in roots if any(entries[i].bad for i in c.ins)), None)
+            if bad_input is not None:
+                if not self._forward_bad_this_step:  # else it is the output of a model called before
+                    self._report_bad_input(bad_input, entries)
+                self._forward_bad_this_step = True
+            return
+        self._forward_bad_this_step = True
+        self._report_forward(culprit, entries)
+
+    def _location(self, root: Any) -> tuple[str | None, int | None]:
+        return self.session.root_call_sites.get(id(root), (None, None))
+
+    def _report_bad_input(self, call: _Call, entries: list[_Entry]) -> None:
+        if self._reports[FORWARD.code] >= MAX_REPORTS:
+            return
+        name = self.session.names.module(call.module)
+        what = "NaN" if any(entries[i].total != entries[i].total for i in call.ins) else "inf"
+        path, line = self._location(call.module)
+        finding = self.session.report(
+            FORWARD,
+            f"the input given to `{name}` already holds {what} at step {self.session.step}: it comes from the "
+            "data or from the code before the model, not from a module",
+            subject=f"input of {name}", path=path, line=line,
+            fix="check the batch (e.g. `torch.isfinite(x).all()` in the data pipeline) and the preprocessing "
+                "(normalising by a zero std, log of 0)")
+        if finding is not None:
+            self._reports[FORWARD.code] += 1
+
+    def _report_forward(self, call: _Call, entries: list[_Entry]) -> None:
+        if self._reports[FORWARD.code] >= MAX_REPORTS:
+            return
+        module = call.module
+        name = self.session.names.module(module)
+        bad_params = self._nonfinite_params(module)
+        if bad_params:
+            if self._bad_update_steps:
+                self._report_unlocated(force=True)
+                return  # a consequence of the update reported there
+            path, line = self._location(call.root)
+            finding = self.session.report(
+                FORWARD,
+                f"`{name}` outputs NaN/inf at step {self.session.step} because its parameter `{bad_params[0]}` "
+                "already holds NaN/inf",
+                subject=name, path=path, line=line,
+                fix="the parameter was non-finite before this step (a checkpoint, an initialisation, or an update "
+                    "torchpact did not see): check where it was last written")
+            if finding is not None:
+                self._reports[FORWARD.code] += 1
+            return
+        if not self._confirmed(call, entries):
+            return
+        what = "NaN" if any(entries[i].total != entries[i].total for i in call.outs) else "inf"
+        neginf_in = any(entries[i].neginf for i in call.ins)
+        hit = self._find_op(call)
+        path, line = self._location(call.root)
+        message = f"the output of `{name}` became {what} at step {self.session.step} although its inputs were finite"
+        if neginf_in:
+            message = (f"the output of `{name}` became {what} at step {self.session.step} from inputs without "
+                       "NaN/+inf (they hold -inf)")
+        fix = "clamp or guard the op that produces it (add an eps to denominators, clamp log/sqrt arguments)"
+        op_info: dict[str, Any] = {}
+        if hit is not None:
+            message += f", first in `{hit.op}`{_where(hit.path, hit.line)}"
+            if hit.neginf_input and hit.neginf_origin is not None and hit.neginf_origin[0] != hit.op:
+                origin_op, opath, oline = hit.neginf_origin
+                message += f", whose input holds -inf made by `{origin_op}`{_where(opath, oline)}"
+            elif hit.neginf_input:
+                message += ", whose input holds -inf"
+            fix = self._op_fix(hit) or fix
+            op_info = {"op": hit.op, "op_path": hit.path, "op_line": hit.line, "dtype": hit.dtype}
+        finding = self.session.report(FORWARD, message, subject=name, path=path, line=line, fix=fix, **op_info)
+        if finding is not None:
+            self._reports[FORWARD.code] += 1
+
+    @staticmethod
+    def _confirmed(call: _Call, entries: list[_Entry]) -> bool:
+        """A bad sum may be a float32 overflow of finite values: check the output itself while it is unchanged."""
+        import torch
+
+        for i in call.outs:
+            entry = entries[i]
+            if not entry.bad:
+                continue
+            t = entry.tensor
+            if t._version != entry.version:
+                return True  # changed in place since: trust the sum
+            with torch.no_grad():
+                if bool((torch.isnan(t) | torch.isposinf(t)).any()):
+                    return True
+        return False
+
+    @staticmethod
+    def _op_fix(hit: _OpHit) -> str | None:
+        if hit.dtype == "float16" and (hit.op in _MATMUL_OPS or hit.op in ("exp", "pow", "sum", "mul", "add")):
+            return ("float16 overflows above 65504: run this op in float32 (`with torch.autocast(..., "
+                    "enabled=False):` and `.float()` inputs) or use bfloat16")
+        if hit.op in ("log", "log2", "log10", "log1p", "xlogy"):
+            return _OP_HINTS["log"]
+        if hit.op in ("softmax", "log_softmax") or (hit.neginf_input and hit.op in ("sub", "add", "mul")):
+            return _OP_HINTS["softmax"] if "softmax" in hit.op else _OP_HINTS.get(hit.op)
+        return _OP_HINTS.get(hit.op)
+
+    @staticmethod
+    def _nonfinite_params(module: Any) -> list[str]:
+        import torch
+
+        out = []
+        with torch.no_grad():
+            for pname, t in list(module.named_parameters()) + list(module.named_buffers()):
+                if t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):
+                    out.append(pname)
+        return out
+
+    def _find_op(self, call: _Call) -> _OpHit | None:
+        """Re-run ``call``'s module alone on a private copy of its inputs; None when not safely possible."""
+        import torch
+        from torch.utils._pytree import tree_map
+
+        if self._reruns >= MAX_RERUNS:
+            return None
+        entries_ok = all(not isinstance(a, torch.Tensor) or a._version == self._version_at_call(call, a)
+                         for a in _flat(call.args))
+        if not entries_ok or _module_bytes(call.module) > MAX_RERUN_BYTES:
+            return None
+        self._reruns += 1
+        if self._dispatch_mode is None:
+            self._dispatch_mode = _dispatch_mode_class()
+        cuda_devices = sorted({t.device.index or 0 for t in _flat(call.args)
+                               if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
+        try:
+            copy = _private_copy(call.module, {})
+            args = tree_map(lambda a: a.detach().clone() if isinstance(a, torch.Tensor) else a, call.args)
+        except Exception:
+            return None
+        mode = self._dispatch_mode(sys._getframe())
+        with torch.random.fork_rng(devices=cuda_devices), torch.no_grad():
+            autocast = call.autocast
+            try:
+                if autocast is not None:
+                    with torch.autocast(autocast[0], dtype=autocast[2], enabled=autocast[1]):  # type: ignore[arg-type]
+                        with mode:
+                            copy(*args)
+                else:
+                    with mode:
+                        copy(*args)
+            except _FoundIt:
+                pass
+            except Exception:  # the module needs kwargs or state we do not have: no op, no harm
+                return mode.hit
+        return mode.hit
+
+    def _version_at_call(self, call: _Call, t: Any) -> int:
+        for i in call.ins:
+            entry = self._entries[i] if i < len(self._entries) else None
+            if entry is not None and entry.tensor is t:
+                return entry.version
+        return t._version
+
+    # -------------------------------------------------------------------------------- step
+    def on_step_pre(self, optimizer: Any) -> None:
+        import torch
+
+        if getattr(optimizer, "found_inf", None) is not None:
+            return  # a GradScaler-aware optimizer: grads are still scaled and it skips inf steps itself
+        self._poll()
+        params = [p for group in optimizer.param_groups for p in group["params"]
+                  if p.grad is not None and not p.grad.is_sparse]
+        if not params:
+            return
+        grads = [p.grad for p in params]
+        low = any(g.dtype in (torch.float16, torch.bfloat16) for g in grads)
+        with torch.no_grad():
+            norms = self._foreach_norm(grads, low)
+        step = self.session.step
+        if not self._recorded:
+            self._pending.append(_Deferred(_stacked(norms), step, params))
+            self._poll()
+            return
+        values = _read(norms)
+        bad = [p for p, v in zip(params, values) if not math.isfinite(v)]
+        if not bad:
+            return
+        bad = [p for p in bad if not bool(torch.isfinite(p.grad).all())]  # a norm can overflow; values cannot
+        if not bad:
+            return
+        self._bad_update_steps.append(step)
+        if self._forward_bad_this_step:
+            return  # the forward was already non-finite: reported as TP351
+        self._analyse_backward(bad)
+
+    @staticmethod
+    def _foreach_norm(grads: list[Any], low: bool) -> list[Any]:
+        import torch
+
+        if low:
+            return list(torch._foreach_norm(grads, 2, dtype=torch.float32))
+        return list(torch._foreach_norm(grads))
+
+    def on_step(self, optimizer: Any) -> None:
+        self._stepped = True
+
+    def on_step_end(self, step: int) -> None:
+        self._stepped = True
+        self._poll()
+
+    def on_close(self) -> None:
+        for pending in self._pending:
+            self._check_pending(pending)
+        self._pending.clear()
+        self._report_unlocated(force=True)
+
+    def _poll(self) -> None:
+        while self._pending and self._pending[0].ready():
+            self._check_pending(self._pending.pop(0))
+
+    def _check_pending(self, pending: _Deferred) -> None:
+        values = pending.value()
+        if all(math.isfinite(v) for v in values):
+            return
+        params = [p for p, v in zip(pending.params, values) if not math.isfinite(v)]
+        if pending.step == self.session.step:  # still this step's gradients: a norm can overflow, values cannot
+            import torch
+
+            params = [p for p in params if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
+            if not params:
+                return
+        self._armed_until = max(self._armed_until, self.session.step + ARMED_STEPS)
+        self._bad_update_steps.append(pending.step)
+        if self._unlocated is None:
+            self._unlocated = {"step": pending.step, "params": [self.session.names.param(p) for p in params]}
+
+    def _report_unlocated(self, force: bool = False) -> None:
+        info = self._unlocated
+        if info is None or self._reports[BACKWARD.code] >= MAX_REPORTS or not force:
+            return
+        self._unlocated = None
+        if self._located():
+            return
+        self._reports[BACKWARD.code] += 1
+        self.session.report(
+            BACKWARD,
+            f"the gradients applied at step {info['step']} held NaN/inf; that step was not sampled, so the module "
+            "where they arose is not known (the forward or the backward produced them)",
+            subject="unsampled step", step=info["step"],
+            fix="rerun with a sampler that checks every step (`torchpact.watch(sampler=Sampler(first=10**9))`) "
+                "to locate the module")
+
+    def _located(self) -> bool:
+        return any(f.code in (FORWARD.code, BACKWARD.code) and f.subject != "unsampled step"
+                   for f in self.session.findings)
+
+    # -------------------------------------------------------------------------------- backward
+    def _analyse_backward(self, bad_params: list[Any]) -> None:
+        if self._reports[BACKWARD.code] >= MAX_REPORTS:
+            return
+        tables = [t for t in (self._bw_prev, self._bw) if t is not None]
+        fired = sorted(((order, k, index, reduced) for k, table in enumerate(tables)
+                        for order, index, reduced in list(table.fired)), key=lambda item: item[0])
+        values = _read([item[3] for item in fired]) if fired else []
+        first = None
+        for (_, k, index, _), v in zip(fired, values):
+            if not math.isfinite(v):
+                first = (tables[k], index, "NaN" if v != v else "inf")
+                break
+        fired_ok = {(id(tables[k]), index) for (_, k, index, _), v in zip(fired, values) if math.isfinite(v)}
+        session = self.session
+        step = session.step
+        param_names = [session.names.param(p) for p in bad_params]
+        shown = ", ".join(f"`{n}`" for n in param_names[:3]) + (f" and {len(param_names) - 3} more"
+                                                                 if len(param_names) > 3 else "")
+        if first is None:
+            owner = _owner(param_names[0], session)
+            subject = owner or param_names[0]
+            message = (f"the gradient of {shown} is NaN/inf at step {step} while the activation gradients were "
+                       f"finite: it arises in the backward of the ops that use these parameters directly"
+                       + (f" in `{owner}`" if owner else ""))
+            module = _module_named(owner, session) if owner else None
+            self._emit_backward(subject, message, module, None)
+            return
+        table, index, what = first
+        tensor = table.tensors[index]
+        consumers = [c for c in tensor.consumers if c.module() is not None
+                     and (not c.outs or all((id(table), i) in fired_ok for i in c.outs))]
+        innermost = [c for c in consumers if not any(c.is_ancestor_of(o) for o in consumers if o is not c)]
+        if innermost:
+            call = innermost[0]
+            module = call.module()
+            name = session.names.module(module)
+            others = [session.names.module(c.module()) for c in innermost[1:] if c.module() is not None]
+            message = (f"the gradient became {what} in the backward of `{name}` at step {step}: the gradient of "
+                       f"its output was finite, the gradient of its input is {what}")
+            if others:
+                message += f" (the input is also used by {', '.join(f'`{o}`' for o in others)})"
+            self._emit_backward(name, message, module, call.root())
+            return
+        producers = [c for c in tensor.producers if c.module() is not None]
+        if producers:
+            # the gradient came from code that uses the tensor outside every module that returned it
+            outer = min(producers, key=_depth)
+            name = session.names.module(outer.module())
+            parent = outer.parent
+            if parent is None or parent.module() is None:
+                where = "after the model: the loss (or the code between the model's output and `backward()`)"
+            else:
+                where = f"in the forward of `{session.names.module(parent.module())}`, after `{name}` returns"
+            message = (f"the gradient of the output of `{name}` is already {what} at step {step}: it arises in code "
+                       f"{where}, outside any module")
+            self._emit_backward(f"output of {name}", message, None, outer.root())
+            return
+        self._emit_backward(param_names[0], f"the gradient of {shown} is {what} at step {step}", None, None)
+
+    def _emit_backward(self, subject: str, message: str, module: Any, root: Any) -> None:
+        path, line = self._location(root) if root is not None else (None, None)
+        fix = ("make the derivative finite where the forward is: `torch.sqrt(x + eps)` instead of `torch.sqrt(x)`, "
+               "clamp `acos`/`asin` arguments into (-1, 1), mask inputs before (not after) an op whose gradient is "
+               "infinite on the masked side")
+        extra: dict[str, Any] = {}
+        if module is not None:
+            risky = _risky_calls(module)
+            if risky:
+                label, why, rpath, rline = risky[0]
+                message += f"; its forward calls `{label}`{_where(rpath, rline)}, {why}"
+                if len(risky) > 1:
+                    message += " (also " + ", ".join(f"`{r[0]}`{_where(r[2], r[3])}" for r in risky[1:3]) + ")"
+                extra = {"op": label, "op_path": rpath, "op_line": rline}
+        finding = self.session.report(BACKWARD, message, subject=subject, path=path, line=line, fix=fix, **extra)
+        if finding is not None:
+            self._reports[BACKWARD.code] += 1
+            self._unlocated = None
+
+
+def _flat(args: Any) -> list[Any]:
+    from torch.utils._pytree import tree_leaves
+
+    return tree_leaves(args)
+
+
+def _stacked(norms: list[Any]) -> Any:
+    """The norms as one vector on the first norm's device (one op on a single device)."""
+    import torch
+
+    first = norms[0].device
+    if any(n.device != first for n in norms):
+        norms = [n.to(first, non_blocking=True) for n in norms]
+    return torch.stack(norms)
+
+
+def _depth(call: _BwCall) -> int:
+    d, p = 0, call.parent
+    while p is not None:
+        d, p = d + 1, p.parent
+    return d
+
+
+def _owner(param_name: str, session: Any) -> str | None:
+    """The qualified name of the module holding a parameter (``a.b.weight`` -> ``a.b``)."""
+    return param_name.rsplit(".", 1)[0] if "." in param_name else None
+
+
+def _module_named(name: str, session: Any) -> Any:
+    for root in session.names.root_modules():
+        try:
+            return root.get_submodule(name)
+        except AttributeError:
+            continue
+    return None
