@@ -1,0 +1,323 @@
+"""Train/eval mode at the moments it matters: an optimizer step, and a forward under no_grad.
+
+Only modules whose output depends on the mode count ("mode-dependent"): Dropout variants with p > 0,
+BatchNorm / InstanceNorm that track running statistics, MultiheadAttention and multi-layer RNNs with
+dropout, RReLU, and drop-path / stochastic-depth layers. A model without any of them behaves the
+same in both modes and is never reported.
+
+- TP402: a model ran its grad-enabled forward with the whole model in eval mode (every submodule
+  ``training == False``, as ``model.eval()`` leaves it), and an optimizer that holds its trainable
+  parameters then stepped. Evaluating a few layers in eval mode on purpose (frozen BatchNorm) leaves
+  the model itself in train mode, and stays silent.
+- TP453: a model that an optimizer trains ran a forward under ``torch.no_grad()`` /
+  ``torch.inference_mode()`` while in train mode with mode-dependent layers in train mode. Models that
+  no optimizer trains (EMA / teacher / target networks, run in train mode on purpose) are not
+  reported; a no-grad forward seen before the first step is kept until the optimizers are known.
+  ``torch.optim.swa_utils.update_bn`` and reentrant ``torch.utils.checkpoint`` (which run forwards
+  under no_grad in train mode by design) are recognised.
+
+Cost: one depth test per module call; the rest runs only for top-level calls, and the expensive part
+(walking the model) only when a model is in the suspicious mode.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import weakref
+from typing import Any
+
+from torchpact.findings import Category, Severity
+from torchpact.watch.frames import _skip_prefixes
+from torchpact.watch.watcher import Check, Watcher
+
+EVAL_WHILE_TRAINING = Check(
+    code="TP402",
+    category=Category.TRAINING,
+    severity=Severity.WARNING,
+    summary="The optimizer trains a model that is in eval mode: dropout is off and BatchNorm uses running stats.",
+    doc="""## What it does
+At runtime, notes the mode of each model the script calls with gradients enabled. When a model
+whose every submodule is in eval mode (as `model.eval()` leaves it) has mode-dependent layers —
+Dropout, BatchNorm / InstanceNorm with running statistics, attention or RNN dropout, drop-path — and
+an optimizer holding its trainable parameters steps, it reports the model and names those layers.
+Layers put in eval mode on purpose while the model stays in train mode (frozen BatchNorm) are not
+reported.
+
+## Why is this bad?
+In eval mode torch 2.13's Dropout is the identity and BatchNorm normalises with its running
+statistics and stops updating them. Training then has no dropout regularisation and normalises
+with stale statistics; the usual cause is `model.eval()` for validation inside the training loop
+without `model.train()` afterwards, so every epoch after the first validation trains differently.
+
+## How to fix
+Call `model.train()` when training resumes, e.g. at the start of every epoch. To keep BatchNorm
+frozen on purpose, put only those layers in eval mode (`m.eval()` for each BatchNorm) and keep the
+model in train mode.""",
+)
+
+VALIDATION_IN_TRAIN_MODE = Check(
+    code="TP453",
+    category=Category.TRAINING,
+    severity=Severity.WARNING,
+    summary="A model runs under no_grad (validation) in train mode: dropout is on and BatchNorm learns from it.",
+    doc="""## What it does
+At runtime, looks at forwards of the trained model (one whose parameters an optimizer holds) that
+run under `torch.no_grad()` / `torch.inference_mode()`. When the model is in train mode and has
+mode-dependent layers in train mode (Dropout, BatchNorm / InstanceNorm with running statistics,
+attention or RNN dropout, drop-path), it reports the model, the layers and the line of the call.
+EMA / teacher / target networks that no optimizer trains, `swa_utils.update_bn` and reentrant
+checkpointing are not reported.
+
+## Why is this bad?
+`no_grad` only turns off gradient tracking; it does not change the mode. In train mode torch 2.13's
+Dropout still zeroes activations at random (noisy, pessimistic metrics) and BatchNorm normalises
+with the validation batch's statistics *and updates its running statistics from the validation
+data*, so evaluating changes the model that training continues with.
+
+## How to fix
+`model.eval()` before validating and `model.train()` after. For Monte-Carlo dropout on purpose,
+enable only the dropout layers (`m.train()` for each Dropout) after `model.eval()`. If the forward
+recomputes BatchNorm statistics on purpose, this warning can be ignored.""",
+)
+
+VALIDATION_CALLS = 2  # no-grad forwards of one model between two steps that make a validation pass
+_DROP_PATH_NAMES = ("DropPath", "StochasticDepth", "DropBlock2d", "DropBlock3d", "DropBlock")
+_NAME_LIMIT = 4
+
+
+def _mode_kind(m: Any) -> str | None:
+    """What a module does differently in train mode, or None when it does the same in both."""
+    from torch import nn
+
+    if isinstance(m, nn.modules.dropout._DropoutNd):
+        return "Dropout" if m.p > 0 else None
+    if isinstance(m, nn.modules.batchnorm._NormBase):
+        if not m.track_running_stats:
+            return None
+        return "InstanceNorm" if isinstance(m, nn.modules.instancenorm._InstanceNorm) else "BatchNorm"
+    if isinstance(m, nn.MultiheadAttention):
+        return "MultiheadAttention" if m.dropout > 0 else None
+    if isinstance(m, nn.RNNBase):
+        return type(m).__name__ if m.dropout > 0 and m.num_layers > 1 else None
+    if isinstance(m, nn.RReLU):
+        return "RReLU"
+    if type(m).__name__ in _DROP_PATH_NAMES:
+        p = getattr(m, "drop_prob", getattr(m, "p", None))
+        return "DropPath" if p is None or (isinstance(p, (int, float)) and p > 0) else None
+    return None
+
+
+_EFFECTS = {  # what each kind does in train mode
+    "Dropout": "dropout", "MultiheadAttention": "dropout", "LSTM": "dropout", "GRU": "dropout", "RNN": "dropout",
+    "DropPath": "dropout", "BatchNorm": "batch statistics", "InstanceNorm": "batch statistics", "RReLU": "random",
+}
+
+
+def _effects(kinds: set[str], train: bool) -> str:
+    effects = {_EFFECTS.get(k, "dropout") for k in kinds}
+    out = []
+    if "dropout" in effects:
+        out.append("dropout zeroes activations at random" if train else "dropout is off")
+    if "batch statistics" in effects:
+        out.append("BatchNorm normalises with this batch's statistics and overwrites its running statistics with "
+                   "them" if train else "BatchNorm normalises with its running statistics and stops updating them")
+    if "random" in effects:
+        out.append("RReLU draws random slopes" if train else "RReLU uses a fixed slope")
+    return ", ".join(out)
+
+
+def _in_frames(*suffixes: str) -> bool:
+    """Whether one of the calling frames is in a torch file ending with one of ``suffixes``."""
+    frame = sys._getframe(2)
+    for _ in range(60):
+        if frame is None:
+            return False
+        name = frame.f_code.co_filename
+        if name.endswith(suffixes):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def _call_site(obj: Any) -> tuple[str | None, int | None, str | None]:
+    """The user's line calling into torch here, and the name that frame holds ``obj`` under."""
+    skip = _skip_prefixes()
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(skip) and not filename.startswith("<"):
+            break
+        frame = frame.f_back
+    if frame is None:
+        return None, None, None
+    name = None
+    for scope in (frame.f_locals, frame.f_globals):
+        name = next((k for k, v in list(scope.items()) if v is obj and not k.startswith("_")), None)
+        if name:
+            break
+    if name is None and frame.f_locals.get("self") is not None:
+        attrs = getattr(frame.f_locals["self"], "__dict__", {})
+        name = next((f"self.{k}" for k, v in list(attrs.items()) if v is obj), None)
+    return frame.f_code.co_filename, frame.f_lineno, name
+
+
+_EXEMPT = (os.path.join("torch", "optim", "swa_utils.py"), os.path.join("torch", "utils", "checkpoint.py"))
+
+
+class ModeWatcher(Watcher):
+    """TP402 (stepping a model in eval mode) and TP453 (no-grad forward of the trained model in train mode)."""
+
+    name = "mode"
+    checks = (EVAL_WHILE_TRAINING, VALIDATION_IN_TRAIN_MODE)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._kinds: dict[int, tuple[weakref.ref, list[tuple[weakref.ref, str]]]] = {}
+        self._eval_forwards: dict[int, tuple[weakref.ref, tuple[str | None, int | None, str | None]]] = {}
+        self._no_grad_calls: dict[int, int] = {}   # no-grad forwards in train mode since the last step
+        self._reported: set[tuple[str, int]] = set()
+        self._pending: dict[int, tuple[tuple[str | None, int | None, str | None], str, str, str, set[int]]] = {}
+        self._opt_params: dict[int, tuple[weakref.ref, set[int]]] = {}
+
+    # ------------------------------------------------------------------ callbacks
+    def on_forward_pre(self, module: Any, args: tuple) -> None:
+        if self.session.depth != 1:
+            return
+        import torch
+
+        key = id(module)
+        if torch.is_grad_enabled():
+            if module.training:
+                if self._eval_forwards:
+                    self._eval_forwards.pop(key, None)  # the last training forward is in train mode
+            elif key not in self._eval_forwards and ("TP402", key) not in self._reported:
+                self._eval_forwards[key] = (weakref.ref(module), _call_site(module))
+        elif module.training and ("TP453", key) not in self._reported and key not in self._pending:
+            calls = self._no_grad_calls.get(key, 0) + 1
+            self._no_grad_calls[key] = calls
+            if calls == VALIDATION_CALLS:
+                self._no_grad_in_train_mode(module)
+
+    def on_step_pre(self, optimizer: Any) -> None:
+        if self.session.sampled or id(optimizer) not in self._opt_params:
+            self._opt_params[id(optimizer)] = (weakref.ref(optimizer), {
+                id(p) for group in optimizer.param_groups for p in group["params"] if p.requires_grad})
+        if self._pending:
+            self._resolve_pending()
+        if self._eval_forwards:
+            self._check_eval(optimizer)
+
+    def on_step_end(self, step: int) -> None:
+        self._eval_forwards.clear()
+        self._no_grad_calls.clear()
+
+    def on_close(self) -> None:
+        if self._pending:
+            self._resolve_pending()
+
+    # ------------------------------------------------------------------ helpers
+    def _mode_dependent(self, root: Any) -> list[tuple[Any, str]]:
+        """(module, kind) of the root's mode-dependent modules, computed once per root."""
+        entry = self._kinds.get(id(root))
+        if entry is None or entry[0]() is not root:
+            found = []
+            for m in root.modules():
+                kind = _mode_kind(m)
+                if kind is not None:
+                    found.append((weakref.ref(m), kind))
+            entry = (weakref.ref(root), found)
+            self._kinds[id(root)] = entry
+        return [(m, kind) for m, kind in ((ref(), kind) for ref, kind in entry[1]) if m is not None]
+
+    def _describe(self, modules: list[tuple[Any, str]]) -> str:
+        by_kind: dict[str, list[str]] = {}
+        for m, kind in modules:
+            by_kind.setdefault(kind, []).append(self.session.names.module(m))
+        parts = []
+        for kind, names in by_kind.items():
+            shown = ", ".join(f"`{n}`" for n in names[:_NAME_LIMIT])
+            more = f" and {len(names) - _NAME_LIMIT} more" if len(names) > _NAME_LIMIT else ""
+            layers = f"layer{'' if len(names) == 1 else 's'}"
+            with_dropout = " with dropout" if _EFFECTS.get(kind) == "dropout" and kind not in ("Dropout", "DropPath") else ""
+            parts.append(f"{len(names)} {kind} {layers}{with_dropout} ({shown}{more})")
+        return " and ".join(parts)
+
+    def _trained(self, param_ids: set[int]) -> bool:
+        """Whether an optimizer that stepped holds one of these (trainable) parameters."""
+        return any(ids & param_ids for _, ids in self._opt_params.values())
+
+    @staticmethod
+    def _model_name(root: Any, variable: str | None) -> str:
+        return f"`{variable}` ({type(root).__name__})" if variable else f"`{type(root).__name__}`"
+
+    # ------------------------------------------------------------------ TP402
+    def _check_eval(self, optimizer: Any) -> None:
+        ids = self._opt_params[id(optimizer)][1]
+        for key, (ref, (path, line, variable)) in list(self._eval_forwards.items()):
+            root = ref()
+            if root is None or ("TP402", key) in self._reported:
+                self._eval_forwards.pop(key, None)
+                continue
+            if not any(id(p) in ids for p in root.parameters() if p.requires_grad):
+                continue  # not what this optimizer trains (a teacher, a frozen feature extractor)
+            if any(m.training for m in root.modules()):
+                self._eval_forwards.pop(key, None)  # some layers train on purpose: a deliberate mix
+                continue
+            affected = [(m, kind) for m, kind in self._mode_dependent(root) if not m.training]
+            self._eval_forwards.pop(key, None)
+            if not affected:
+                continue  # no dropout / BatchNorm: both modes compute the same
+            self._reported.add(("TP402", key))
+            name = self._model_name(root, variable)
+            self.session.report(
+                EVAL_WHILE_TRAINING,
+                f"{name} is in eval mode while the optimizer ({type(optimizer).__name__}) trains it: its "
+                f"{self._describe(affected)} behave as at inference — "
+                f"{_effects({k for _, k in affected}, train=False)} — so it does not train as designed "
+                "(model.eval() for validation without model.train() after it?)",
+                subject=variable or type(root).__name__, path=path, line=line, key=("eval", key),
+                fix=f"call {variable or 'model'}.train() when training resumes (e.g. at the "
+                    "start of every epoch); to freeze BatchNorm on purpose, put only those layers in eval mode")
+
+    # ------------------------------------------------------------------ TP453
+    def _no_grad_in_train_mode(self, root: Any) -> None:
+        affected = [(m, kind) for m, kind in self._mode_dependent(root) if m.training]
+        if not affected or _in_frames(*_EXEMPT):
+            return
+        site = _call_site(root)
+        param_ids = {id(p) for p in root.parameters() if p.requires_grad}
+        kinds = {k for _, k in affected}
+        described = f"{self._describe(affected)} are active — {_effects(kinds, train=True)}"
+        if "batch statistics" in {_EFFECTS.get(k) for k in kinds}:
+            described += " — so the evaluation is noisy and changes the model that training continues with"
+        else:
+            described += " — so the evaluation is noisy and pessimistic"
+        import torch
+
+        context = "torch.inference_mode()" if torch.is_inference_mode_enabled() else "torch.no_grad()"
+        described = f"{context} in train mode: its {described}"
+        name = self._model_name(root, site[2])
+        if self._trained(param_ids):
+            self._report_no_grad(id(root), site, described, name, type(root).__name__)
+        else:  # before the first step, or a model no optimizer trains (EMA, teacher): decide at the steps
+            self._pending[id(root)] = (site, described, name, type(root).__name__, param_ids)
+
+    def _resolve_pending(self) -> None:
+        for key, (site, described, name, class_name, param_ids) in list(self._pending.items()):
+            if self._trained(param_ids):
+                del self._pending[key]
+                self._report_no_grad(key, site, described, name, class_name)
+
+    def _report_no_grad(self, key: int, site: tuple[str | None, int | None, str | None], described: str,
+                        name: str, class_name: str) -> None:
+        if ("TP453", key) in self._reported:
+            return
+        self._reported.add(("TP453", key))
+        path, line, variable = site
+        self.session.report(
+            VALIDATION_IN_TRAIN_MODE,
+            f"{name} runs under {described} (model.eval() missing before validation?)",
+            subject=variable or class_name, path=path, line=line, key=("no-grad-train", key),
+            fix=f"call {variable or 'model'}.eval() before validating and .train() after; for Monte-Carlo "
+                "dropout on purpose, switch only the dropout layers to train()")
