@@ -1,0 +1,340 @@
+"""Per-layer gradient norms over steps: exploding (TP353) and vanishing (TP354) gradients.
+
+A layer is the module that directly holds parameters (``encoder.layers.0.linear1``); its gradient
+norm is the norm over those parameters. On sampled steps, in the optimizer's step pre-hook (the
+gradients about to be applied: after accumulation, clipping and GradScaler's unscale), one batched
+``torch._foreach_norm`` per device and one ``tolist()`` give every layer's norm. The series is kept
+as plain data (``GradHealth.series``: layer -> [(step, norm)]) for reports to plot.
+
+Thresholds are relative, never absolute: a gradient's scale depends on the loss, the batch size and
+the parametrisation, none of which torchpact knows. They were set from the per-layer norms of
+healthy runs (a GPT with AdamW and clipping, a ResNet with SGD and a step schedule, a plain CNN, an
+8-layer ReLU MLP, a 2-layer LSTM, a pre-norm transformer, LoRA adapters with zero-initialised B):
+
+- Exploding (TP353): a layer's norm compared with the median of its own previous checked steps. In
+  those healthy runs the largest jump was 6x (warm-up, a loss spike, LoRA's B leaving zero), and
+  the largest spread over a whole run 72x, slowly. A jump of ``JUMP`` (100x) that holds on two
+  consecutive checked steps, or ``GROWTH_STEPS`` consecutive checked steps each growing and
+  ``JUMP``x in total, is reported. Comparing layers with each other does not show explosion: weight
+  gradients of a linear chain are equal across depth even when every one of them blows up, and
+  output heads are routinely 400x the median layer.
+- Vanishing (TP354): a layer's gradient compared with the median layer's, both per element (RMS)
+  and in total (norm), so that sparse embeddings (low RMS, normal norm) and small LayerNorm / bias
+  layers (low norm, normal RMS) are not mistaken for vanishing. Healthy runs stayed above 0.02x
+  on the larger of the two; a 12-layer sigmoid MLP's first layer is at 3e-6x. Below ``VANISH``
+  (1e-3x) on ``VANISH_STEPS`` consecutive checked steps, without growing, is reported: as a
+  warning with SGD-like optimizers, and as info with adaptive ones (Adam, RMSprop...), which
+  normalise each parameter's update and so still train such a layer, unless its gradients approach
+  their ``eps``. Layers with exactly zero gradients are TP252's (gradient_flow), and layers of under
+  ``MIN_NUMEL`` elements (gates, temperatures, ReZero scalars) are not judged.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from torchpact.findings import Category, Severity
+from torchpact.watch.watcher import Check, Watcher
+
+JUMP = 100.0            # exploding: x the median of the layer's previous checked norms
+BASELINE_MIN = 4        # previous checked steps needed before a jump can be judged
+GROWTH_STEPS = 5        # consecutive growing checked steps that also count as exploding
+VANISH = 1e-3           # vanishing: x the median layer, in both RMS and norm
+VANISH_STEPS = 5        # consecutive checked steps below VANISH
+MIN_NUMEL = 100         # smaller layers are not judged for vanishing
+MAX_POINTS = 512        # per layer in `series`; older points are thinned out beyond that
+
+EXPLODING = Check(
+    code="TP353",
+    category=Category.NUMERICS,
+    severity=Severity.WARNING,
+    summary="A layer's gradient norm jumped by orders of magnitude over its own recent history and stayed there.",
+    doc="""## What it does
+On sampled steps, reads every layer's gradient norm in the optimizer's step pre-hook (the gradients
+about to be applied, after clipping and GradScaler's unscale; one batched `torch._foreach_norm` and
+one host read per step) and keeps the series per layer. It reports a layer whose norm is 100x or
+more the median of its own previous checked steps on two consecutive checked steps, or that grew
+at each of five consecutive checked steps by 100x in total. The message gives the series.
+
+Thresholds are relative to the layer's own past: in healthy runs (transformers with warm-up and
+clipping, ResNets with step schedules, LSTMs, LoRA adapters leaving their zero init) the largest
+jump over the recent median was 6x. A gradient clipped to `max_norm` cannot explode this way, so
+clipped training stays silent.
+
+## Why is this bad?
+An update proportional to a gradient 100x its usual size moves the weights 100x further than the
+steps before: the loss spikes, and a few such steps later the weights or activations overflow and
+the run turns NaN. It is the classic failure of RNNs and of a learning rate too high for the model.
+
+## How to fix
+Clip gradients before `optimizer.step()` (`torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)`),
+lower the learning rate or add a warm-up, and check the layer named (a recurrent weight, an
+attention logit without scaling, a normalisation-free deep stack).""",
+)
+
+VANISHING = Check(
+    code="TP354",
+    category=Category.NUMERICS,
+    severity=Severity.WARNING,
+    summary="A layer's gradients are a thousandth or less of the median layer's, step after step.",
+    doc="""## What it does
+On sampled steps, compares every layer's gradient with the median layer's, both per element (RMS)
+and in total (norm), and reports the layers below 1/1000 of the median on both, on five consecutive
+checked steps, without growing. Healthy runs stay above 1/50 (sparse embeddings have a low RMS but a
+normal norm; LayerNorm and bias layers a low norm but a normal RMS). Layers whose gradient is exactly
+zero (TP252) and layers of under 100 elements are left out. With an SGD-like optimizer it is a
+warning; with an adaptive one (Adam, AdamW, RMSprop, Adagrad), which divides each update by the
+gradient's own running scale, it is info, unless the gradients are so small that `eps` dominates.
+
+## Why is this bad?
+With SGD, a layer's update is proportional to its gradient: a layer with 1000x smaller gradients
+learns 1000x slower, so the early layers of a deep network stay at their initialisation. This is
+what a deep stack of sigmoid/tanh layers without normalisation or residual connections does: each
+saturating activation multiplies the backward signal by at most 0.25 (sigmoid).
+
+## How to fix
+Use ReLU/GELU instead of sigmoid/tanh between layers, add normalisation (BatchNorm, LayerNorm) or
+residual connections, and initialise with `nn.init.kaiming_normal_` / `xavier_uniform_` for the
+activation used. An adaptive optimizer (AdamW) also compensates for the scale.""",
+)
+
+_ADAPTIVE = ("Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad", "Adadelta", "SparseAdam",
+             "Adafactor", "LAMB", "Lamb", "Lion")
+
+
+@dataclass
+class _Layer:
+    """One layer of one optimizer: its parameters' positions in the optimizer and its history."""
+
+    name: str
+    numel: int
+    history: list[float] = field(default_factory=list)   # norms at checked steps (last 32)
+    steps: list[int] = field(default_factory=list)
+    low_streak: int = 0
+    low_start: float = 0.0
+    low_ratio: float = 1.0
+    high_streak: int = 0
+
+
+@dataclass
+class _Layout:
+    """How one optimizer's parameters group into layers, rebuilt when its parameters change."""
+
+    signature: tuple
+    index: list[int]          # parameter position -> layer position
+    layers: list[_Layer]
+    eps: float | None
+    adaptive: bool
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.2g}" if x == x else "nan"
+
+
+class GradHealth(Watcher):
+    """Exploding (TP353) and vanishing (TP354) gradients per layer, with the per-layer series as data."""
+
+    name = "grad_health"
+    checks = (EXPLODING, VANISHING)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.series: dict[str, list[tuple[int, float]]] = {}
+        self._layouts: dict[int, tuple[weakref.ref, _Layout]] = {}
+        self._reported: set[tuple[int, str]] = set()
+
+    def on_step_pre(self, optimizer: Any) -> None:
+        if not self.session.sampled:
+            return
+        import torch
+
+        params = [p for group in optimizer.param_groups for p in group["params"]
+                  if p.grad is not None and not p.grad.is_sparse]
+        if not params:
+            return
+        layout = self._layout(optimizer, params)
+        found_inf = getattr(optimizer, "found_inf", None)
+        grad_scale = getattr(optimizer, "grad_scale", None)
+        with torch.no_grad():
+            norms = self._norms([p.grad for p in params])
+            extra = []
+            if found_inf is not None and grad_scale is not None:  # a GradScaler-aware optimizer, still scaled
+                extra = [found_inf.float().reshape(()).to(norms.device), grad_scale.float().reshape(()).to(norms.device)]
+            values = torch.cat([norms, torch.stack(extra)]).tolist() if extra else norms.tolist()
+        if extra:
+            inf, scale = values[-2], values[-1]
+            if inf or not scale:
+                return  # this step is skipped by the optimizer itself
+            values = [v / scale for v in values[:-2]]
+        sq = [0.0] * len(layout.layers)
+        for i, v in zip(layout.index, values):
+            sq[i] += v * v
+        step = self.session.step
+        for layer, s in zip(layout.layers, sq):
+            norm = math.sqrt(s)
+            self._record(layer, step, norm)
+        self._check_vanishing(optimizer, layout, sq)
+        self._check_exploding(optimizer, layout)
+
+    # ------------------------------------------------------------------ data
+    @staticmethod
+    def _norms(grads: list[Any]) -> Any:
+        """All gradient norms as one float32 vector on the first gradient's device."""
+        import torch
+
+        by_device: dict[Any, list[int]] = {}
+        for i, g in enumerate(grads):
+            by_device.setdefault(g.device, []).append(i)
+        first = grads[0].device
+        parts, order = [], []
+        for idx in by_device.values():
+            group = [grads[i] for i in idx]
+            low = any(g.dtype in (torch.float16, torch.bfloat16) for g in group)
+            norms = torch._foreach_norm(group, 2, dtype=torch.float32) if low else torch._foreach_norm(group)
+            parts.append(torch.stack(norms).float().to(first, non_blocking=True))
+            order.extend(idx)
+        if len(parts) == 1:
+            return parts[0]
+        out = torch.cat(parts)
+        return out[torch.tensor(sorted(range(len(order)), key=order.__getitem__), device=first)]
+
+    def _layout(self, optimizer: Any, params: list[Any]) -> _Layout:
+        signature = tuple(id(p) for p in params)
+        entry = self._layouts.get(id(optimizer))
+        if entry is not None and entry[0]() is optimizer and entry[1].signature == signature:
+            return entry[1]
+        names = self.session.names
+        old = {layer.name: layer for layer in entry[1].layers} if entry is not None else {}
+        layers: dict[str, _Layer] = {}
+        position: dict[str, int] = {}
+        index = []
+        for p in params:
+            pname = names.param(p)
+            lname = pname.rsplit(".", 1)[0] if "." in pname else pname
+            layer = layers.get(lname)
+            if layer is None:
+                layer = layers[lname] = old.get(lname) or _Layer(name=lname, numel=0)
+                layer.numel = 0
+                position[lname] = len(position)
+            layer.numel += p.numel()
+            index.append(position[lname])
+        defaults = getattr(optimizer, "defaults", {}) or {}
+        eps = defaults.get("eps")
+        adaptive = type(optimizer).__name__ in _ADAPTIVE or ("betas" in defaults and eps is not None)
+        layout = _Layout(signature=signature, index=index, layers=list(layers.values()),
+                         eps=eps if isinstance(eps, (int, float)) else None, adaptive=adaptive)
+        self._layouts[id(optimizer)] = (weakref.ref(optimizer), layout)
+        return layout
+
+    def _record(self, layer: _Layer, step: int, norm: float) -> None:
+        layer.history.append(norm)
+        layer.steps.append(step)
+        if len(layer.history) > 32:
+            del layer.history[0], layer.steps[0]
+        points = self.series.setdefault(layer.name, [])
+        if points and points[-1][0] == step:  # a second optimizer holding the same layer, or a re-step
+            points[-1] = (step, norm)
+            return
+        points.append((step, norm))
+        if len(points) > MAX_POINTS:
+            del points[1:-1:2]  # keep the first and the last, thin the rest evenly
+
+    # ------------------------------------------------------------------ checks
+    def _check_vanishing(self, optimizer: Any, layout: _Layout, sq: list[float]) -> None:
+        live = [(layer, s) for layer, s in zip(layout.layers, sq) if s > 0 and math.isfinite(s)]
+        if len(live) < 3:
+            return
+        median_rms = statistics.median(math.sqrt(s / layer.numel) for layer, s in live)
+        median_norm = statistics.median(math.sqrt(s) for _, s in live)
+        if median_rms <= 0 or median_norm <= 0:
+            return
+        low: list[_Layer] = []
+        for layer, s in zip(layout.layers, sq):
+            if s <= 0 or not math.isfinite(s) or layer.numel < MIN_NUMEL:
+                layer.low_streak = 0
+                continue
+            norm = math.sqrt(s)
+            ratio = max(math.sqrt(s / layer.numel) / median_rms, norm / median_norm)
+            if ratio >= VANISH:
+                layer.low_streak = 0
+                continue
+            if layer.low_streak == 0:
+                layer.low_start = norm
+            layer.low_streak += 1
+            layer.low_ratio = ratio
+            if layer.low_streak >= VANISH_STEPS and norm <= 4 * layer.low_start:  # not waking up
+                low.append(layer)
+        key = (id(optimizer), VANISHING.code)
+        if not low or key in self._reported:
+            return
+        self._reported.add(key)
+        worst = min(low, key=lambda layer: layer.low_ratio)
+        rms = worst.history[-1] / math.sqrt(worst.numel)
+        eps_dominates = layout.eps is not None and rms < 100 * layout.eps
+        severity = Severity.WARNING if (not layout.adaptive or eps_dominates) else Severity.INFO
+        others = [layer.name for layer in low if layer is not worst]
+        message = (f"the gradients of `{worst.name}` are {_fmt(worst.low_ratio)}x the median layer's on the last "
+                   f"{worst.low_streak} checked steps (norm {_fmt(worst.history[-1])}, per element {_fmt(rms)})")
+        if others:
+            message += f"; also {', '.join(f'`{n}`' for n in others[:4])}" + (
+                f" and {len(others) - 4} more" if len(others) > 4 else "")
+        if severity is Severity.WARNING:
+            if layout.adaptive:
+                message += f": so small that {type(optimizer).__name__}'s eps ({layout.eps:g}) dominates its updates"
+            else:
+                message += ": with this optimizer the layer's updates are that much smaller, so it barely learns"
+        else:
+            message += (f": {type(optimizer).__name__} rescales each update, so the layer still moves, but the "
+                        "signal reaching it is mostly lost")
+        self.session.report(
+            VANISHING, message, subject=worst.name, severity=severity, key=key,
+            fix="use ReLU/GELU instead of sigmoid/tanh between layers, add normalisation (LayerNorm/BatchNorm) or "
+                "residual connections, and initialise for the activation (`nn.init.kaiming_normal_`)",
+            ratio=worst.low_ratio, layers=[worst.name, *others])
+
+    def _check_exploding(self, optimizer: Any, layout: _Layout) -> None:
+        hits: list[tuple[float, _Layer, str]] = []
+        for layer in layout.layers:
+            h = layer.history
+            now = h[-1] if h else 0.0
+            if not math.isfinite(now) or now <= 0 or len(h) < 2:
+                layer.high_streak = 0
+                continue
+            # jump over the median of the checked steps before the jump started
+            start = len(h) - 1 - layer.high_streak
+            before = [x for x in h[max(0, start - 10):start] if math.isfinite(x) and x > 0]
+            if len(before) >= BASELINE_MIN:
+                base = statistics.median(before)
+                if now >= JUMP * base:
+                    layer.high_streak += 1
+                    if layer.high_streak >= 2:
+                        hits.append((now / base, layer, "jump"))
+                    continue
+            layer.high_streak = 0
+            tail = h[-(GROWTH_STEPS + 1):]
+            if (len(tail) == GROWTH_STEPS + 1 and all(0 < a < b for a, b in zip(tail, tail[1:]))
+                    and tail[-1] >= JUMP * tail[0]):
+                hits.append((tail[-1] / tail[0], layer, "growth"))
+        key = (id(optimizer), EXPLODING.code)
+        if not hits or key in self._reported:
+            return
+        self._reported.add(key)
+        factor, worst, how = max(hits, key=lambda hit: hit[0])
+        points = list(zip(worst.steps, worst.history))[-(GROWTH_STEPS + 1):]
+        trend = ", ".join(f"{_fmt(n)} (step {s})" for s, n in points)
+        share = len(hits) / len(layout.layers)
+        scope = (f"; {len(hits)} of {len(layout.layers)} layers at once: the whole model is diverging"
+                 if share > 0.5 and len(layout.layers) > 2 else
+                 (f"; also {', '.join(f'`{h[1].name}`' for h in hits if h[1] is not worst)}" if len(hits) > 1 else ""))
+        verb = "jumped" if how == "jump" else "grew at every checked step"
+        self.session.report(
+            EXPLODING,
+            f"the gradient norm of `{worst.name}` {verb} to {_fmt(factor)}x its earlier level: {trend}{scope}",
+            subject=worst.name, key=key,
+            fix="clip gradients before the step (`torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)`), lower "
+                "the learning rate or add a warm-up",
+            factor=factor, layers=[h[1].name for h in hits])
