@@ -42,6 +42,7 @@ class RunOutcome:
     error: str | None = None
     session: Session | None = None
     ranks: list[dict[str, Any]] | None = None  # per-rank facts of a distributed run
+    data: dict[str, Any] = field(default_factory=dict)  # watcher name -> plain data (series) for reports
 
     def summary(self) -> dict[str, Any]:
         out = {"script": self.script, "exit_code": self.exit_code, "seconds": round(self.seconds, 3),
@@ -140,6 +141,7 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
     outcome.findings = sorted(session.findings, key=lambda f: (f.step if f.step is not None else -1, f.code))
     outcome.steps = session.step
     outcome.step_times = list(session.step_times)
+    outcome.data = session.data()
     return outcome
 
 

@@ -62,6 +62,7 @@ class Session:
         self.step_times: list[float] = []
         self._step_started = self.started_at
         self._handles: list[Any] = []
+        self._trained = False
         self._stack: list[Any] = []
         self._primary: weakref.ref | None = None
         self._optimizers: list[weakref.ref] = []
@@ -137,6 +138,9 @@ class Session:
 
     def _forward_pre(self, module: Any, args: tuple) -> None:
         if not self._stack:
+            if not self._trained:  # step 0 is timed from the first forward, not from the imports
+                self._trained = True
+                self._step_started = time.perf_counter()
             self.names.add_root(module)
             if self.sampled:
                 self.root_call_sites[id(module)] = user_location(2)
@@ -181,6 +185,18 @@ class Session:
             self._step_started = now
             self.step += 1
             self.sampled = self.sampler(self.step)
+
+    def data(self) -> dict[str, Any]:
+        """Each watcher's plain data (series for plots), by watcher name; empty ones left out."""
+        out: dict[str, Any] = {}
+        for w in self.watchers:
+            try:
+                d = w.data()
+            except Exception:  # reports must not fail because one watcher's data did
+                continue
+            if d:
+                out[w.name] = d
+        return out
 
     def optimizers(self) -> list[Any]:
         """Optimizers that have stepped at least once, primary first."""

@@ -66,6 +66,10 @@ class Watcher:
     def on_close(self) -> None:
         """After the script ended (also when it crashed): final analysis; report here."""
 
+    def data(self) -> dict[str, Any]:
+        """Plain data for reports (per-step series and the like); JSON-serialisable. Default: none."""
+        return {}
+
     def check(self, code: str) -> Check:
         for c in self.checks:
             if c.code == code:
