@@ -74,6 +74,19 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="lint the bundled examples and show what torchpact finds")
     demo.add_argument("path", nargs="?", help="examples folder (default: the bundled one)")
+
+    facts = sub.add_parser(
+        "facts", help="check common PyTorch advice against the installed torch",
+        description="Runs one small experiment per claim, each in its own process, and prints the verdict "
+                    "on the installed torch, its evidence and the rules that rest on it. Exit 1 when a "
+                    "verdict differs from the supported torch's or an experiment failed.")
+    facts.add_argument("id", nargs="?", metavar="ID", help="one fact: its claim, verdict, evidence and code")
+    facts.add_argument("--json", action="store_true", help="JSON instead of text")
+    facts.add_argument("--list", action="store_true", help="list the claims and the rules resting on each; run nothing")
+    facts.add_argument("--area", metavar="AREA", help="only the facts of this area (memory, autograd, ...)")
+    facts.add_argument("--jobs", "-j", type=int, default=None, help="experiments at a time (default: all cores)")
+    facts.add_argument("--timeout", type=float, default=None, metavar="S",
+                       help="time limit per experiment in seconds (default: each fact's own)")
     return parser
 
 
@@ -91,6 +104,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_rules()
         if args.command == "demo":
             return cmd_demo(args)
+        if args.command == "facts":
+            return cmd_facts(args)
         parser.print_help()
         return EXIT_USAGE
     except (UsageError, ConfigError) as exc:
@@ -299,6 +314,54 @@ def cmd_demo(args: argparse.Namespace) -> int:
             return code
     print("\n(the examples carry these bugs on purpose: every finding above is expected)")
     return EXIT_OK
+
+
+def cmd_facts(args: argparse.Namespace) -> int:
+    import json
+    import time
+
+    from torchpact.facts import FAILED, TIMED_OUT, all_facts, fact_by_id, report, rules_by_fact
+    from torchpact.facts.runner import run_facts
+
+    links = rules_by_fact()
+    selected = list(all_facts())
+    if args.id:
+        fact = fact_by_id(args.id)
+        if fact is None:
+            raise UsageError(f"no fact {args.id}; `torchpact facts --list` lists them")
+        selected = [fact]
+    if args.area:
+        selected = [f for f in selected if f.area == args.area]
+        if not selected:
+            raise UsageError(f"no fact in area {args.area}; areas: {', '.join(sorted({f.area for f in all_facts()}))}")
+    if args.jobs is not None and args.jobs < 1 or args.timeout is not None and args.timeout <= 0:
+        raise UsageError("--jobs and --timeout must be positive")
+    if args.list:
+        if args.json:
+            print(json.dumps([{"id": f.id, "area": f.area, "claim": f.claim, "expected": f.expected,
+                               "requires": f.requires, "rules": links.get(f.id, [])} for f in selected], indent=2))
+        else:
+            sys.stdout.write(report.listing(selected, links))
+        return EXIT_OK
+    progress = sys.stderr.isatty() and not args.json and len(selected) > 1
+    if progress:
+        print(f"running {len(selected)} experiments...", file=sys.stderr, flush=True)
+    start = time.perf_counter()
+    outcomes = run_facts(selected, jobs=args.jobs, timeout_s=args.timeout)
+    seconds = time.perf_counter() - start
+    torch_version = next((o.torch for o in outcomes if o.torch), None)
+    if args.json:
+        from torchpact import __version__
+
+        command = "facts" + (f" {args.id}" if args.id else "")
+        sys.stdout.write(report.as_json(outcomes, links, {"version": __version__, "torch": torch_version,
+                                                          "command": command, "seconds": round(seconds, 3)}))
+    elif args.id:
+        sys.stdout.write(report.detail(outcomes[0], links))
+    else:
+        sys.stdout.write(report.text(outcomes, links, torch_version, seconds))
+    bad = any(o.changed or o.verdict in (FAILED, TIMED_OUT) for o in outcomes)
+    return EXIT_FINDINGS if bad else EXIT_OK
 
 
 if __name__ == "__main__":  # pragma: no cover

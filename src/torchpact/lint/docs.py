@@ -65,6 +65,9 @@ def rule_markdown(rule: type[Rule]) -> str:
         if title not in ("What it does", "Why is this bad?", "Fix safety"):
             lines += [f"## {title}", body, ""]
     if rule.facts:
-        lines += ["## Facts", "Rests on: " + ", ".join(f"`{f}`" for f in rule.facts)
-                  + " (`torchpact facts ID` checks each on the installed torch).", ""]
+        from torchpact.facts import claim_of  # the catalogue's modules import no torch
+
+        lines += ["## Facts", "Rests on these behaviours of torch (`torchpact facts ID` checks one on the "
+                  "installed torch):", ""]
+        lines += [f"- `{f}`: {claim_of(f) or '(not in the catalogue)'}" for f in rule.facts] + [""]
     return "\n".join(lines).rstrip() + "\n"

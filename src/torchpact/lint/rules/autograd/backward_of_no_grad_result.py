@@ -45,6 +45,7 @@ class BackwardOfNoGradResult(Rule):
     code = "TP206"
     category = Category.AUTOGRAD
     severity = Severity.ERROR
+    facts = ("backward-of-no-grad-result-raises",)
     message = ("backward on a value computed with gradients disabled: it has no grad_fn and torch raises "
                "'element 0 of tensors does not require grad and does not have a grad_fn'")
     fix_hint = "compute the loss outside `torch.no_grad()` / `torch.inference_mode()` (or under `torch.enable_grad()`)"

@@ -44,6 +44,7 @@ class DataWriteBeforeBackward(Rule):
     code = "TP201"
     category = Category.AUTOGRAD
     severity = Severity.WARNING
+    facts = ("data-write-changes-backward",)
     message = ("write through `.data` between a forward pass and its backward: autograd does not see it, so "
                "backward silently uses the new values and the gradients no longer match the loss")
     fix_hint = "move the write after `backward()` / `optimizer.step()` (or before the forward), under `torch.no_grad()` instead of `.data`"

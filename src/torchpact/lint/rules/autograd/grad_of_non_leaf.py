@@ -35,6 +35,7 @@ class GradOfNonLeaf(Rule):
     code = "TP204"
     category = Category.AUTOGRAD
     severity = Severity.WARNING
+    facts = ("grad-of-non-leaf-is-none",)
     message = ("`.grad` of a non-leaf tensor is read without `retain_grad()`: it is always None "
                "(torch only warns)")
     fix_hint = "call `.retain_grad()` on it before `backward()`, or use `torch.autograd.grad(loss, tensor)`"

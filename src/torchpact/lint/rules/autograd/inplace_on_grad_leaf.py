@@ -39,6 +39,7 @@ class InplaceOnGradLeaf(Rule):
     code = "TP202"
     category = Category.AUTOGRAD
     severity = Severity.ERROR
+    facts = ("inplace-method-on-grad-leaf-raises",)
     message = ("in-place update of a leaf tensor that requires grad with gradients enabled: torch raises "
                "'a leaf Variable that requires grad is being used in an in-place operation'")
     fix_hint = "do the update under `with torch.no_grad():` (or use a torch.optim optimizer)"

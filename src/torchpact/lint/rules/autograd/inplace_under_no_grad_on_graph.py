@@ -54,6 +54,7 @@ class InplaceUnderNoGradOnGraph(Rule):
     code = "TP207"
     category = Category.AUTOGRAD
     severity = Severity.WARNING
+    facts = ("inplace-under-no-grad-is-silent",)
     message = ("in-place change under no_grad to a tensor in the autograd graph that the loss then uses: "
                "backward ignores the change (silently wrong gradients) or raises if the op saved the tensor")
     fix_hint = "do it out of place with gradients enabled (`x = x.clamp(...)`, `x = x.masked_fill(mask, v)`)"

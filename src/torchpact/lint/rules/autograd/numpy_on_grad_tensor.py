@@ -46,6 +46,7 @@ class NumpyOnGradTensor(Rule):
     nodes = (ast.Call,)
     triggers = ("numpy()",)
     fixable = True
+    facts = ("numpy-of-grad-tensor-raises",)
 
     valid = [
         """

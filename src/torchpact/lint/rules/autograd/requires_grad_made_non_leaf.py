@@ -63,6 +63,7 @@ class RequiresGradMadeNonLeaf(Rule):
     nodes = (ast.Call,)
     triggers = ("requires_grad", "Parameter")
     fixable = True
+    facts = ("conversion-makes-non-leaf",)
 
     valid = [
         """

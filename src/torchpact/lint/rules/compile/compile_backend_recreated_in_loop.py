@@ -38,6 +38,7 @@ class CompileBackendRecreatedInLoop(Rule):
     code = "TP801"
     category = Category.COMPILE
     severity = Severity.WARNING
+    facts = ("new-backend-each-call-recompiles",)
     message = ("torch.compile in a loop with a new backend object each iteration: dynamo recompiles every "
                "time (BACKEND_MATCH guard) and after 8 recompilations falls back to eager")
     fix_hint = "create the backend once outside the loop (or compile once outside it) and reuse it"

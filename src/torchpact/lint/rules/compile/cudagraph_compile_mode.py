@@ -39,6 +39,7 @@ class CudagraphCompileMode(Rule):
     code = "TP802"
     category = Category.COMPILE
     severity = Severity.INFO
+    facts = ("default-mode-uses-cuda-graphs",)
     message = ("this torch.compile mode records CUDA graphs: each new input shape records another graph, "
                "and outputs kept across calls are overwritten by the next run")
     fix_hint = ("keep input shapes fixed (pad/bucket) and clone outputs you keep, or use "

@@ -43,6 +43,7 @@ class DataloaderSamplerConflict(Rule):
     code = "TP502"
     category = Category.DATA
     severity = Severity.ERROR
+    facts = ("dataloader-shuffle-with-sampler-raises",)
     message = "`DataLoader` gets `shuffle=True` and a `sampler`: torch raises `ValueError: sampler option is mutually exclusive with shuffle`"
     fix_hint = "drop `shuffle=True` and let the sampler shuffle (DistributedSampler shuffles by default), or pass `shuffle=sampler is None`"
     nodes = (ast.Call,)

@@ -42,6 +42,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     code = "TP501"
     category = Category.DATA
     severity = Severity.WARNING
+    facts = ("sampler-replays-order-without-set-epoch",)
     message = "a shuffling `DistributedSampler` is iterated every epoch without `set_epoch(epoch)`: every epoch replays the same order"
     fix_hint = "call `sampler.set_epoch(epoch)` at the start of every epoch, before iterating the loader"
     nodes = (ast.Call,)

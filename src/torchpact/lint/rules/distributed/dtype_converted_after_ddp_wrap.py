@@ -48,6 +48,7 @@ class DtypeConvertedAfterDdpWrap(Rule):
     code = "TP601"
     category = Category.DISTRIBUTED
     severity = Severity.ERROR
+    facts = ("dtype-conversion-after-ddp-wrap-stops-all-reduce",)
     message = "the module is converted to another dtype after being wrapped in DDP: gradients are no longer all-reduced and the replicas silently drift apart"
     fix_hint = "convert the model first (`model.half()` / `model.to(dtype)`), then wrap it in `DistributedDataParallel`"
     nodes = (ast.Call,)

@@ -51,6 +51,7 @@ class FindUnusedParametersEnabled(Rule):
     code = "TP604"
     category = Category.DISTRIBUTED
     severity = Severity.INFO
+    facts = ("find-unused-parameters-costs-several-times",)
     message = "`find_unused_parameters=True` makes DDP search the autograd graph and run an extra all-reduce on every step"
     fix_hint = "drop it if every parameter gets a gradient; use `static_graph=True` if the unused set is the same every step"
     nodes = (ast.Call,)

@@ -36,6 +36,7 @@ class ForwardBypassesDdp(Rule):
     code = "TP602"
     category = Category.DISTRIBUTED
     severity = Severity.ERROR
+    facts = ("forward-through-module-skips-all-reduce",)
     message = "the forward pass goes through `ddp.module(...)`, bypassing DDP: the backward pass all-reduces nothing and every rank trains on its own gradients"
     fix_hint = "call the DDP wrapper (`ddp(x)`) for training forward passes; use `with ddp.no_sync():` to skip a sync on purpose"
     nodes = (ast.Call,)

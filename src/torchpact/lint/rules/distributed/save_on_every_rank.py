@@ -45,6 +45,7 @@ class SaveOnEveryRank(Rule):
     code = "TP603"
     category = Category.DISTRIBUTED
     severity = Severity.WARNING
+    facts = ("save-writes-only-on-rank-0",)
     message = "`torch.save` runs on every rank of this DDP script: all ranks write the same file at once"
     fix_hint = "save from one rank only (`if dist.get_rank() == 0: torch.save(...)`), then `dist.barrier()` if others read it"
     nodes = (ast.Call,)

@@ -60,6 +60,7 @@ class DataDependentForwardExported(Rule):
     code = "TP701"
     category = Category.EXPORT
     severity = Severity.WARNING
+    facts = ("jit-trace-records-one-branch", "export-refuses-data-dependent-branch")
     message = ("the exported model's forward branches on tensor values: tracing bakes in the example's "
                "branch, torch.export raises on it")
     fix_hint = "express the branch with tensor ops (torch.where / masking) or torch.cond, not a Python `if` on tensor values"

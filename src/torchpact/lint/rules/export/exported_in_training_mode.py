@@ -62,6 +62,7 @@ class ExportedInTrainingMode(Rule):
     code = "TP702"
     category = Category.EXPORT
     severity = Severity.WARNING
+    facts = ("new-module-is-in-training-mode", "export-in-training-mode-records-training-ops")
     message = ("a model with Dropout/BatchNorm is exported in training mode: the exported graph keeps "
                "training-mode dropout and batch statistics")
     fix_hint = "call `model.eval()` before exporting"

@@ -34,6 +34,7 @@ class OnnxExportOfScriptModule(Rule):
     code = "TP704"
     category = Category.EXPORT
     severity = Severity.ERROR
+    facts = ("onnx-export-of-script-module-works",)
     message = ("a TorchScript module is exported with torch.export (the default ONNX exporter): torch "
                "raises 'Exporting a ScriptModule is not supported'")
     fix_hint = "export the eager nn.Module instead, or pass `dynamo=False` to use the TorchScript-based ONNX exporter"

@@ -46,6 +46,7 @@ class AdamEpsUnderflowsInFp16(Rule):
     code = "TP305"
     category = Category.NUMERICS
     severity = Severity.ERROR
+    facts = ("adam-eps-underflows-in-fp16",)
     message = ("Adam-family optimizer with the default eps on float16 parameters: eps is 0 in float16, "
                "so small or zero gradients divide by zero and the parameters become inf/NaN")
     fix_hint = "keep float32 parameters and use torch.autocast + GradScaler, or pass eps=1e-4 for pure float16"

@@ -48,6 +48,7 @@ class Fp16WithoutGradScaler(Rule):
     code = "TP304"
     category = Category.NUMERICS
     severity = Severity.WARNING
+    facts = ("fp16-gradients-underflow-without-scaling",)
     message = ("float16 training without loss scaling: gradients below float16's range (about 3e-08) "
                "flush to zero in the backward pass and are silently lost")
     fix_hint = ("use torch.amp.GradScaler (scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()) "

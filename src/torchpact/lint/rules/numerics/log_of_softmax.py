@@ -47,6 +47,7 @@ class LogOfSoftmax(Rule):
     nodes = (ast.Call,)
     triggers = ("softmax",)
     fixable = True
+    facts = ("log-of-softmax-underflows",)
 
     valid = [
         """

@@ -53,6 +53,7 @@ class SigmoidIntoBCE(Rule):
     nodes = (ast.Call,)
     triggers = ("binary_cross_entropy", "BCELoss")
     fixable = True
+    facts = ("bce-clamps-log-at-minus-100",)
 
     valid = [
         """

@@ -45,6 +45,7 @@ class SoftmaxIntoCrossEntropy(Rule):
     code = "TP301"
     category = Category.NUMERICS
     severity = Severity.ERROR
+    facts = ("cross-entropy-expects-logits",)
     message = ("softmax output is passed to cross_entropy, which applies log_softmax itself: the loss is "
                "computed on probabilities, cannot reach 0 and its gradients vanish for confident mistakes")
     fix_hint = "pass the logits (the input of the softmax) to the loss; keep the softmax for predictions only"

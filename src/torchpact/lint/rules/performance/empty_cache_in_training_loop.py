@@ -41,6 +41,7 @@ class EmptyCacheInTrainingLoop(Rule):
     code = "TP901"
     category = Category.PERFORMANCE
     severity = Severity.WARNING
+    facts = ("empty-cache-frees-live-tensors",)
     message = ("`torch.cuda.empty_cache()` runs every training step: it frees no memory that is in use, "
                "and the allocator must `cudaMalloc` the same blocks again next step, slowing training")
     fix_hint = ("remove it (set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` against "

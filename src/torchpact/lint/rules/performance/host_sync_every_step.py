@@ -46,6 +46,7 @@ class HostSyncEveryStep(Rule):
     code = "TP902"
     category = Category.PERFORMANCE
     severity = Severity.INFO
+    facts = ("item-waits-for-the-gpu",)
     message = ("a device tensor is read on the host on every training step: each read waits for the GPU "
                "to finish all queued work, so the CPU cannot run ahead of it")
     fix_hint = ("keep running values on the device (`running += loss.detach()`) and read them only when "

@@ -42,6 +42,7 @@ class LoadWithFullPickle(Rule):
     code = "TP951"
     category = Category.SECURITY
     severity = Severity.WARNING
+    facts = ("load-defaults-to-weights-only",)
     message = ("the checkpoint is fully unpickled (`weights_only=False`): a malicious file runs arbitrary "
                "code the moment it is loaded")
     fix_hint = ("load with `weights_only=True` (allow your own classes with "

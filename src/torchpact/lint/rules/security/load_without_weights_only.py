@@ -53,6 +53,7 @@ class LoadWithoutWeightsOnly(Rule):
     code = "TP952"
     category = Category.SECURITY
     severity = Severity.WARNING
+    facts = ("load-defaults-to-weights-only",)
     message = ("`torch.load` without `weights_only` fully unpickles the file on torch < 2.6, which this "
                "project supports: a malicious checkpoint runs arbitrary code there")
     fix_hint = ("pass `weights_only=True` (or `weights_only=False` for files you created that need full "

@@ -50,6 +50,7 @@ class EvalModeLeaksIntoTraining(Rule):
     code = "TP402"
     category = Category.TRAINING
     severity = Severity.WARNING
+    facts = ("eval-mode-persists-until-train",)
     message = ("the model is put in eval mode inside the training loop and train() is only called before the "
                "loop: later iterations train with dropout off and BatchNorm frozen")
     fix_hint = "call model.train() inside the loop, before the training steps (or restore the mode after evaluating)"

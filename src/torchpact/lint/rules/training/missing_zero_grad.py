@@ -42,6 +42,7 @@ class MissingZeroGrad(Rule):
     code = "TP401"
     category = Category.TRAINING
     severity = Severity.ERROR
+    facts = ("grads-accumulate-across-backward",)
     message = ("the training loop never clears gradients: backward() adds into .grad, so every step "
                "applies the sum of all gradients so far")
     fix_hint = "call optimizer.zero_grad() every iteration (after optimizer.step(), or before backward())"

@@ -48,6 +48,7 @@ class StepBeforeBackward(Rule):
     code = "TP404"
     category = Category.TRAINING
     severity = Severity.ERROR
+    facts = ("zero-grad-sets-grads-to-none",)
     message = ("optimizer.step() runs after zero_grad() and before backward(): it sees no gradients, so "
                "the parameters are never updated by the loss")
     fix_hint = "order the loop as zero_grad(), forward, loss.backward(), optimizer.step()"

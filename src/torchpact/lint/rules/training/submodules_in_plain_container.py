@@ -61,6 +61,7 @@ class SubmodulesInPlainContainer(Rule):
     nodes = (ast.Assign,)
     triggers = ("self.",)
     fixable = True
+    facts = ("modules-in-plain-list-not-registered",)
 
     valid = [
         """

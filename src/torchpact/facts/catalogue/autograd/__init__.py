@@ -1,0 +1,1 @@
+"""Autograd: leaves, grad mode, in-place changes and what backward really uses."""

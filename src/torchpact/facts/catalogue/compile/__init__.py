@@ -1,0 +1,1 @@
+"""torch.compile: modes, recompilation and graph breaks."""

@@ -1,0 +1,1 @@
+"""DistributedDataParallel on 2 local gloo ranks (CPU)."""

@@ -1,0 +1,1 @@
+"""TorchScript, torch.export and ONNX export."""

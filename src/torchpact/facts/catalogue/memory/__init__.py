@@ -1,0 +1,1 @@
+"""Tensor memory: what shares storage, what copies, and what keeps memory alive."""

@@ -1,0 +1,1 @@
+"""Numerics: losses, softmax and float16."""

@@ -1,0 +1,6 @@
+CLAIM = "An experiment that returns no verdict."
+EXPECTED = "true"
+
+
+def run() -> str:
+    return "maybe"
