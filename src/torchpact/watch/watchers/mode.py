@@ -28,7 +28,7 @@ import weakref
 from typing import Any
 
 from torchpact.findings import Category, Severity
-from torchpact.watch.frames import _skip_prefixes
+from torchpact.watch.frames import _skip_prefixes, user_location
 from torchpact.watch.watcher import Check, Watcher
 
 EVAL_WHILE_TRAINING = Check(
@@ -191,8 +191,13 @@ class ModeWatcher(Watcher):
             if module.training:
                 if self._eval_forwards:
                     self._eval_forwards.pop(key, None)  # the last training forward is in train mode
-            elif key not in self._eval_forwards and ("TP402", key) not in self._reported:
-                self._eval_forwards[key] = (weakref.ref(module), _call_site(module))
+            elif ("TP402", key) not in self._reported:
+                seen = self._eval_forwards.get(key)
+                if seen is None:
+                    self._eval_forwards[key] = (weakref.ref(module), _call_site(module))
+                else:  # keep the latest call: the training forward, not an evaluation before it
+                    path, line = user_location(2)
+                    self._eval_forwards[key] = (seen[0], (path, line, seen[1][2]))
         elif module.training and ("TP453", key) not in self._reported and key not in self._pending:
             calls = self._no_grad_calls.get(key, 0) + 1
             self._no_grad_calls[key] = calls
@@ -273,7 +278,7 @@ class ModeWatcher(Watcher):
             self.session.report(
                 EVAL_WHILE_TRAINING,
                 f"{name} is in eval mode while the optimizer ({type(optimizer).__name__}) trains it: its "
-                f"{self._describe(affected)} behave as at inference — "
+                f"{self._describe(affected)} {'behaves' if len(affected) == 1 else 'behave'} as at inference — "
                 f"{_effects({k for _, k in affected}, train=False)} — so it does not train as designed "
                 "(model.eval() for validation without model.train() after it?)",
                 subject=variable or type(root).__name__, path=path, line=line, key=("eval", key),
