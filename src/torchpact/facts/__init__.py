@@ -7,7 +7,15 @@ are the module's file and folder names; modules are discovered, never listed by 
 catalogue does not import torch (experiments import it inside ``run()``), so ``torchpact rule`` can
 show a fact's claim on machines without torch.
 
-Running is done by :mod:`torchpact.facts.runner` (one fresh subprocess per fact, with a time limit).
+Running is done by :mod:`torchpact.facts.runner` (one fresh process per fact, with a time limit).
+
+Writing a fact: copy a module of the catalogue. ``CLAIM`` is the advice as people state it, true or
+not; ``run()`` imports torch itself, prints its evidence — facts observed, not timings or addresses,
+so that the evidence is the same on every run — and returns ``"true"``, ``"false"`` or ``"partly"``
+from what it observed, never a constant. ``REQUIRES`` is ``"cpu"`` (default), ``"cuda"``,
+``"multi-gpu"`` or ``"distributed-cpu"`` (use :func:`torchpact.facts.ranks.on_ranks`); ``TIMEOUT_S``
+raises the default time limit. A rule that rests on the fact names it in its ``facts``. Then
+regenerate docs/facts.md: ``python -m torchpact.facts.docs docs/facts.md``.
 """
 
 from __future__ import annotations

@@ -1,5 +1,4 @@
-CLAIM = ("`torch.compile`'s default mode uses CUDA graphs (only `reduce-overhead` and `max-autotune` turn "
-         "them on).")
+CLAIM = "`torch.compile`'s default mode uses CUDA graphs."
 EXPECTED = "false"
 
 
