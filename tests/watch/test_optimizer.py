@@ -335,6 +335,25 @@ def test_gan_grad_scaler_and_split_optimizers_are_silent():
     assert watched(run, WATCHER) == []
 
 
+def test_optimizer_that_starts_stepping_later_is_not_missing():
+    def run():
+        torch.manual_seed(0)
+        G = nn.Sequential(nn.Linear(4, 16), nn.ReLU(), nn.Linear(16, 8))
+        D = nn.Sequential(nn.Linear(8, 16), nn.LeakyReLU(0.2), nn.Linear(16, 1))
+        opt_g, opt_d = torch.optim.Adam(G.parameters()), torch.optim.Adam(D.parameters())
+        for i in range(10):
+            fake = G(torch.randn(8, 4))
+            if i >= 6:  # the critic only starts training after a warm-up; it gets gradients before that
+                opt_d.zero_grad()
+                (D(torch.randn(8, 8)).mean() - D(fake.detach()).mean()).backward()
+                opt_d.step()
+            opt_g.zero_grad()
+            D(fake).mean().backward()
+            opt_g.step()
+
+    assert watched(run, WATCHER) == []
+
+
 def test_head_only_training_with_no_grad_backbone_is_silent():
     backbone, head = nn.Sequential(nn.Linear(8, 16), nn.ReLU()), nn.Linear(16, 3)
 

@@ -186,6 +186,31 @@ def _assignment_line(site: tuple[str | None, int | None, int], name: str | None)
     return None
 
 
+def _unstepped_optimizer_params() -> set[int]:
+    """Ids of the parameters of every optimizer the user's frames hold (stepped or not)."""
+    import torch
+
+    skip = _skip_prefixes()
+    ids: set[int] = set()
+    seen_scopes: set[int] = set()
+    frame = sys._getframe(1)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(skip):
+            scopes = [frame.f_locals, frame.f_globals]
+            this = frame.f_locals.get("self")
+            if this is not None and isinstance(getattr(this, "__dict__", None), dict):
+                scopes.append(this.__dict__)
+            for scope in scopes:
+                if id(scope) in seen_scopes:
+                    continue
+                seen_scopes.add(id(scope))
+                for value in list(scope.values()):
+                    if isinstance(value, torch.optim.Optimizer):
+                        ids |= {id(p) for p in _params(value)}
+        frame = frame.f_back
+    return ids
+
+
 def _max_abs(grads: list[Any]) -> list[float]:
     """max |g| of each gradient: one ``_foreach_norm(inf)`` and one read-back per device."""
     import torch
@@ -520,6 +545,10 @@ class OptimizerWatcher(Watcher):
             entry[2] += 1
             if entry[2] >= NO_OPTIMIZER_STEPS:
                 due.append(p)
+        if due:
+            # An optimizer that exists but has not stepped yet (a discriminator that starts later) also counts.
+            later = _unstepped_optimizer_params()
+            due = [p for p in due if id(p) not in later]
         if due:
             self._report_outside(due, alive)
 
