@@ -320,6 +320,7 @@ class OptimizerWatcher(Watcher):
     def __init__(self) -> None:
         super().__init__()
         self._opts: dict[int, _Opt] = {}
+        self._count = 0
         self._outside: dict[int, list[Any]] = {}   # param id -> [weakref, name, steps with grad]
         self._outside_reported: set[int] = set()
         self._cleared: set[Any] = set()           # (check, optimizer index) already reported
@@ -370,13 +371,13 @@ class OptimizerWatcher(Watcher):
             self._confirm_no_grad(state, optimizer)
         if state.snapshots:
             self._confirm_frozen_changed(state)
-        params = _params(optimizer)
         if self._next_sampled(optimizer):
+            params = _params(optimizer)
             state.post_grads = {id(p): weakref.ref(p.grad) for p in params if p.grad is not None}
             if (state.needs_probe and state.clean_windows < PROBE_WINDOWS
                     and ("zero", state.index) not in self._cleared):
                 self._start_probe(state, params)
-        else:
+        elif state.post_grads:
             state.post_grads = {}
 
     def on_step_end(self, step: int) -> None:
@@ -394,7 +395,8 @@ class OptimizerWatcher(Watcher):
     def _state(self, optimizer: Any) -> _Opt:
         state = self._opts.get(id(optimizer))
         if state is None or state.ref() is not optimizer:
-            state = _Opt(ref=weakref.ref(optimizer), index=len(self._opts))
+            self._count += 1
+            state = _Opt(ref=weakref.ref(optimizer), index=self._count)
             self._opts[id(optimizer)] = state
         return state
 
