@@ -9,7 +9,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tests.watch.test_nonfinite import _cnn_training, _gan_training, _grad_scaler_training, _transformer_training
+from tests.watch.test_nonfinite import (
+    _cnn_training,
+    _gan_training,
+    _grad_scaler_training,
+    _transformer_training,
+)
 from tests.watch.util import codes
 from torchpact.findings import Severity
 from torchpact.watch import watch

@@ -143,6 +143,23 @@ def test_nan_in_the_data_is_reported_as_the_input_not_as_a_module():
     assert f.subject == "input of Sequential" and f.step == 1 and "data" in f.message
 
 
+def test_nan_in_an_evaluation_under_no_grad_is_found_without_keeping_activations():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8), nn.LogSoftmax(-1))
+    with torch.no_grad():
+        model[2].weight[0] = float("inf")  # a broken checkpoint: logits with inf - inf
+
+    def evaluate():
+        model.eval()
+        with torch.no_grad():
+            for _ in range(2):
+                model(torch.randn(3, 4))
+
+    findings = watched(evaluate, WATCHER)
+    (f,) = findings
+    assert f.code == "TP351" and f.subject == "2" and "`2.weight` already holds NaN/inf" in f.message
+
+
 # ------------------------------------------------------------------------------------------ backward
 class Square(nn.Module):
     def forward(self, x):

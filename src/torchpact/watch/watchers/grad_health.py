@@ -31,6 +31,7 @@ healthy runs (a GPT with AdamW and clipping, a ResNet with SGD and a step schedu
 
 from __future__ import annotations
 
+import itertools
 import math
 import statistics
 import weakref
@@ -132,7 +133,7 @@ class _Layout:
 
 
 def _fmt(x: float) -> str:
-    return f"{x:.2g}" if x == x else "nan"
+    return "nan" if math.isnan(x) else f"{x:.2g}"
 
 
 class GradHealth(Watcher):
@@ -316,7 +317,7 @@ class GradHealth(Watcher):
                     continue
             layer.high_streak = 0
             tail = h[-(GROWTH_STEPS + 1):]
-            if (len(tail) == GROWTH_STEPS + 1 and all(0 < a < b for a, b in zip(tail, tail[1:]))
+            if (len(tail) == GROWTH_STEPS + 1 and all(0 < a < b for a, b in itertools.pairwise(tail))
                     and tail[-1] >= JUMP * tail[0]):
                 hits.append((tail[-1] / tail[0], layer, "growth"))
         key = (id(optimizer), EXPLODING.code)

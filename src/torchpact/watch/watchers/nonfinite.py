@@ -33,6 +33,7 @@ locates the cause.
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
 import itertools
 import math
@@ -168,19 +169,31 @@ def _torch_dir() -> str:
 
 
 # ---------------------------------------------------------------------------------------------- data
-@dataclass
 class _Entry:
-    """One tensor seen entering or leaving a module during a recorded forward."""
+    """One tensor seen entering or leaving a module during a recorded forward.
 
-    tensor: Any                      # held only until the outermost call returns
-    version: int
-    reduced: Any = None              # 0-d sum: NaN when NaN (or +inf and -inf) is present, +inf / -inf when one is
-    total: float = 0.0
-    bw: int = -1                     # index in the step's backward table, -1 when not hooked
+    With grad enabled the tensor is held until the outermost call returns (autograd keeps most of them
+    alive anyway, and the op search needs them); under no_grad only a weak reference is kept, so an
+    inference forward frees its activations as it goes.
+    """
+
+    __slots__ = ("bw", "reduced", "ref", "strong", "total", "version")
+
+    def __init__(self, tensor: Any, version: int, reduced: Any, strong: bool) -> None:
+        self.strong = strong
+        self.ref = tensor if strong else weakref.ref(tensor)
+        self.version = version
+        self.reduced = reduced          # 0-d sum: NaN when NaN (or +inf and -inf) is present, +-inf when one is
+        self.total = 0.0
+        self.bw = -1                    # index in the backward table, -1 when not hooked
+
+    @property
+    def tensor(self) -> Any:
+        return self.ref if self.strong else self.ref()
 
     @property
     def bad(self) -> bool:
-        return self.total != self.total or self.total == math.inf
+        return math.isnan(self.total) or self.total == math.inf
 
     @property
     def neginf(self) -> bool:
@@ -192,7 +205,7 @@ class _Call:
     """One module call during a recorded forward."""
 
     module: Any
-    parent: "_Call | None"
+    parent: _Call | None
     root: Any
     args: tuple
     autocast: tuple[str, bool, Any] | None
@@ -205,11 +218,11 @@ class _BwCall:
     """What the backward analysis needs of a module call, without holding any tensor."""
 
     module: weakref.ref
-    parent: "_BwCall | None"
+    parent: _BwCall | None
     root: weakref.ref
     outs: list[int] = field(default_factory=list)
 
-    def is_ancestor_of(self, other: "_BwCall") -> bool:
+    def is_ancestor_of(self, other: _BwCall) -> bool:
         p = other.parent
         while p is not None:
             if p is self:
@@ -219,18 +232,26 @@ class _BwCall:
 
 
 @dataclass
-class _BwTensor:
-    consumers: list[_BwCall] = field(default_factory=list)
-    producers: list[_BwCall] = field(default_factory=list)
-
-
-@dataclass
 class _BwTable:
-    """The tensors hooked between two optimizer steps, and the reductions of their gradients as they fire."""
+    """The tensors hooked between two optimizer steps, and the reductions of their gradients as they fire.
 
-    tensors: list[_BwTensor] = field(default_factory=list)
+    ``calls`` holds, per module call, (module, index of the parent call, root, hooked inputs, hooked
+    outputs): plain tuples, turned into linked ``_BwCall`` objects only when a step needs analysing.
+    """
+
+    size: int = 0
+    calls: list[tuple[Any, int | None, Any, list[int], list[int]]] = field(default_factory=list)
     fired: list[tuple[int, int, Any]] = field(default_factory=list)  # (firing order, tensor index, sum)
     open: bool = True
+
+    def call(self, index: int, cache: dict[int, _BwCall]) -> _BwCall:
+        got = cache.get(index)
+        if got is None:
+            module, parent, root, _, outs = self.calls[index]
+            got = _BwCall(module=weakref.ref(module), parent=None if parent is None else self.call(parent, cache),
+                          root=weakref.ref(root), outs=outs)
+            cache[index] = got
+        return got
 
 
 @dataclass
@@ -520,8 +541,8 @@ class NonFinite(Watcher):
                 autocast = (device, enabled, torch.get_autocast_dtype(device) if enabled else None)
             except (RuntimeError, TypeError):  # a device type without autocast
                 autocast = None
-        call = _Call(module=module, parent=parent, root=parent.root if parent else module, args=args,
-                     autocast=autocast)
+        call = _Call(module=module, parent=parent, root=parent.root if parent else module,
+                     args=args if torch.is_grad_enabled() else None, autocast=autocast)
         call.ins = [i for i in (self._entry(t) for t in tensors) if i >= 0]
         self._stack.append(call)
 
@@ -566,13 +587,15 @@ class NonFinite(Watcher):
                 return index
         if len(self._entries) >= MAX_ENTRIES:
             return -1
-        entry = _Entry(tensor=t, version=version, reduced=_reduce(t))
-        if entry.reduced is None:
+        reduced = _reduce(t)
+        if reduced is None:
             return -1
+        grad_mode = torch.is_grad_enabled()
+        entry = _Entry(t, version, reduced, strong=grad_mode)
         table = self._bw
-        if t.requires_grad and t.grad_fn is not None and torch.is_grad_enabled() and table.open:
-            entry.bw = len(table.tensors)
-            table.tensors.append(_BwTensor())
+        if grad_mode and table.open and t.requires_grad and t.grad_fn is not None:
+            entry.bw = table.size
+            table.size += 1
             t.register_hook(self._grad_hook(table, entry.bw))
         self._entries.append(entry)
         self._by_id[key] = len(self._entries) - 1
@@ -603,31 +626,19 @@ class NonFinite(Watcher):
             self._calls = []
             self._by_id = {}
             self._stack.clear()
-            if len(self._bw.tensors) >= MAX_ENTRIES:
+            if self._bw.size >= MAX_ENTRIES:
                 self._bw.open = False
 
     def _link_backward(self, calls: list[_Call], entries: list[_Entry]) -> None:
-        bw_calls: dict[int, _BwCall] = {}
-
-        def convert(call: _Call) -> _BwCall:
-            got = bw_calls.get(id(call))
-            if got is None:
-                parent = convert(call.parent) if call.parent is not None else None
-                got = _BwCall(module=weakref.ref(call.module), parent=parent, root=weakref.ref(call.root))
-                bw_calls[id(call)] = got
-            return got
-
+        table = self._bw
+        if not table.size:
+            return
+        base = len(table.calls)
+        position = {id(call): base + i for i, call in enumerate(calls)}
         for call in calls:
-            hooked_in = [entries[i].bw for i in call.ins if entries[i].bw >= 0]
-            hooked_out = [entries[i].bw for i in call.outs if entries[i].bw >= 0]
-            if not hooked_in and not hooked_out:
-                continue
-            bw = convert(call)
-            bw.outs = hooked_out
-            for i in hooked_in:
-                self._bw.tensors[i].consumers.append(bw)
-            for i in hooked_out:
-                self._bw.tensors[i].producers.append(bw)
+            table.calls.append((call.module, None if call.parent is None else position.get(id(call.parent)),
+                                call.root, [entries[i].bw for i in call.ins if entries[i].bw >= 0],
+                                [entries[i].bw for i in call.outs if entries[i].bw >= 0]))
 
     def _analyse_forward(self, calls: list[_Call], entries: list[_Entry]) -> None:
         culprit = None
@@ -653,7 +664,7 @@ class NonFinite(Watcher):
         if self._reports[FORWARD.code] >= MAX_REPORTS:
             return
         name = self.session.names.module(call.module)
-        what = "NaN" if any(entries[i].total != entries[i].total for i in call.ins) else "inf"
+        what = "NaN" if any(math.isnan(entries[i].total) for i in call.ins) else "inf"
         path, line = self._location(call.module)
         finding = self.session.report(
             FORWARD,
@@ -688,7 +699,7 @@ class NonFinite(Watcher):
             return
         if not self._confirmed(call, entries):
             return
-        what = "NaN" if any(entries[i].total != entries[i].total for i in call.outs) else "inf"
+        what = "NaN" if any(math.isnan(entries[i].total) for i in call.outs) else "inf"
         neginf_in = any(entries[i].neginf for i in call.ins)
         hit = self._find_op(call)
         path, line = self._location(call.root)
@@ -721,7 +732,7 @@ class NonFinite(Watcher):
             if not entry.bad:
                 continue
             t = entry.tensor
-            if t._version != entry.version:
+            if t is None or t._version != entry.version:
                 return True  # changed in place since: trust the sum
             with torch.no_grad():
                 if bool((torch.isnan(t) | torch.isposinf(t)).any()):
@@ -739,15 +750,17 @@ class NonFinite(Watcher):
             return _OP_HINTS["softmax"] if "softmax" in hit.op else _OP_HINTS.get(hit.op)
         return _OP_HINTS.get(hit.op)
 
-    @staticmethod
-    def _nonfinite_params(module: Any) -> list[str]:
+    def _nonfinite_params(self, module: Any) -> list[str]:
+        """Full names of the module's parameters and buffers that hold NaN/inf."""
         import torch
 
+        names = self.session.names
+        prefix = names.module(module)
         out = []
         with torch.no_grad():
             for pname, t in list(module.named_parameters()) + list(module.named_buffers()):
                 if t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):
-                    out.append(pname)
+                    out.append(names.param(t) if names.has_param(t) else f"{prefix}.{pname}")
         return out
 
     def _find_op(self, call: _Call) -> _OpHit | None:
@@ -755,8 +768,8 @@ class NonFinite(Watcher):
         import torch
         from torch.utils._pytree import tree_map
 
-        if self._reruns >= MAX_RERUNS:
-            return None
+        if self._reruns >= MAX_RERUNS or call.args is None:
+            return None  # under no_grad the inputs were not kept
         entries_ok = all(not isinstance(a, torch.Tensor) or a._version == self._version_at_call(call, a)
                          for a in _flat(call.args))
         if not entries_ok or _module_bytes(call.module) > MAX_RERUN_BYTES:
@@ -769,22 +782,19 @@ class NonFinite(Watcher):
         try:
             copy = _private_copy(call.module, {})
             args = tree_map(lambda a: a.detach().clone() if isinstance(a, torch.Tensor) else a, call.args)
-        except Exception:
+        except Exception:  # noqa: BLE001 - a module torchpact cannot copy is simply not re-run
             return None
         mode = self._dispatch_mode(sys._getframe())
         with torch.random.fork_rng(devices=cuda_devices), torch.no_grad():
             autocast = call.autocast
+            context = (torch.autocast(autocast[0], dtype=autocast[2], enabled=autocast[1])  # type: ignore[arg-type]
+                       if autocast is not None else contextlib.nullcontext())
             try:
-                if autocast is not None:
-                    with torch.autocast(autocast[0], dtype=autocast[2], enabled=autocast[1]):  # type: ignore[arg-type]
-                        with mode:
-                            copy(*args)
-                else:
-                    with mode:
-                        copy(*args)
+                with context, mode:
+                    copy(*args)
             except _FoundIt:
                 pass
-            except Exception:  # the module needs kwargs or state we do not have: no op, no harm
+            except Exception:  # noqa: BLE001 - it needs kwargs or state torchpact did not keep: no op, no harm
                 return mode.hit
         return mode.hit
 
@@ -899,7 +909,7 @@ class NonFinite(Watcher):
         first = None
         for (_, k, index, _), v in zip(fired, values):
             if not math.isfinite(v):
-                first = (tables[k], index, "NaN" if v != v else "inf")
+                first = (tables[k], index, "NaN" if math.isnan(v) else "inf")
                 break
         fired_ok = {(id(tables[k]), index) for (_, k, index, _), v in zip(fired, values) if math.isfinite(v)}
         session = self.session
@@ -917,8 +927,9 @@ class NonFinite(Watcher):
             self._emit_backward(subject, message, module, None)
             return
         table, index, what = first
-        tensor = table.tensors[index]
-        consumers = [c for c in tensor.consumers if c.module() is not None
+        cache: dict[int, _BwCall] = {}
+        consumers = [table.call(j, cache) for j, rec in enumerate(table.calls) if index in rec[3]]
+        consumers = [c for c in consumers if c.module() is not None
                      and (not c.outs or all((id(table), i) in fired_ok for i in c.outs))]
         innermost = [c for c in consumers if not any(c.is_ancestor_of(o) for o in consumers if o is not c)]
         if innermost:
@@ -932,7 +943,8 @@ class NonFinite(Watcher):
                 message += f" (the input is also used by {', '.join(f'`{o}`' for o in others)})"
             self._emit_backward(name, message, module, call.root())
             return
-        producers = [c for c in tensor.producers if c.module() is not None]
+        producers = [table.call(j, cache) for j, rec in enumerate(table.calls) if index in rec[4]]
+        producers = [c for c in producers if c.module() is not None]
         if producers:
             # the gradient came from code that uses the tensor outside every module that returned it
             outer = min(producers, key=_depth)
