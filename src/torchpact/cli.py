@@ -68,6 +68,20 @@ def build_parser() -> argparse.ArgumentParser:
                      help="then on every N-th step (default: 10)")
     _add_output_options(run, "error")
 
+    for name, what in (("export-check", "trace / script / torch.export / ONNX parity on varied inputs"),
+                       ("compile-check", "torch.compile graph breaks, recompiles, latency per mode, parity")):
+        audit = sub.add_parser(name, help=what, description=f"{what}. TARGET is FILE.py:FUNC or "
+                               "package.module:FUNC; FUNC returns (model, args) or (model, args, kwargs).")
+        audit.add_argument("target", metavar="TARGET")
+        audit.add_argument("--threads", type=int, metavar="N",
+                           help="torch intra-op threads during the check (default: torch's setting)")
+        if name == "export-check":
+            audit.add_argument("--paths", metavar="NAMES", help="comma-separated: trace,script,export,onnx (default: all)")
+        else:
+            audit.add_argument("--modes", metavar="MODES", help="comma-separated torch.compile modes "
+                               "(default: default,max-autotune-no-cudagraphs; + reduce-overhead,max-autotune on CUDA)")
+        _add_output_options(audit, "error")
+
     rule = sub.add_parser("rule", help="show a rule's documentation")
     rule.add_argument("code", metavar="TPnnn")
     sub.add_parser("rules", help="list every rule")
@@ -102,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_rule(args)
         if args.command == "rules":
             return cmd_rules()
+        if args.command in ("export-check", "compile-check"):
+            return cmd_audit(args)
         if args.command == "demo":
             return cmd_demo(args)
         if args.command == "facts":
@@ -295,6 +311,52 @@ def bundled_examples() -> Path | None:
         if candidate.is_dir():
             return candidate
     return None
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    """export-check / compile-check: load the target (a bad one is a usage error), check, report."""
+    from torchpact.report import render
+
+    try:
+        import torch
+        from torchpact.audit import footer
+        from torchpact.audit.target import TargetError, load_target
+    except ImportError as exc:
+        raise UsageError(f"{args.command} needs torch: {exc}") from None
+    export = args.command == "export-check"
+    chosen = _split(args.paths if export else args.modes)
+    if export:
+        from torchpact.audit.export import PATHS, export_check as check
+        unknown = set(chosen) - set(PATHS)
+    else:
+        from torchpact.audit.compile import CPU_MODES, CUDA_MODES, compile_check as check
+        unknown = set(chosen) - set(CPU_MODES + CUDA_MODES)
+    if unknown:
+        raise UsageError(f"unknown {'path' if export else 'mode'}(s): {', '.join(sorted(unknown))}")
+    try:
+        target = load_target(args.target)
+    except TargetError as exc:
+        raise UsageError(str(exc)) from None
+    progress = (lambda s: print(f"torchpact {args.command}: {s}...", file=sys.stderr, flush=True)) \
+        if sys.stderr.isatty() else None
+    if args.threads is not None and args.threads < 1:
+        raise UsageError("--threads must be >= 1")
+    if export:
+        result = check(target, paths=tuple(chosen) or PATHS, progress=progress, threads=args.threads)
+    else:
+        result = check(target, modes=tuple(chosen) or None, progress=progress, threads=args.threads)
+    summary = result.summary()
+    meta: dict[str, Any] = {"command": f"{args.command} {args.target}", "torch": torch.__version__,
+                            "summary": summary,
+                            "color": args.format == "text" and not args.output and use_color_stdout()}
+    if args.format == "sarif":
+        from torchpact.docs import rule_table
+
+        meta["rules"] = rule_table(include_runtime=True)
+    if args.format == "text":
+        meta["footer"] = (footer.export_footer if export else footer.compile_footer)(summary, args.target)
+    emit(render(args.format, result.findings, meta), args.output)
+    return exit_code(result.findings, args.fail_on)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

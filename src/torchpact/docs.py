@@ -23,17 +23,31 @@ def runtime_checks() -> dict[str, Any]:
     checks = dict(all_checks())
     for check in (SCRIPT_ERROR, RANK_FAILED):
         checks[check.code] = check
+    checks.update(_audit_checks())
     return checks
 
 
+def _audit_checks() -> dict[str, Any]:
+    """export-check / compile-check codes (their modules import torch lazily)."""
+    from torchpact.audit import all_checks as audit_checks
+
+    return audit_checks()
+
+
+def _found_by(check: Any) -> str:
+    if check.code in _audit_checks():
+        return "torchpact compile-check" if check.category.value == "compile" else "torchpact export-check"
+    return "torchpact run"
+
+
 def _runtime_section(check: Any) -> str:
-    return (f"## At runtime (`torchpact run`)\n\nSeverity: `{check.severity.value}`. {check.summary}\n\n"
+    return (f"## At runtime (`{_found_by(check)}`)\n\nSeverity: `{check.severity.value}`. {check.summary}\n\n"
             + check.doc.strip().replace("\n## ", "\n### ") + "\n")
 
 
 def check_markdown(check: Any) -> str:
     return (f"# {check.code} — runtime check\n\n{check.summary}\n\n"
-            f"Category: `{check.category.value}` · Severity: `{check.severity.value}` · Found by: `torchpact run`\n\n"
+            f"Category: `{check.category.value}` · Severity: `{check.severity.value}` · Found by: `{_found_by(check)}`\n\n"
             + check.doc.strip() + "\n")
 
 

@@ -1,0 +1,448 @@
+"""compile-check: what torch.compile does with the model, measured.
+
+Graph breaks with their reasons and model lines (``torch._dynamo.explain``); then, per mode, the cold
+compile, the recompilations the varied inputs trigger (with the guard that failed, from dynamo's
+compilation metrics), parity with eager on every variant, and warm latency p50/p99 on the example,
+the smallest and the largest batch. Modes: ``default`` and ``max-autotune-no-cudagraphs`` everywhere;
+``reduce-overhead`` and ``max-autotune`` (CUDA graphs) when the model is on CUDA. The
+recommendation per scenario is derived from those measurements only. Plain data and Findings here;
+the reporters present them.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from torchpact.audit import _common as C
+from torchpact.audit.target import Target
+from torchpact.audit.variants import Dims, Variant, infer_dims, make_variants
+from torchpact.findings import Category, Finding, Severity
+from torchpact.watch.watcher import Check
+
+CPU_MODES = ("default", "max-autotune-no-cudagraphs")
+CUDA_MODES = ("reduce-overhead", "max-autotune")
+CUDAGRAPH_MODES = frozenset(CUDA_MODES)
+
+_RUNTIME = "\n\n(Found by `torchpact compile-check`, which compiles the model and runs it on varied inputs.)"
+
+GRAPH_BREAK = Check(
+    code="TP851", category=Category.COMPILE, severity=Severity.WARNING,
+    summary="torch.compile breaks the model's graph at this line.",
+    doc="""## What it does
+Runs `torch._dynamo.explain` on the example and reports every graph break with dynamo's reason and
+the model line where it happened.
+
+## Why is this bad?
+At a graph break dynamo stops the graph, runs the offending code in Python, and starts a new graph
+after it: each break costs a return to Python, splits the code the compiler can fuse, and makes
+`torch.compile(fullgraph=True)` and `torch.export` (strict) fail there. Common causes on torch 2.13:
+`print` / logging, a Python `if` on a tensor value (`generic_jump TensorVariable()`), `.item()` /
+`.tolist()`, calls into unsupported C extensions or numpy.
+
+## How to fix
+Move the code out of `forward`, express data-dependent branches with `torch.where` / `torch.cond`,
+or keep the break where it is cheap (outside the hot loop).""" + _RUNTIME)
+
+RECOMPILE = Check(
+    code="TP852", category=Category.COMPILE, severity=Severity.INFO,
+    summary="torch.compile recompiled the model for another input; the failed guard is named.",
+    doc="""## What it does
+Runs the compiled model on the varied inputs and reports each recompilation with the guard that
+failed (dynamo's `recompile_reason`, e.g. `tensor 'x' size mismatch at index 0. expected 2, actual 1`).
+
+## Why is this bad?
+By default torch 2.13 compiles for the example's exact sizes; the first other size recompiles with
+that dimension dynamic (automatic dynamic shapes), and sizes 0 and 1 are specialised separately. Each
+recompilation costs about a cold compile, and after `recompile_limit` (8) recompilations of one
+function dynamo falls back to eager for it.
+
+## How to fix
+Mark the varying dimensions dynamic up front (`torch._dynamo.mark_dynamic(x, 0)` or
+`torch.compile(..., dynamic=True)`), or pad / bucket sizes to a few values.""" + _RUNTIME)
+
+COMPILE_PARITY = Check(
+    code="TP853", category=Category.COMPILE, severity=Severity.ERROR,
+    summary="The compiled model gives other results than eager.",
+    doc="""## What it does
+Compares the compiled model's outputs with eager's on every variant, per mode, with the tolerance
+`1e-5 + 1e-4 * max|eager|`.
+
+## Why is this bad?
+Inductor reorders and fuses floating-point operations, so bitwise differences are expected; a
+difference beyond that tolerance means the compiled model computes something else (a dynamo or
+inductor bug, or a model that depends on Python side effects dynamo does not replay).
+
+## How to fix
+Reproduce with `torch._dynamo.config` / `torch._inductor.config` options narrowed (e.g.
+`backend="aot_eager"`), and report the bug with the variant named.""" + _RUNTIME)
+
+COMPILE_FAILED = Check(
+    code="TP854", category=Category.COMPILE, severity=Severity.WARNING,
+    summary="torch.compile failed for a mode.",
+    doc="""## What it does
+Reports the error a compile mode raised on the example (or on a variant).
+
+## Why is this bad?
+The mode cannot be used for this model as it is written.
+
+## How to fix
+Follow the reason; `TORCH_LOGS=graph_breaks,recompiles` gives more detail.""" + _RUNTIME)
+
+CHECKS = (GRAPH_BREAK, RECOMPILE, COMPILE_PARITY, COMPILE_FAILED)
+
+NOISE = 0.1  # p50 differences under 10% are not called a difference
+
+CUDAGRAPH_NOTE = ("reduce-overhead and max-autotune use CUDA graphs, which are re-recorded for every new "
+                  "input shape (each batch size or sequence length records and keeps another graph); "
+                  "the default mode does not")
+
+
+def _finding(check: Check, message: str, severity: Severity | None = None, path: str | None = None,
+             line: int | None = None, subject: str | None = None, fix: str | None = None) -> Finding:
+    return Finding(code=check.code, category=check.category, severity=severity or check.severity,
+                   message=message, path=C.short_path(path), line=line, subject=subject, fix=fix)
+
+
+@dataclass
+class Recompile:
+    variant: str
+    function: str
+    reason: str  # the first guard that failed, without dynamo's "0/1: " compile id
+    path: str | None = None
+    line: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"variant": self.variant, "function": self.function, "guard_failed": self.reason}
+
+
+@dataclass
+class ModeResult:
+    """One compile mode, measured."""
+
+    mode: str
+    status: str = "skipped"  # ok / mismatch / failed / skipped
+    reason: str = ""
+    cold_compile_s: float | None = None
+    recompiles: list[Recompile] = field(default_factory=list)
+    parity: list[dict[str, Any]] = field(default_factory=list)
+    latency_ms: dict[str, dict[str, float | None]] = field(default_factory=dict)  # input -> p50/p99
+    error: BaseException | None = None
+    hit_limit: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        errs = [p["max_abs_err"] for p in self.parity if p.get("max_abs_err") is not None]
+        return {"status": self.status, "reason": self.reason,
+                "cold_compile_s": C.rounded(self.cold_compile_s, 3),
+                "recompiles": [r.to_dict() for r in self.recompiles],
+                "max_abs_err": max(errs) if errs else None,
+                "variants": self.parity, "latency_ms": self.latency_ms}
+
+
+@dataclass
+class CompileReport:
+    findings: list[Finding]
+    modes: dict[str, ModeResult]
+    graph_count: int
+    graph_breaks: list[dict[str, Any]]
+    eager_latency_ms: dict[str, dict[str, float | None]]
+    recommendation: dict[str, str]
+    device: str
+    dims: Dims
+    seconds: float
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "device": self.device,
+            "target_dims": self.dims.describe(),
+            "graphs": self.graph_count,
+            "graph_breaks": self.graph_breaks,
+            "eager_latency_ms": self.eager_latency_ms,
+            "modes": {m: r.to_dict() for m, r in self.modes.items()},
+            "recommendation": self.recommendation,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+# Graph breaks -------------------------------------------------------------------------------------
+
+def _break_reason(reason: str) -> str:
+    lines = [l.strip() for l in str(reason).strip().splitlines() if l.strip()]
+    if not lines:
+        return "unknown reason"
+    head = lines[0]
+    explanation = next((l[len("Explanation:"):].strip() for l in lines if l.startswith("Explanation:")), "")
+    if head.startswith("generic_jump"):
+        return "a Python branch on a tensor value (dynamo cannot decide it at compile time)"
+    return f"{head}: {explanation}" if explanation else head
+
+
+def _graph_breaks(model: Any, example: Variant) -> tuple[int, list[dict[str, Any]], list[Finding]]:
+    import torch
+
+    torch._dynamo.reset()
+    with torch.no_grad(), C.quiet(), C.WarningLog():
+        explained = torch._dynamo.explain(model)(*example.args, **example.kwargs)
+    breaks, findings, seen = [], [], set()
+    for br in explained.break_reasons:
+        frame = C.user_frame(list(br.user_stack or []))
+        path, line = (frame.filename, frame.lineno) if frame else (None, None)
+        reason = _break_reason(br.reason)
+        if (path, line, reason) in seen:
+            continue
+        seen.add((path, line, reason))
+        breaks.append({"reason": reason, "path": C.short_path(path), "line": line})
+        src = C.source_line(path, line)
+        findings.append(_finding(GRAPH_BREAK, "torch.compile breaks the graph here"
+                                 + (f" (`{src}`)" if src else "") + f": {reason}", path=path, line=line,
+                                 fix="move the Python-only code out of forward, or use torch.where / torch.cond "
+                                     "for branches on tensor values"))
+    torch._dynamo.reset()
+    return explained.graph_count, breaks, findings
+
+
+# Modes -----------------------------------------------------------------------------------------
+
+def _metrics() -> list[Any]:
+    from torch._dynamo.utils import get_compilation_metrics
+
+    return get_compilation_metrics()
+
+
+def _latency_inputs(variants: list[Variant], dims: Dims) -> dict[str, Variant]:
+    """example, the smallest batch and the largest batch (when the model has a batch dimension)."""
+    out = {"example": variants[0]}
+    if "batch" in dims.dims:
+        batches = [v for v in variants if v.name.startswith("batch=")]
+        if batches:
+            sizes = {v.name: int(v.name.split("=")[1]) for v in batches}
+            smallest = min(batches, key=lambda v: sizes[v.name])
+            largest = max(batches, key=lambda v: sizes[v.name])
+            if sizes[smallest.name] < dims.dims["batch"][0]:
+                out[smallest.name] = smallest
+            if sizes[largest.name] > dims.dims["batch"][0]:
+                out[largest.name] = largest
+    return out
+
+
+def _p(times: list[float]) -> dict[str, float | None]:
+    return {"p50": C.rounded(C.percentile(times, 0.5), 3), "p99": C.rounded(C.percentile(times, 0.99), 3),
+            "calls": len(times)}
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _timed(fn: Callable[[], Any], device: str, budget_s: float) -> list[float]:
+    def call() -> None:
+        fn()
+        _sync(device)
+
+    return C.time_calls(call, budget_s=budget_s, max_calls=200, min_calls=5, warmup=5)
+
+
+def _run_mode(mode: str, model: Any, variants: list[Variant], refs: dict[str, list], timing: dict[str, Variant],
+              device: str, budget_s: float) -> ModeResult:
+    import torch
+    from torch._dynamo.utils import clear_compilation_metrics
+
+    result = ModeResult(mode)
+    torch._dynamo.reset()
+    clear_compilation_metrics()
+    compiled = torch.compile(model, mode=None if mode == "default" else mode)
+    example = variants[0]
+    log = C.WarningLog()
+    with log, torch.no_grad(), C.quiet():
+        start = time.perf_counter()
+        try:
+            compiled(*example.args, **example.kwargs)
+            _sync(device)
+        except Exception as exc:
+            result.status, result.error = "failed", exc
+            result.reason = C.first_line(exc, 300)
+            torch._dynamo.reset()
+            return result
+        result.cold_compile_s = time.perf_counter() - start
+        seen = len(_metrics())
+        for v in variants:
+            try:
+                out = compiled(*v.args, **v.kwargs)
+                _sync(device)
+            except Exception as exc:
+                result.parity.append({"name": v.name, "status": "error", "problem": C.first_line(exc, 240)})
+                continue
+            tensors, _ = C.output_leaves(out)
+            cmp = C.compare(refs[v.name], [t for _, t in tensors])
+            entry = {"name": v.name, "status": "ok" if cmp.ok else "mismatch",
+                     "max_abs_err": C.rounded(cmp.max_abs_err), "max_rel_err": C.rounded(cmp.max_rel_err)}
+            if cmp.problem and not cmp.ok:
+                entry["problem"] = cmp.problem
+            result.parity.append(entry)
+            metrics = _metrics()
+            for m in metrics[seen:]:
+                if m.recompile_reason:
+                    reason = re.sub(r"^\s*\d+/\d+: ", "", m.recompile_reason.strip().splitlines()[0])
+                    result.recompiles.append(Recompile(
+                        v.name, f"{m.co_name} ({C.short_path(m.co_filename)}:{m.co_firstlineno})", reason,
+                        m.co_filename, m.co_firstlineno))
+                if m.fail_reason and "recompile_limit" in str(m.fail_reason):
+                    result.hit_limit = True
+            seen = len(metrics)
+        for label, v in timing.items():
+            try:
+                result.latency_ms[label] = _p(_timed(lambda v=v: compiled(*v.args, **v.kwargs), device, budget_s))
+            except Exception as exc:
+                result.latency_ms[label] = {"p50": None, "p99": None, "error": C.first_line(exc, 160)}
+    if any("recompile_limit" in w.message for w in log.caught):
+        result.hit_limit = True
+    bad = [p for p in result.parity if p["status"] != "ok"]
+    if bad:
+        result.status = "mismatch"
+        result.reason = f"differs from eager on {', '.join(p['name'] for p in bad)}: {bad[0].get('problem')}"
+    else:
+        result.status = "ok"
+        result.reason = (f"matches eager on {len(result.parity)} input variants; "
+                         f"{len(result.recompiles)} recompilation{'s' * (len(result.recompiles) != 1)}")
+    torch._dynamo.reset()
+    return result
+
+
+def _device(model: Any) -> str:
+    for p in model.parameters():
+        return str(p.device)
+    for b in model.buffers():
+        return str(b.device)
+    return "cpu"
+
+
+# Recommendation -------------------------------------------------------------------------------------
+
+def recommend(modes: dict[str, ModeResult], eager: dict[str, dict[str, float | None]], timing: dict[str, Variant],
+              device: str, dims: Dims) -> dict[str, str]:
+    """One sentence per scenario, from the measured p50s only."""
+    out: dict[str, str] = {}
+    usable = {m: r for m, r in modes.items() if r.status == "ok"}
+    labels = list(timing)
+    scenarios = {"latency": labels[1] if len(labels) > 1 and labels[1] != labels[-1] else labels[0],
+                 "throughput": labels[-1]}
+    for scenario, label in scenarios.items():
+        e = (eager.get(label) or {}).get("p50")
+        options = {m: (r.latency_ms.get(label) or {}).get("p50") for m, r in usable.items()}
+        options = {m: t for m, t in options.items() if t is not None}
+        what = "small batches, latency-critical" if scenario == "latency" else "large batches, throughput"
+        if not options or e is None:
+            out[scenario] = f"{what} ({label}): no compile mode could be measured; stay in eager"
+            continue
+        best = min(options, key=options.get)
+        if "default" in options and options["default"] <= options[best] * (1 + NOISE):
+            best = "default"  # within noise of the fastest: the mode without autotuning compiles faster
+        if options[best] >= e * (1 - NOISE):
+            text = (f"{what} ({label}): stay in eager ({e:.3g} ms p50); no mode was measurably faster "
+                    f"(best: {best}, {options[best]:.3g} ms)")
+        else:
+            r = usable[best]
+            text = (f"{what} ({label}): mode={best!r}, {options[best]:.3g} ms p50 vs eager {e:.3g} ms "
+                    f"({e / options[best]:.2f}x), after a {r.cold_compile_s:.1f}s cold compile")
+            if r.recompiles:
+                text += (f" and {len(r.recompiles)} recompilation{'s' * (len(r.recompiles) != 1)} over the varied "
+                         "inputs (mark the varying dimensions dynamic to compile once)")
+        if best in CUDAGRAPH_MODES and dims.dims:
+            text += f"; {CUDAGRAPH_NOTE}: pad or bucket the {'/'.join(dims.dims)} sizes"
+        out[scenario] = text
+    if not device.startswith("cuda"):
+        out["cuda_graphs"] = (f"not measured (model on {device}): {CUDAGRAPH_NOTE}; on CUDA, reduce-overhead "
+                              "helps small latency-bound batches of a fixed shape most")
+    return out
+
+
+# Entry point ------------------------------------------------------------------------------------------
+
+def compile_check(target: Target, modes: tuple[str, ...] | None = None, budget_s: float = 0.5,
+                  progress: Callable[[str], None] | None = None, threads: int | None = None) -> CompileReport:
+    """Graph breaks, then per mode: cold compile, recompiles, parity and warm latency.
+
+    ``threads``: torch's intra-op threads for the whole check (None: as configured).
+    """
+    with C.torch_threads(threads):
+        return _compile_check(target, modes, budget_s, progress)
+
+
+def _compile_check(target: Target, modes: tuple[str, ...] | None, budget_s: float,
+                   progress: Callable[[str], None] | None) -> CompileReport:
+    import torch
+
+    from torchpact.audit.export import _Eager
+
+    start = time.perf_counter()
+    note = progress or (lambda s: None)
+    model = target.model
+    device = _device(model)
+    if modes is None:
+        modes = CPU_MODES + (CUDA_MODES if device.startswith("cuda") else ())
+    dims = infer_dims(target.args, target.kwargs)
+    variants = make_variants(target.args, target.kwargs, dims)
+    findings: list[Finding] = []
+    if model.training:
+        model.eval()  # export-check reports training mode (TP702); latency is measured for inference
+    note("graph breaks")
+    try:
+        graph_count, breaks, break_findings = _graph_breaks(model, variants[0])
+    except Exception as exc:
+        graph_count, breaks, break_findings = 0, [], [_finding(
+            COMPILE_FAILED, f"torch._dynamo.explain failed: {C.first_line(exc, 240)}", subject="explain")]
+    findings += break_findings
+    eager = _Eager(model, variants)
+    timing = {k: v for k, v in _latency_inputs(eager.valid, dims).items()}
+    eager_ms: dict[str, dict[str, float | None]] = {}
+    with torch.no_grad(), C.quiet():
+        for label, v in timing.items():
+            eager_ms[label] = _p(_timed(lambda v=v: model(*v.args, **v.kwargs), device, budget_s))
+    results: dict[str, ModeResult] = {}
+    for mode in modes:
+        if mode in CUDAGRAPH_MODES and not device.startswith("cuda"):
+            results[mode] = ModeResult(mode, "skipped", f"uses CUDA graphs; the model is on {device}")
+            continue
+        note(f"mode {mode}")
+        results[mode] = _run_mode(mode, model, eager.valid, eager.refs, timing, device, budget_s)
+    findings += _mode_findings(results)
+    recommendation = recommend(results, eager_ms, timing, device, dims)
+    return CompileReport(findings=findings, modes=results, graph_count=graph_count, graph_breaks=breaks,
+                         eager_latency_ms=eager_ms, recommendation=recommendation, device=device, dims=dims,
+                         seconds=time.perf_counter() - start)
+
+
+def _mode_findings(results: dict[str, ModeResult]) -> list[Finding]:
+    out = []
+    reported: set[tuple[str, str]] = set()
+    for mode, r in results.items():
+        if r.status == "failed":
+            path, line = C.exception_location(r.error) if r.error else (None, None)
+            out.append(_finding(COMPILE_FAILED, f"torch.compile(mode={mode!r}) failed: {r.reason}", path=path,
+                                line=line, subject=mode))
+            continue
+        bad = [p for p in r.parity if p["status"] != "ok"]
+        if bad:
+            worst = max((p.get("max_abs_err") or 0) for p in bad)
+            out.append(_finding(COMPILE_PARITY, f"torch.compile(mode={mode!r}) "
+                                + ("raises" if all(p["status"] == "error" for p in bad) else f"differs from eager by up to {worst:.3g}")
+                                + f" on {', '.join(p['name'] for p in bad)}: {bad[0].get('problem')}", subject=mode,
+                                severity=Severity.ERROR if any(p["status"] == "mismatch" for p in bad) else Severity.WARNING))
+        for rc in r.recompiles:
+            key = (rc.function, rc.reason)
+            if key in reported:
+                continue
+            reported.add(key)
+            out.append(_finding(RECOMPILE, f"torch.compile recompiled {rc.function} for {rc.variant} "
+                                f"(mode={mode!r}); guard failed: {rc.reason}"
+                                + ("; it hit recompile_limit and runs eagerly from then on" if r.hit_limit else ""),
+                                severity=Severity.WARNING if r.hit_limit else Severity.INFO, subject=rc.function,
+                                path=rc.path, line=rc.line,
+                                fix="mark the varying dimension dynamic (torch._dynamo.mark_dynamic(x, dim) or "
+                                    "dynamic=True), or pad/bucket sizes"))
+    return out

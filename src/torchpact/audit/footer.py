@@ -1,0 +1,45 @@
+"""One line per path / mode for the text report's footer, from the plain ``summary`` data.
+
+Only formats what export-check and compile-check computed; ``report.text`` prints the lines.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3g} ms"
+
+
+def export_footer(summary: dict[str, Any], target: str) -> list[str]:
+    tried = ", ".join(v["name"] for v in summary["variants"] if v["kind"] != "invalid")
+    lines = [f"export-check {target}: inputs varied over {tried}"]
+    for name, p in summary["paths"].items():
+        line = f"  {name:<7} {p['status']:<9}"
+        if p["status"] in ("ok", "mismatch") and p.get("latency_ms"):
+            lat = p["latency_ms"]
+            line += f" {_ms(lat.get('artifact'))} vs eager {_ms(lat.get('eager'))};"
+        line += f" {p['reason']}"
+        if name == "export" and p.get("strict"):
+            line += f" [strict: {p['strict']['status']}]"
+        lines.append(line)
+    lines.append(f"  ({summary['seconds']:.1f}s)")
+    return lines
+
+
+def compile_footer(summary: dict[str, Any], target: str) -> list[str]:
+    lines = [f"compile-check {target} on {summary['device']}: {summary['graphs']} graph(s), "
+             f"{len(summary['graph_breaks'])} graph break(s)"]
+    eager = summary["eager_latency_ms"]
+    lines.append("  eager   " + ", ".join(f"{k} p50 {_ms(v.get('p50'))} p99 {_ms(v.get('p99'))}" for k, v in eager.items()))
+    for mode, m in summary["modes"].items():
+        if m["status"] in ("failed", "skipped"):
+            lines.append(f"  {mode}: {m['status']}: {m['reason']}")
+            continue
+        lat = ", ".join(f"{k} p50 {_ms(v.get('p50'))} p99 {_ms(v.get('p99'))}" for k, v in m["latency_ms"].items())
+        lines.append(f"  {mode}: {m['status']}, cold compile {m['cold_compile_s']:.1f}s, "
+                     f"{len(m['recompiles'])} recompile(s); {lat}")
+    lines.extend(f"  recommendation: {text}" for text in summary["recommendation"].values())
+    lines.append(f"  ({summary['seconds']:.1f}s)")
+    return lines
