@@ -374,6 +374,13 @@ def cmd_demo(args: argparse.Namespace) -> int:
         code = main(["run", str(os.path.relpath(script))])
         if code not in (EXIT_OK, EXIT_FINDINGS):
             return code
+    target = folder / "export_target.py"
+    if target.is_file():
+        spec = f"{os.path.relpath(target)}:make"
+        print(f"\n== torchpact export-check {spec}\n", flush=True)
+        code = main(["export-check", spec])
+        if code not in (EXIT_OK, EXIT_FINDINGS):
+            return code
     print("\n(the examples carry these bugs on purpose: every finding above is expected)")
     return EXIT_OK
 

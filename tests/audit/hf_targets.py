@@ -4,11 +4,16 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-import torch  # noqa: E402
-from transformers import (  # noqa: E402
-    BertConfig, BertModel, GPT2Config, GPT2LMHeadModel, ViTConfig, ViTModel,
+import torch
+from transformers import (
+    BertConfig,
+    BertModel,
+    GPT2Config,
+    GPT2LMHeadModel,
+    ViTConfig,
+    ViTModel,
 )
-from transformers.utils import logging as hf_logging  # noqa: E402
+from transformers.utils import logging as hf_logging
 
 hf_logging.set_verbosity_error()
 

@@ -106,6 +106,7 @@ def test_model_in_training_mode_with_dropout():
     report = export_report("training_dropout")
     f = only(report, "TP702")
     assert "1 Dropout layer (net.2)" in f.message
+    assert f.path.endswith("targets.py") and f.line == marker_line("def training_dropout", tag_prefix="")
     assert "two calls on the same input gave different outputs" in f.message
     assert codes(report, "warning") == ["TP702"]  # the paths were then compared in eval mode
     assert set(statuses(report).values()) == {"ok"}

@@ -10,7 +10,7 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 pytest.importorskip("transformers")
 
-from tests.audit.util import codes, export_report, only  # noqa: E402
+from tests.audit.util import codes, export_report, only
 
 
 def test_tiny_gpt2_shipped_without_cache_is_clean_and_fast():

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 HERE = Path(__file__).parent
 TARGETS = HERE / "targets.py"
 
 
-def marker_line(tag: str, path: Path = TARGETS) -> int:
-    """The line of ``targets.py`` that carries the comment ``# TAG``."""
+def marker_line(tag: str, path: Path = TARGETS, tag_prefix: str = "# ") -> int:
+    """The line of ``targets.py`` that carries the comment ``# TAG`` (or the text ``tag``)."""
     for i, text in enumerate(path.read_text().splitlines(), 1):
-        if f"# {tag}" in text:
+        if f"{tag_prefix}{tag}" in text:
             return i
     raise LookupError(tag)
 
 
-@lru_cache(maxsize=None)
+@cache
 def export_report(func: str, paths: tuple[str, ...] | None = None, strict_too: bool = True, file: str = "targets.py"):
     from torchpact.audit.export import PATHS, export_check
     from torchpact.audit.target import load_target

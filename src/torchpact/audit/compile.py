@@ -162,6 +162,8 @@ class CompileReport:
             "eager_latency_ms": self.eager_latency_ms,
             "modes": {m: r.to_dict() for m, r in self.modes.items()},
             "recommendation": self.recommendation,
+            "cold_compile_note": ("first call on the example, compilation included, with inductor's on-disk "
+                                  "caches as found: a mode compiled after another one reuses its kernels"),
             "seconds": round(self.seconds, 3),
         }
 
@@ -433,16 +435,20 @@ def _mode_findings(results: dict[str, ModeResult]) -> list[Finding]:
                                 + ("raises" if all(p["status"] == "error" for p in bad) else f"differs from eager by up to {worst:.3g}")
                                 + f" on {', '.join(p['name'] for p in bad)}: {bad[0].get('problem')}", subject=mode,
                                 severity=Severity.ERROR if any(p["status"] == "mismatch" for p in bad) else Severity.WARNING))
+        by_function: dict[str, list[Recompile]] = {}
         for rc in r.recompiles:
-            key = (rc.function, rc.reason)
-            if key in reported:
-                continue
-            reported.add(key)
-            out.append(_finding(RECOMPILE, f"torch.compile recompiled {rc.function} for {rc.variant} "
-                                f"(mode={mode!r}); guard failed: {rc.reason}"
+            by_function.setdefault(rc.function, []).append(rc)
+        for function, rcs in by_function.items():
+            new = [rc for rc in rcs if (function, rc.reason) not in reported]
+            if not new:
+                continue  # the same recompilations in another mode
+            reported.update((function, rc.reason) for rc in rcs)
+            guards = "; ".join(f"{rc.variant}: {rc.reason}" for rc in new)
+            out.append(_finding(RECOMPILE, f"torch.compile (mode={mode!r}) recompiled {function} "
+                                f"{len(new)} time{'s' * (len(new) != 1)} over the varied inputs; guard failed: {guards}"
                                 + ("; it hit recompile_limit and runs eagerly from then on" if r.hit_limit else ""),
-                                severity=Severity.WARNING if r.hit_limit else Severity.INFO, subject=rc.function,
-                                path=rc.path, line=rc.line,
+                                severity=Severity.WARNING if r.hit_limit else Severity.INFO, subject=function,
+                                path=new[0].path, line=new[0].line,
                                 fix="mark the varying dimension dynamic (torch._dynamo.mark_dynamic(x, dim) or "
                                     "dynamic=True), or pad/bucket sizes"))
     return out

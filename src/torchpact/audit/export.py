@@ -863,7 +863,8 @@ def _export_check(target: Target, paths: tuple[str, ...], strict_too: bool,
     example = variants[0]
     findings: list[Finding] = []
     path, line = _model_location(model)
-    mode = _training_mode(model, example, path, line)
+    # the training-mode finding points at FUNC, which hands the model over
+    mode = _training_mode(model, example, *((target.path, target.line) if target.line else (path, line)))
     if mode is not None:
         findings.append(mode)
     eager = _Eager(model, variants)

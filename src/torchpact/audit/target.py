@@ -29,6 +29,7 @@ class Target:
     args: tuple
     kwargs: dict[str, Any] = field(default_factory=dict)
     path: str | None = None  # the file FUNC is defined in, when known
+    line: int | None = None  # FUNC's `def` line: where the model is handed over
 
 
 def _split(spec: str) -> tuple[str, str]:
@@ -106,7 +107,14 @@ def load_target(spec: str) -> Target:
         result = func()
     except Exception as exc:
         raise TargetError(f"{spec} raised {_one_line(exc, path)}") from None
-    return _validate(spec, result, path)
+    target = _validate(spec, result, path)
+    try:
+        import inspect
+
+        target.line = inspect.getsourcelines(func)[1]
+    except (TypeError, OSError):
+        pass
+    return target
 
 
 def _validate(spec: str, result: Any, path: str | None) -> Target:
