@@ -162,7 +162,9 @@ def test_silent_broadcast_in_functional_loss_is_tp355(tmp_path):
 def test_torch_2_13_warns_only_for_some_losses():
     """The doc's claim: MSE/L1/SmoothL1/Huber warn, KLDiv/PoissonNLL/... broadcast silently."""
     pred, target = torch.rand(4, 1), torch.rand(4)
-    kl_div = lambda p, t: F.kl_div(p, t, reduction="batchmean")  # "mean" warns about itself
+
+    def kl_div(p, t):
+        return F.kl_div(p, t, reduction="batchmean")  # "mean" would warn about itself
     for fn, warns in ((F.mse_loss, True), (F.l1_loss, True), (F.smooth_l1_loss, True), (F.huber_loss, True),
                       (kl_div, False), (F.poisson_nll_loss, False), (F.hinge_embedding_loss, False),
                       (F.multilabel_soft_margin_loss, False)):
@@ -322,3 +324,54 @@ def test_checks_have_complete_docs():
     for check in LossInputsWatcher.checks:
         for section in ("## What it does", "## Why is this bad?", "## How to fix"):
             assert section in check.doc, (check.code, section)
+
+
+def test_bf16_autocast_with_grad_scaler_is_silent_and_identical():
+    def train():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 7))
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        scaler = torch.amp.GradScaler("cpu")
+        for step in range(8):
+            x, y = torch.randn(32, 16), torch.randint(0, 7, (32,))
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                logits = model(x)
+                loss = F.cross_entropy(logits, y) + nn.NLLLoss()(F.log_softmax(logits.float(), 1), y)
+            opt.zero_grad()
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        return [p.detach().clone() for p in model.parameters()]
+
+    plain = train()
+    result = []
+    assert watched(lambda: result.append(train()), WATCHERS) == []
+    assert all(torch.equal(a, b) for a, b in zip(plain, result[0]))
+
+
+class _StackDepth(torch.utils.data.Dataset):
+    def __len__(self):
+        return 8
+
+    def __getitem__(self, i):
+        return torch._C._len_torch_function_stack(), torch.randn(4)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_forked_dataloader_workers_do_not_inherit_the_mode():
+    depths = []
+
+    def train():
+        model = nn.Linear(4, 3)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        loader = torch.utils.data.DataLoader(_StackDepth(), batch_size=4, num_workers=2,
+                                             multiprocessing_context="fork")
+        for depth, x in loader:
+            depths.extend(depth.tolist())
+            loss = F.cross_entropy(model(x), torch.randint(0, 3, (4,)))
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    assert watched(train, WATCHERS) == []
+    assert depths == [0] * 8

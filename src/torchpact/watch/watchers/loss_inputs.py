@@ -21,7 +21,9 @@ device at the end of the sampled step. Shapes are checked at the call (metadata 
 
 from __future__ import annotations
 
+import os
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -268,6 +270,20 @@ def _insert_mode(mode: Any, index: int) -> None:
         torch._C._push_on_torch_function_stack(m)
 
 
+_LIVE_MODES: "weakref.WeakSet[Any]" = weakref.WeakSet()
+_FORK_HOOKED = False
+
+
+def _drop_modes_in_child() -> None:
+    """In a forked child (a DataLoader worker), the forking thread's mode stack is copied: take ours off."""
+    for mode in list(_LIVE_MODES):
+        try:
+            _remove_mode(mode)
+        except Exception:  # noqa: BLE001 - never break a worker's start
+            pass
+    _LIVE_MODES.clear()
+
+
 def _make_mode(watcher: "LossInputsWatcher") -> Any:
     import torch
     from torch.overrides import TorchFunctionMode
@@ -330,6 +346,11 @@ class LossInputsWatcher(Watcher):
             # nest above it, and `torch.set_default_device` puts its DeviceContext below it.
             _insert_mode(self._mode, torch._C._len_torch_function_stack())
             self._mode_thread = threading.get_ident()
+            global _FORK_HOOKED
+            _LIVE_MODES.add(self._mode)
+            if not _FORK_HOOKED and hasattr(os, "register_at_fork"):
+                os.register_at_fork(after_in_child=_drop_modes_in_child)
+                _FORK_HOOKED = True
         except Exception:  # a torch without a function mode stack: module hooks only
             self._mode = None
 
@@ -339,6 +360,7 @@ class LossInputsWatcher(Watcher):
         if self._mode is None or threading.get_ident() != self._mode_thread:
             return
         if self._suspended_by is not None or _remove_mode(self._mode) is not None:
+            _LIVE_MODES.discard(self._mode)
             self._mode = None
             self._suspended_by = None
 

@@ -45,6 +45,7 @@ from torchpact.watch.watcher import Check, Watcher
 HELD_STEPS = 4          # graphs of this many distinct earlier steps alive at once ...
 HELD_AGE = 6            # ... the oldest created at least this many steps ago
 MARKS_PER_STEP = 6
+BOUNDED_WINDOW = 64     # a deque(maxlen=...) up to this long is a window, not a leak
 WARMUP = 5              # optimizer state and allocator caches settle in the first steps
 MIN_SPAN = 20           # steps a growth must span
 CPU_MIN_GROWTH = 64 << 20
@@ -636,8 +637,8 @@ class MemoryWatcher(Watcher):
         found = []
         for holder in _holders(_user_frames(), self.session.names.root_modules()):
             value = holder.value
-            if isinstance(value, deque) and value.maxlen is not None:
-                continue  # a bounded window: its memory does not grow
+            if isinstance(value, deque) and value.maxlen is not None and value.maxlen <= BOUNDED_WINDOW:
+                continue  # a short bounded window: its memory stops growing soon
             reached: set[int] = set()
             for t in _flat_tensors(value):
                 reached |= _reached_steps(t, held)
