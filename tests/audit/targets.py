@@ -123,6 +123,13 @@ class ItemBreak(nn.Module):
         return h / (peak + 1.0)
 
 
+class FixedBatch(nn.Module):
+    """Takes exactly the example's batch: other batch sizes are no input for it, even in eager."""
+
+    def forward(self, x):
+        return x.view(4, 2, 4).sum(1)
+
+
 def _x(batch=4):
     torch.manual_seed(0)
     return torch.rand(batch, 8) + 0.5  # positive: Gate takes its `x * 2` branch
@@ -184,6 +191,10 @@ def erfinv():
 def item_break():
     torch.manual_seed(0)
     return ItemBreak().eval(), (_x(),)
+
+
+def fixed_batch():
+    return FixedBatch(), (_x(),)
 
 
 def kwargs_target():

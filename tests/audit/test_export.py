@@ -171,3 +171,11 @@ def test_onnx_path_is_skipped_with_the_install_hint_when_onnx_is_missing(monkeyp
     onnx = report.summary()["paths"]["onnx"]
     assert onnx["status"] == "skipped" and "pip install 'torchpact[export]'" in onnx["reason"]
     assert report.findings == []
+
+
+def test_variants_eager_itself_rejects_are_left_out_and_listed():
+    report = export_report("fixed_batch", paths=("trace",))
+    invalid = {v["name"]: v["reason"] for v in report.summary()["variants"] if v["kind"] == "invalid"}
+    assert set(invalid) == {"batch=1", "batch=9"}
+    assert invalid["batch=1"].startswith("eager raised RuntimeError: shape '[4, 2, 4]' is invalid")
+    assert report.paths["trace"].status == "ok" and codes(report, "warning") == []

@@ -45,3 +45,20 @@ def test_bert_and_vit_are_clean(func):
     assert codes(report, "warning") == []
     assert {n: p.status for n, p in report.paths.items() if n != "script"} == {
         "trace": "ok", "export": "ok", "onnx": "ok"}
+
+
+def test_what_torch_says_about_the_cache_object():
+    import torch
+
+    from tests.audit.hf_targets import gpt2_with_cache
+
+    model, (ids,) = gpt2_with_cache()
+    with pytest.raises(RuntimeError, match=r"Found <class 'transformers\.cache_utils\.DynamicCache'> in output, "
+                                           r"which is not a known type"):
+        torch.export.export(model, (ids,))
+    with pytest.raises(RuntimeError, match="Tracer cannot infer type of CausalLMOutputWithCrossAttentions"):
+        torch.jit.trace(model, (ids,), check_trace=False, strict=False)
+    # the fix the finding gives works: no cache object, and torch.export takes it
+    ep = torch.export.export(model, (ids,), {"use_cache": False, "return_dict": False})
+    assert torch.allclose(ep.module()(ids, use_cache=False, return_dict=False)[0],
+                          model(ids, use_cache=False, return_dict=False)[0], atol=1e-5)
