@@ -26,6 +26,8 @@ docs: setup
 bench: setup
 	$(PY) bench/lint_speed.py
 	$(PY) bench/lint_corpus.py
+	$(PY) bench/run_overhead.py
+	$(PY) bench/export_check.py
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -1,6 +1,6 @@
 """torchpact: catches the bugs PyTorch does not tell you about.
 
-Public facade: :func:`lint_paths`, :func:`watch`, :class:`Finding`, :class:`Severity`, :class:`Category`.
+Public facade: :func:`lint_paths`, :func:`watch`, :func:`export_check`, :class:`Finding`, :class:`Severity`, :class:`Category`.
 """
 
 from __future__ import annotations
@@ -17,6 +17,14 @@ def lint_paths(paths=None, config=None, **kwargs):
     return _lint_paths(paths, config, **kwargs)
 
 
+def export_check(spec, **kwargs):
+    """export-check of ``"FILE.py:FUNC"`` / ``"package.module:FUNC"``; see :mod:`torchpact.audit.export`."""
+    from torchpact.audit.export import export_check as _export_check
+    from torchpact.audit.target import load_target
+
+    return _export_check(load_target(spec), **kwargs)
+
+
 def __getattr__(name):
     # ``torchpact.watch(...)``: the watch package is callable (see torchpact/watch/__init__.py);
     # importing it lazily keeps ``import torchpact`` free of torch.
@@ -27,4 +35,4 @@ def __getattr__(name):
     raise AttributeError(name)
 
 
-__all__ = ["Category", "Finding", "Severity", "lint_paths", "watch", "__version__"]
+__all__ = ["Category", "Finding", "Severity", "export_check", "lint_paths", "watch", "__version__"]

@@ -7,6 +7,7 @@ when it is stale. Runtime checks are read from the watcher modules, which import
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,7 @@ def _found_by(check: Any) -> str:
 
 def _runtime_section(check: Any) -> str:
     return (f"## At runtime (`{_found_by(check)}`)\n\nSeverity: `{check.severity.value}`. {check.summary}\n\n"
-            + check.doc.strip().replace("\n## ", "\n### ") + "\n")
+            + re.sub(r"^## ", "### ", check.doc.strip(), flags=re.M) + "\n")
 
 
 def check_markdown(check: Any) -> str:
