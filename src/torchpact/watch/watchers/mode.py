@@ -28,7 +28,7 @@ import weakref
 from typing import Any
 
 from torchpact.findings import Category, Severity
-from torchpact.watch.frames import _skip_prefixes, user_location
+from torchpact.watch.frames import user_frame, user_location, variable_name
 from torchpact.watch.watcher import Check, Watcher
 
 EVAL_WHILE_TRAINING = Check(
@@ -142,24 +142,10 @@ def _in_frames(*suffixes: str) -> bool:
 
 def _call_site(obj: Any) -> tuple[str | None, int | None, str | None]:
     """The user's line calling into torch here, and the name that frame holds ``obj`` under."""
-    skip = _skip_prefixes()
-    frame = sys._getframe(2)
-    while frame is not None:
-        filename = frame.f_code.co_filename
-        if not filename.startswith(skip) and not filename.startswith("<"):
-            break
-        frame = frame.f_back
+    frame = user_frame(2)
     if frame is None:
         return None, None, None
-    name = None
-    for scope in (frame.f_locals, frame.f_globals):
-        name = next((k for k, v in list(scope.items()) if v is obj and not k.startswith("_")), None)
-        if name:
-            break
-    if name is None and frame.f_locals.get("self") is not None:
-        attrs = getattr(frame.f_locals["self"], "__dict__", {})
-        name = next((f"self.{k}" for k, v in list(attrs.items()) if v is obj), None)
-    return frame.f_code.co_filename, frame.f_lineno, name
+    return frame.f_code.co_filename, frame.f_lineno, variable_name(frame, obj)
 
 
 _EXEMPT = (os.path.join("torch", "optim", "swa_utils.py"), os.path.join("torch", "utils", "checkpoint.py"))

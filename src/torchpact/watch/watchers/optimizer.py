@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchpact.findings import Category, Severity
-from torchpact.watch.frames import _skip_prefixes
+from torchpact.watch.frames import is_user_file, user_frame, variable_name
 from torchpact.watch.watcher import Check, Watcher
 
 NO_OPTIMIZER_STEPS = 3
@@ -145,34 +145,6 @@ the gradient (`p.grad = None`) and, for a clean state, remove the parameters fro
 
 
 # ---------------------------------------------------------------------------------------- helpers
-def _user_frame() -> Any:
-    """The innermost frame of the user's code (the line that called ``step()``), or None."""
-    skip = _skip_prefixes()
-    frame = sys._getframe(1)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith(skip) and not name.startswith("<"):
-            return frame
-        frame = frame.f_back
-    return None
-
-
-def _variable_name(frame: Any, obj: Any) -> str | None:
-    """The name the user's code holds ``obj`` under, in the calling frame or its globals."""
-    if frame is None:
-        return None
-    for scope in (frame.f_locals, frame.f_globals):
-        for name, value in list(scope.items()):
-            if value is obj and not name.startswith("_"):
-                return name
-    self_obj = frame.f_locals.get("self")
-    if self_obj is not None:
-        for name, value in list(getattr(self_obj, "__dict__", {}).items()):
-            if value is obj:
-                return f"self.{name}"
-    return None
-
-
 def _assignment_line(site: tuple[str | None, int | None, int], name: str | None) -> int | None:
     """The nearest line above the ``step()`` call, in the same function, that assigns ``name``."""
     path, line, first = site
@@ -190,12 +162,11 @@ def _unstepped_optimizer_params() -> set[int]:
     """Ids of the parameters of every optimizer the user's frames hold (stepped or not)."""
     import torch
 
-    skip = _skip_prefixes()
     ids: set[int] = set()
     seen_scopes: set[int] = set()
     frame = sys._getframe(1)
     while frame is not None:
-        if not frame.f_code.co_filename.startswith(skip):
+        if is_user_file(frame.f_code.co_filename):
             scopes = [frame.f_locals, frame.f_globals]
             this = frame.f_locals.get("self")
             if this is not None and isinstance(getattr(this, "__dict__", None), dict):
@@ -352,8 +323,8 @@ class OptimizerWatcher(Watcher):
         params = _params(optimizer)
         state.param_ids = {id(p) for p in params}
         if state.name is None:
-            frame = _user_frame()
-            state.name = _variable_name(frame, optimizer)
+            frame = user_frame()
+            state.name = variable_name(frame, optimizer)
             if frame is not None:
                 state.call_site = (frame.f_code.co_filename, frame.f_lineno)
                 state.function_start = frame.f_code.co_firstlineno
@@ -600,7 +571,7 @@ class OptimizerWatcher(Watcher):
         """The parameter's name in its model, else the variable that holds it (a learnable loss temperature)."""
         if self.session.names.has_param(p):
             return self.session.names.param(p)
-        return _variable_name(frame, p) or self.session.names.param(p)
+        return variable_name(frame, p) or self.session.names.param(p)
 
     @staticmethod
     def _make_hook(st: _ParamState) -> Any:
@@ -645,7 +616,7 @@ class OptimizerWatcher(Watcher):
         if not kept:
             state.clean_windows += 1
             return
-        frame = _user_frame()
+        frame = user_frame()
         names = [self._param_name(p, frame) for p in kept]
         every = len(kept) == len(probe)
         scope = (f"the gradients of all its {_plural(len(kept), 'parameter')}" if every
