@@ -166,3 +166,19 @@ def test_python_api_watch_collects_findings():
         model(torch.randn(3, 2)).sum().backward()
         opt.step()
     assert w.closed and w.step == 1 and isinstance(w.findings, list)
+
+
+def test_compiled_model_trains_under_watchers(tmp_path):
+    outcome = run_source(tmp_path, """
+        import torch
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+        fast = torch.compile(model, backend="eager")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            opt.zero_grad()
+            fast(torch.randn(16, 4)).pow(2).mean().backward()
+            opt.step()
+    """)
+    assert outcome.exit_code == 0 and outcome.steps == 3, outcome.error
+    assert not [f for f in outcome.findings if f.code in ("TP002", "TP003")], outcome.findings

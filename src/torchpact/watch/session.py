@@ -81,13 +81,20 @@ class Session:
             cb: [w for w in self.watchers if getattr(type(w), cb) is not getattr(Watcher, cb)]
             for cb in _CALLBACKS
         }
+        # Dynamo must not trace into the hooks (it fails on their Python state, e.g. "already tracked
+        # for mutation"): compiled code calls them eagerly, and they only observe anyway.
+        from torch.compiler import disable
+
         try:
-            self._handles.append(module_hooks.register_module_forward_pre_hook(self._forward_pre))
-            self._handles.append(module_hooks.register_module_forward_hook(self._forward, always_call=True))
-            self._handles.append(optimizer_hooks.register_optimizer_step_pre_hook(self._step_pre))
-            self._handles.append(optimizer_hooks.register_optimizer_step_post_hook(self._step_post))
+            self._handles.append(module_hooks.register_module_forward_pre_hook(disable(self._forward_pre)))
+            self._handles.append(module_hooks.register_module_forward_hook(disable(self._forward), always_call=True))
+            self._handles.append(optimizer_hooks.register_optimizer_step_pre_hook(disable(self._step_pre)))
+            self._handles.append(optimizer_hooks.register_optimizer_step_post_hook(disable(self._step_post)))
         except BaseException:
             self._remove_hooks()
+            self.closed = True
+            for w in self._subscribers.get("on_close", []):  # let watchers undo what attach() set up
+                self._call(w, "on_close")
             raise
         return self
 
