@@ -235,3 +235,9 @@ def test_series_is_plain_data_per_layer_and_stays_bounded():
     assert len(points) <= MAX_POINTS and points[0][0] == 0 and points[-1][0] == steps - 1
     assert all(isinstance(s, int) and isinstance(n, float) and math.isfinite(n) for s, n in points)
     assert [s for s, _ in points] == sorted(s for s, _ in points)
+
+
+def test_two_models_with_the_same_layer_names_get_separate_series():
+    findings, watcher = run(_gan_training)
+    assert findings == []
+    assert {"0", "2", "0 (optimizer 2)", "2 (optimizer 2)"} <= set(watcher.series)

@@ -233,6 +233,49 @@ def test_backward_nan_in_the_loss_is_placed_after_the_model():
     assert f.subject == "output of Sequential" and "after the model" in f.message
 
 
+def test_where_over_sqrt_is_nan_in_the_backward_only():
+    class SafeRoot(nn.Module):  # the classic: the forward picks 0, the backward still computes 0 * NaN
+        def forward(self, x):
+            return torch.where(x > 0, torch.sqrt(x), torch.zeros_like(x))
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), SafeRoot(), nn.Linear(8, 1))
+    opt = torch.optim.Adam(model.parameters(), 1e-3)
+
+    def train():
+        for _ in range(2):
+            loss = model(torch.randn(16, 4)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    findings = watched(train, WATCHER)
+    assert codes(findings) == ["TP352"]
+    (f,) = findings
+    assert f.subject == "1" and "NaN" in f.message and f.extra["op"] == "sqrt" and f.step == 0
+
+
+def test_nan_that_the_model_itself_masks_is_not_reported():
+    class Imputer(nn.Module):  # missing values arrive as NaN and are imputed on purpose
+        def forward(self, x):
+            return torch.nan_to_num(x, nan=0.0)
+
+    torch.manual_seed(0)
+    model = nn.Sequential(Imputer(), nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train():
+        for _ in range(3):
+            x = torch.randn(8, 4)
+            x[x > 1] = float("nan")
+            loss = model(x).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    assert watched(train, WATCHER) == []
+
+
 def test_nan_gradient_on_an_unsampled_step_is_reported_with_its_step():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
@@ -253,6 +296,7 @@ def test_nan_gradient_on_an_unsampled_step_is_reported_with_its_step():
     assert codes(findings) == ["TP352"]
     (f,) = findings
     assert f.step == 5 and f.subject == "unsampled step" and "not sampled" in f.message
+    assert "--sample-first 6" in f.fix
 
 
 def test_rerun_of_a_module_with_dropout_and_batchnorm_changes_nothing():

@@ -113,6 +113,7 @@ class _Layer:
 
     name: str
     numel: int
+    key: str = ""                                        # its name in `series`
     history: list[float] = field(default_factory=list)   # norms at checked steps (last 32)
     steps: list[int] = field(default_factory=list)
     low_streak: int = 0
@@ -145,6 +146,8 @@ class GradHealth(Watcher):
     def __init__(self) -> None:
         super().__init__()
         self.series: dict[str, list[tuple[int, float]]] = {}
+        self._series_owner: dict[str, int] = {}  # series key -> position of the optimizer that feeds it
+        self._optimizer_order: dict[int, int] = {}
         self._layouts: dict[int, tuple[weakref.ref, _Layout]] = {}
         self._reported: set[tuple[int, str]] = set()
 
@@ -154,9 +157,9 @@ class GradHealth(Watcher):
         import torch
 
         params = [p for group in optimizer.param_groups for p in group["params"]
-                  if p.grad is not None and not p.grad.is_sparse]
+                  if p.grad is not None and not p.grad.is_sparse and not hasattr(p.grad, "to_local")]
         if not params:
-            return
+            return  # (sharded DTensor gradients: a local norm is not the layer's norm)
         layout = self._layout(optimizer, params)
         found_inf = getattr(optimizer, "found_inf", None)
         grad_scale = getattr(optimizer, "grad_scale", None)
@@ -220,6 +223,7 @@ class GradHealth(Watcher):
             if layer is None:
                 layer = layers[lname] = old.get(lname) or _Layer(name=lname, numel=0)
                 layer.numel = 0
+                layer.key = layer.key or self._series_key(optimizer, lname)
                 position[lname] = len(position)
             layer.numel += p.numel()
             index.append(position[lname])
@@ -231,12 +235,23 @@ class GradHealth(Watcher):
         self._layouts[id(optimizer)] = (weakref.ref(optimizer), layout)
         return layout
 
+    def _series_key(self, optimizer: Any, name: str) -> str:
+        """The layer's name, or, when another optimizer already feeds that name (two models whose layers are
+        both called ``0``), the name with this optimizer's number."""
+        order = self._optimizer_order.setdefault(id(optimizer), len(self._optimizer_order) + 1)
+        owner = self._series_owner.setdefault(name, order)
+        if owner == order:
+            return name
+        key = f"{name} (optimizer {order})"
+        self._series_owner.setdefault(key, order)
+        return key
+
     def _record(self, layer: _Layer, step: int, norm: float) -> None:
         layer.history.append(norm)
         layer.steps.append(step)
         if len(layer.history) > 32:
             del layer.history[0], layer.steps[0]
-        points = self.series.setdefault(layer.name, [])
+        points = self.series.setdefault(layer.key, [])
         if points and points[-1][0] == step:  # a second optimizer holding the same layer, or a re-step
             points[-1] = (step, norm)
             return

@@ -12,8 +12,8 @@ filter first, then ``isinstance``); a disabled scaler (``GradScaler(enabled=Fals
 A scaler that skips every step never calls ``optimizer.step()``, so it is also looked for, until
 found, in the locals of the user's frame that calls the model (and one level into ``self``), on
 sampled calls. Its scale tensor is updated in place once per ``update()``: its version counter says
-when to read it (once per iteration; GradScaler itself syncs the host every step, so this read adds
-no stall of its own).
+when to copy it (once per iteration), and on CUDA the copy goes to pinned memory without a sync and
+is read when its event has completed.
 
 Cost: nothing per module beyond a dtype test on sampled steps; in the step pre-hook, only when
 float16 is used without a scaler, one ``count_nonzero`` per float16-trained parameter and one
@@ -141,6 +141,32 @@ def _scaler_in_user_frame() -> Any:
     return None
 
 
+class _Reading:
+    """The scale after an ``update()``: copied to the host without a sync on CUDA, read when it has landed."""
+
+    def __init__(self, scale: Any, updates: int, backoff: float) -> None:
+        import torch
+
+        self.updates = updates
+        self.backoff = backoff
+        self.event = None
+        if scale.device.type == "cuda":
+            self.host = torch.empty((), dtype=scale.dtype, pin_memory=True)
+            self.host.copy_(scale.detach().reshape(()), non_blocking=True)
+            self.event = torch.cuda.Event()
+            self.event.record(torch.cuda.current_stream(scale.device))
+        else:
+            self.host = scale.detach().reshape(()).clone()
+
+    def ready(self) -> bool:
+        return self.event is None or bool(self.event.query())
+
+    def value(self) -> float:
+        if self.event is not None:
+            self.event.synchronize()  # at the end of the run only; otherwise read once ready()
+        return float(self.host.item())
+
+
 def _fmt(x: float) -> str:
     return f"{x:.3g}"
 
@@ -162,6 +188,7 @@ class MixedPrecision(Watcher):
         self._underflow_first: int | None = None
         # the scale, observed once per update()
         self._scale_version = -1
+        self._readings: list[_Reading] = []
         self._last_scale: float | None = None
         self._init_scale: float | None = None
         self._updates = 0
@@ -214,6 +241,9 @@ class MixedPrecision(Watcher):
     def on_close(self) -> None:
         if self._scaler is not None:
             self._observe_scale()
+        for reading in self._readings:  # the last copies: waiting for them costs nothing now
+            self._account(reading.value(), reading.updates, reading.backoff)
+        self._readings.clear()
 
     # ------------------------------------------------------------------ TP304
     def _check_unscaled(self, optimizer: Any) -> None:
@@ -297,26 +327,29 @@ class MixedPrecision(Watcher):
     def _adopt(self, scaler: Any) -> None:
         self._scaler = weakref.ref(scaler)
         self._scale_version = -1
+        self._readings.clear()
         self._last_scale = None
 
     def _observe_scale(self) -> None:
+        """Queue a copy of the scale when an ``update()`` changed it; account for the copies that have landed."""
         scaler = self._scaler() if self._scaler is not None else None
         if scaler is None or not scaler.is_enabled():
             return
         scale_t = getattr(scaler, "_scale", None)
-        if scale_t is None or scale_t._version == self._scale_version:
-            return
-        updates = scale_t._version - self._scale_version if self._scale_version >= 0 else scale_t._version
-        self._scale_version = scale_t._version
-        scale = float(scale_t.item())
-        if self._init_scale is None:
-            self._init_scale = float(getattr(scaler, "_init_scale", scale))
-            previous = self._init_scale
-        else:
-            previous = self._last_scale if self._last_scale is not None else scale
+        if scale_t is not None and scale_t._version != self._scale_version and len(self._readings) < 256:
+            updates = scale_t._version - self._scale_version if self._scale_version >= 0 else scale_t._version
+            self._scale_version = scale_t._version
+            if self._init_scale is None:
+                self._init_scale = float(getattr(scaler, "_init_scale", 65536.0))
+            self._readings.append(_Reading(scale_t, updates, scaler.get_backoff_factor()))
+        while self._readings and self._readings[0].ready():
+            reading = self._readings.pop(0)
+            self._account(reading.value(), reading.updates, reading.backoff)
+
+    def _account(self, scale: float, updates: int, backoff: float) -> None:
+        previous = self._last_scale if self._last_scale is not None else self._init_scale or scale
         self._last_scale = scale
         self._min_scale = min(self._min_scale, scale)
-        backoff = scaler.get_backoff_factor()
         halvings = 0
         if 0 < scale < previous and 0 < backoff < 1:
             halvings = max(1, round(math.log(previous / scale) / math.log(1 / backoff)))

@@ -5,12 +5,14 @@ its sum (one kernel, no host sync; a tensor seen twice at the same version is re
 is NaN when a NaN is present, +inf or -inf when only that infinity is. "Bad" means NaN or +inf:
 -inf alone is how masks are written (``masked_fill(mask, -inf)``) and log-probabilities of impossible
 events, so it is tracked but never reported by itself. When the outermost module call returns, the
-reductions are read back with one ``tolist()`` per device and dtype; the culprit is the first module, in completion order, with a bad output and no bad input. Only then
-is that one module run again, on a private copy (detached parameters, cloned buffers and inputs, no
-hooks, RNG state saved and restored, the autocast state of the original call) under a
-``TorchDispatchMode`` that names the first aten op whose output turns bad, with its source line.
-The references to module inputs that make this possible are held only until the outermost call
-returns (they are mostly kept alive by autograd anyway).
+reductions are read back with one ``tolist()`` per device and dtype. Only when the model's output is
+bad (a NaN that a later module masks on purpose, e.g. imputed missing values, is fine) is a culprit
+looked for: the first module, in completion order, with a bad output and no bad input. That one
+module is then run again on a private copy (detached parameters, cloned buffers and inputs, no hooks,
+RNG state saved and restored, the autocast state of the original call) under a ``TorchDispatchMode``
+that names the first aten op whose output turns bad, with its source line. With grad enabled the
+module inputs are held until the outermost call returns (autograd keeps most of them alive anyway);
+under no_grad only weak references are kept, and no op is searched for.
 
 Backward (TP352). On the same sampled steps, a tensor hook (never a module backward hook, which would
 change the graph) is put on every non-leaf tensor that enters or leaves a module; the hook reduces
@@ -21,13 +23,15 @@ the module whose backward produced it: every gradient downstream of it fired ear
 Unlike ``torch.autograd.detect_anomaly`` (which checks backward outputs for NaN only, so a backward
 that produces inf is blamed on whichever later op turns inf into NaN), inf counts.
 
-Trade-off: module granularity costs one reduction per tensor on sampled steps; an op-level view would
-cost one per autograd node. The backward op is not re-run (that would need every module's inputs and
-output gradients held through the backward); instead, for modules defined in the user's code, the
-calls in ``forward`` whose derivative is infinite at a boundary (sqrt at 0, acos at 1, ...) are named.
-On unsampled steps only the per-step gradient check runs; if it finds inf/NaN, every following step is
-checked for ``ARMED_STEPS`` steps, and the step is reported (without a module) unless a later step
-locates the cause.
+Trade-offs. Module granularity costs one reduction per tensor on sampled steps; an op-level view
+would cost one per autograd node. The backward op is not re-run (that would need every module's
+inputs and output gradients held through the backward); instead, for modules defined in the user's
+code, the calls in ``forward`` whose derivative is infinite at a boundary (sqrt at 0, acos at 1, ...)
+are named. A gradient is attributed to the module that consumes the tensor, which is exact unless the
+parent also uses that tensor directly (then both are named). On unsampled steps only the per-step
+gradient check runs (on CUDA read one step late, without a sync); if it finds inf/NaN, every
+following step is checked for ``ARMED_STEPS`` steps, and the step is reported without a module
+unless a later step locates the cause.
 """
 
 from __future__ import annotations
@@ -61,7 +65,8 @@ FORWARD = Check(
     doc="""## What it does
 On sampled steps (every step at first, then every Nth, and every step after an inf/NaN gradient was
 seen), reduces every floating tensor entering or leaving a module to its sum without a host sync
-(NaN or +inf in the sum means NaN or +inf in the tensor), reads them once when the outermost module call returns, and names the first module, in
+(NaN or +inf in the sum means NaN or +inf in the tensor) and reads them once when the outermost
+module call returns. When the model's output holds NaN or +inf, it names the first module, in
 execution order, whose output holds NaN or +inf while none of its inputs did. That module alone is
 then run again on a private copy of its inputs, under a `TorchDispatchMode` that names the first
 aten op whose output turns NaN/inf, with its source line. The re-run never changes training: it uses
@@ -111,7 +116,7 @@ The forward is finite, so the loss looks fine, but the update writes NaN into th
 the next forward is NaN everywhere. `torch.autograd.set_detect_anomaly(True)` does not find this
 reliably: it checks each backward function's output for NaN only, so when a backward produces
 inf (sqrt at 0 gives an infinite derivative) it blames the later op where inf meets a 0 and becomes
-NaN, often in another module; it also slows every step several times.
+NaN, often in another module; and it records a traceback for every op, so it is too slow to leave on.
 
 ## How to fix
 Make the derivative finite where the forward is: `torch.sqrt(x + eps)` or `x.clamp_min(eps).sqrt()`
@@ -486,6 +491,8 @@ class _Deferred:
         return self.event is None or bool(self.event.query())
 
     def value(self) -> list[float]:
+        if self.event is not None:
+            self.event.synchronize()  # at the end of the run only; otherwise read once ready()
         return self.host.tolist()
 
 
@@ -641,6 +648,9 @@ class NonFinite(Watcher):
                                 [entries[i].bw for i in call.outs if entries[i].bw >= 0]))
 
     def _analyse_forward(self, calls: list[_Call], entries: list[_Entry]) -> None:
+        outermost = calls[-1] if calls else None
+        if outermost is None or outermost.parent is not None or not any(entries[i].bad for i in outermost.outs):
+            return  # no NaN/inf left the model: a module that makes one and a later one that masks it is fine
         culprit = None
         for call in calls:
             if any(entries[i].bad for i in call.outs) and not any(entries[i].bad for i in call.ins):
@@ -777,8 +787,11 @@ class NonFinite(Watcher):
         self._reruns += 1
         if self._dispatch_mode is None:
             self._dispatch_mode = _dispatch_mode_class()
-        cuda_devices = sorted({t.device.index or 0 for t in _flat(call.args)
-                               if isinstance(t, torch.Tensor) and t.device.type == "cuda"})
+        devices = {t.device for t in _flat(call.args) if isinstance(t, torch.Tensor)}
+        devices.update(t.device for t in list(call.module.parameters()) + list(call.module.buffers()))
+        if any(d.type not in ("cpu", "cuda") for d in devices):
+            return None  # its RNG state could not be restored
+        cuda_devices = sorted({d.index or 0 for d in devices if d.type == "cuda"})
         try:
             copy = _private_copy(call.module, {})
             args = tree_map(lambda a: a.detach().clone() if isinstance(a, torch.Tensor) else a, call.args)
@@ -813,9 +826,9 @@ class NonFinite(Watcher):
             return  # a GradScaler-aware optimizer: grads are still scaled and it skips inf steps itself
         self._poll()
         params = [p for group in optimizer.param_groups for p in group["params"]
-                  if p.grad is not None and not p.grad.is_sparse]
+                  if p.grad is not None and not p.grad.is_sparse and not hasattr(p.grad, "to_local")]
         if not params:
-            return
+            return  # (sharded DTensor gradients are left to the distributed checks)
         grads = [p.grad for p in params]
         low = any(g.dtype in (torch.float16, torch.bfloat16) for g in grads)
         with torch.no_grad():
@@ -891,8 +904,8 @@ class NonFinite(Watcher):
             f"the gradients applied at step {info['step']} held NaN/inf; that step was not sampled, so the module "
             "where they arose is not known (the forward or the backward produced them)",
             subject="unsampled step", step=info["step"],
-            fix="rerun with a sampler that checks every step (`torchpact.watch(sampler=Sampler(first=10**9))`) "
-                "to locate the module")
+            fix=f"rerun checking every step up to it (`torchpact run --sample-first {info['step'] + 1} ...`, or "
+                f"`Sampler(first={info['step'] + 1})` from Python) to locate the module")
 
     def _located(self) -> bool:
         return any(f.code in (FORWARD.code, BACKWARD.code) and f.subject != "unsampled step"
