@@ -4,7 +4,8 @@
 same arguments and returns what it returns). With more than one rank, each save to a path is counted
 in the job's store (``ddp_common.Exchange``) under the host and the resolved path: a rank that saves
 a path also saved by another rank reports it — at once when it is the later writer, else at a later
-step or at the end. Saves to buffers and file objects, and per-rank paths, are not counted.
+step or at the end (the last 8 paths are kept for that). Saves to buffers and file objects, and
+per-rank paths, are not counted.
 
 Cost: nothing unless ``torch.save`` is called; then three store round trips per save.
 """
@@ -22,6 +23,8 @@ from torchpact.findings import Category, Severity
 from torchpact.watch.frames import user_location
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers.ddp_common import Exchange, world
+
+MAX_PENDING = 8
 
 SAVED_BY_EVERY_RANK = Check(
     code="TP603",
@@ -119,6 +122,8 @@ class DdpCheckpointWatcher(Watcher):
             record = self._pending[key] = {"path": path, "site": site, "seconds": seconds, "saves": 0,
                                            "step": self.session.step}
         record["saves"] += 1
+        while len(self._pending) > MAX_PENDING:  # e.g. one file per epoch, saved by rank 0 alone
+            del self._pending[next(iter(self._pending))]
         self._resolve()
 
     def _resolve(self) -> None:

@@ -28,7 +28,7 @@ from torchpact.watch.watchers.ddp_common import Exchange, group_ranks, is_ddp
 
 WARMUP_STEPS = 3
 MIN_SAMPLES = 8
-WINDOW = 100
+WINDOW = 50
 FINAL_WAIT_S = 3.0
 MIN_EXCESS_S = 0.010      # a straggler costs at least this much per step ...
 MIN_EXCESS_SHARE = 0.25   # ... and this share of the median step time ...
