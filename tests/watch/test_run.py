@@ -182,3 +182,17 @@ def test_compiled_model_trains_under_watchers(tmp_path):
     """)
     assert outcome.exit_code == 0 and outcome.steps == 3, outcome.error
     assert not [f for f in outcome.findings if f.code in ("TP002", "TP003")], outcome.findings
+
+
+def test_steps_keep_counting_when_the_optimizer_is_rebuilt(tmp_path):
+    outcome = run_source(tmp_path, """
+        import torch
+        model = torch.nn.Linear(4, 1)
+        for epoch in range(3):
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)  # rebuilt every epoch
+            for _ in range(2):
+                opt.zero_grad()
+                model(torch.randn(8, 4)).sum().backward()
+                opt.step()
+    """, watchers=["progress"])
+    assert outcome.steps == 6

@@ -72,6 +72,12 @@ EXPLANATIONS = [
         "consequence, not the cause",
         "look at the rank that failed first (TP004) and its own error"),
     Explanation(
+        r"Timed out waiting \d+ms for (recv|send)|Socket Timeout|collective operation timeout|Watchdog caught collective operation timeout",
+        "a collective timed out: this rank waited for peers that never joined it — a rank that stopped "
+        "early (different numbers of batches per rank) or is stuck elsewhere",
+        "give every rank the same number of steps (DistributedSampler with drop_last, or the Join context "
+        "manager); torchpact's TP653/TP655 findings name where each rank was"),
+    Explanation(
         r"mat1 and mat2 shapes cannot be multiplied|size mismatch|shape .* is invalid for input of size",
         "a shape mismatch between a layer and its input",
         "check the layer's in_features against the flattened input size (print `x.shape` before the layer)"),

@@ -174,7 +174,7 @@ class Session:
         return list(self._stack)
 
     def _step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
-        if self._primary is None:
+        if self._primary is None or self._primary() is None:  # first optimizer, or the old one is gone
             self._primary = weakref.ref(optimizer)
         if not any(r() is optimizer for r in self._optimizers):
             self._optimizers.append(weakref.ref(optimizer))
