@@ -29,6 +29,7 @@ import weakref
 from typing import Any
 
 from torchpact.findings import Category, Severity
+from torchpact.watch.frames import user_frame
 from torchpact.watch.watcher import Check, Watcher
 
 UNDERFLOW_FRACTION = 0.5   # exactly-zero share of float16-computed gradients
@@ -90,19 +91,6 @@ use bfloat16, clamp log/sqrt arguments, add eps to denominators, or lower the le
 )
 
 _SCALER_FILE = os.path.join("torch", "amp", "grad_scaler.py")
-_TORCH_DIR: str | None = None
-_THIS_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-def _torch_dir() -> str:
-    global _TORCH_DIR
-    if _TORCH_DIR is None:
-        import torch
-
-        _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-    return _TORCH_DIR
-
-
 def _is_scaler(obj: Any) -> bool:
     import torch
 
@@ -124,17 +112,16 @@ def _scaler_stepping() -> Any:
 
 
 def _scaler_in_user_frame() -> Any:
-    """A GradScaler held by a local (or an attribute of ``self``) of the user's innermost frame."""
-    skip = (_torch_dir(), _THIS_PACKAGE)
-    frame = sys._getframe(2)
-    while frame is not None and frame.f_code.co_filename.startswith(skip):
-        frame = frame.f_back
+    """A GradScaler held by the user's innermost frame: a local, a global, or an attribute of ``self``."""
+    frame = user_frame(1)
     if frame is None:
         return None
     values = list(frame.f_locals.values())
     owner = frame.f_locals.get("self")
     if owner is not None and hasattr(owner, "__dict__"):
         values.extend(vars(owner).values())
+    if frame.f_globals is not frame.f_locals:
+        values.extend(frame.f_globals.values())
     for value in values:
         if _is_scaler(value):
             return value

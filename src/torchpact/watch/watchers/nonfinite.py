@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchpact.findings import Category, Severity
+from torchpact.watch.frames import is_user_file
 from torchpact.watch.watcher import Check, Watcher
 
 ARMED_STEPS = 20          # steps checked in full after a non-finite gradient on an unsampled step
@@ -159,19 +160,6 @@ _OP_HINTS = {
 _MATMUL_OPS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "linear", "convolution", "conv2d", "conv1d",
                "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_efficient_attention",
                "_scaled_dot_product_flash_attention", "_scaled_dot_product_cudnn_attention"}
-
-_TORCH_DIR: str | None = None
-_THIS_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-
-
-def _torch_dir() -> str:
-    global _TORCH_DIR
-    if _TORCH_DIR is None:
-        import torch
-
-        _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
-    return _TORCH_DIR
-
 
 # ---------------------------------------------------------------------------------------------- data
 class _Entry:
@@ -358,13 +346,11 @@ def _pretty_op(name: str) -> str:
 
 
 def _user_frame(stop: Any) -> tuple[str | None, int | None]:
-    """The innermost frame outside torch and torchpact, searching no further up than ``stop``."""
+    """The innermost user frame, searching no further up than ``stop`` (the re-run's own frame)."""
     frame = sys._getframe(2)
-    torch_dir = _torch_dir()
     while frame is not None and frame is not stop:
-        filename = frame.f_code.co_filename
-        if not filename.startswith((torch_dir, _THIS_PACKAGE, "<")):
-            return filename, frame.f_lineno
+        if is_user_file(frame.f_code.co_filename):
+            return frame.f_code.co_filename, frame.f_lineno
         frame = frame.f_back
     return None, None
 
@@ -399,7 +385,7 @@ def _risky_calls(module: Any) -> list[tuple[str, str, str | None, int | None]]:
     forward = getattr(cls, "forward", None)
     try:
         path = inspect.getsourcefile(forward)  # type: ignore[arg-type]
-        if path is None or os.path.abspath(path).startswith((_torch_dir(), _THIS_PACKAGE)):
+        if path is None or not is_user_file(os.path.abspath(path)):
             return []
         lines, start = inspect.getsourcelines(forward)  # type: ignore[arg-type]
         tree = ast.parse(textwrap.dedent("".join(lines)))
