@@ -31,6 +31,10 @@ def _add_output_options(p: argparse.ArgumentParser, default_fail_on: str) -> Non
                    help=f"exit 1 when a finding is at or above this severity (default: {default_fail_on})")
 
 
+def _add_html_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page (summary, findings, plots)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     from torchpact import __version__
 
@@ -66,6 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run the expensive checks on each of the first N steps (default: 20)")
     run.add_argument("--sample-every", type=int, default=10, metavar="N",
                      help="then on every N-th step (default: 10)")
+    run.add_argument("--profile", action="store_true",
+                     help="profile a few steps after warm-up (torch.profiler): where step time goes, top operators")
+    run.add_argument("--profile-steps", type=int, default=5, metavar="N", help="steps to profile (default: 5)")
+    run.add_argument("--profile-warmup", type=int, default=3, metavar="N",
+                     help="steps to let pass before profiling (default: 3)")
+    run.add_argument("--profile-dir", default="torchpact-profile", metavar="DIR",
+                     help="where the trace goes, for TensorBoard / Perfetto (default: torchpact-profile)")
+    _add_html_option(run)
     _add_output_options(run, "error")
 
     for name, what in (("export-check", "trace / script / torch.export / ONNX parity on varied inputs"),
@@ -80,7 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
         else:
             audit.add_argument("--modes", metavar="MODES", help="comma-separated torch.compile modes "
                                "(default: default,max-autotune-no-cudagraphs; + reduce-overhead,max-autotune on CUDA)")
+        _add_html_option(audit)
         _add_output_options(audit, "error")
+
+    report = sub.add_parser(
+        "report", help="render a saved JSON report again (--html page, or another --format)",
+        description="Reads a report written by `--format json` and renders it as an HTML page (--html) "
+                    "and/or in --format (default text).")
+    report.add_argument("json_report", metavar="REPORT.json")
+    _add_html_option(report)
+    _add_output_options(report, "error")
 
     rule = sub.add_parser("rule", help="show a rule's documentation")
     rule.add_argument("code", metavar="TPnnn")
@@ -122,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_demo(args)
         if args.command == "facts":
             return cmd_facts(args)
+        if args.command == "report":
+            return cmd_report(args)
         parser.print_help()
         return EXIT_USAGE
     except (UsageError, ConfigError) as exc:
@@ -237,6 +260,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.sample_first < 0 or args.sample_every < 1:
         raise UsageError("--sample-first must be >= 0 and --sample-every >= 1")
     sampler = Sampler(args.sample_first, args.sample_every)
+    watchers: list[Any] | None = _split(args.watchers) or None
+    if args.profile:
+        if args.profile_steps < 1 or args.profile_warmup < 0:
+            raise UsageError("--profile-steps must be >= 1 and --profile-warmup >= 0")
+        if args.nproc is not None:
+            raise UsageError("--profile profiles one process; run it without --nproc (or profile one rank's script)")
+        from torchpact.watch import make_watchers
+        from torchpact.watch.watchers.step_profile import StepProfile
+
+        try:
+            watchers = [w for w in make_watchers(watchers) if w.name != StepProfile.name]
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        watchers.append(StepProfile(warmup=args.profile_warmup, steps=args.profile_steps, trace_dir=args.profile_dir))
     try:
         if args.nproc is not None:
             from torchpact.launch.distributed import run_distributed
@@ -246,8 +283,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                       watchers=_split(args.watchers) or None, sampler=sampler,
                                       quiet=args.quiet)
         else:
-            outcome = run_script(args.script, args.args, watchers=_split(args.watchers) or None,
-                                 sampler=sampler, live=not args.quiet)
+            outcome = run_script(args.script, args.args, watchers=watchers, sampler=sampler, live=not args.quiet)
     except LaunchError as exc:
         raise UsageError(str(exc)) from None
     import torch
@@ -265,12 +301,68 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.format == "text":
         meta["footer"] = [f"{outcome.script}: {outcome.steps} optimizer steps in {outcome.seconds:.2f}s, "
                           f"exit code {outcome.exit_code}"]
+        trace = (outcome.data.get("profile") or {}).get("trace")
+        if trace:
+            meta["footer"].append(f"profile trace: {trace} (Perfetto: ui.perfetto.dev; TensorBoard: "
+                                  f"tensorboard --logdir {os.path.dirname(trace) or '.'})")
         if not args.output:
             sys.stdout.write("\n== torchpact report\n")
+    write_html(args.html, outcome.findings, meta)
     emit(render(args.format, outcome.findings, meta), args.output)
     if outcome.exit_code != 0:
         return outcome.exit_code
     return exit_code(outcome.findings, args.fail_on)
+
+
+def write_html(path: str | None, findings: list[Finding], meta: dict[str, Any]) -> None:
+    """``--html FILE``: the self-contained page, beside whatever --format writes."""
+    if not path:
+        return
+    from torchpact.report.html import render_html
+
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(render_html(findings, meta))
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
+    print(f"torchpact: HTML report written to {path}", file=sys.stderr)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Render a saved JSON report again: as a page (--html) and/or in --format."""
+    import json
+
+    from torchpact.report import render
+
+    try:
+        with open(args.json_report, encoding="utf-8") as fh:
+            doc = json.load(fh)
+        findings = [Finding.from_dict(f) for f in doc["findings"]]
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.json_report}: {exc.strerror or exc}") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise UsageError(f"{args.json_report} is not a torchpact JSON report ({exc.__class__.__name__}: {exc})") from None
+    summary = {k: v for k, v in (doc.get("summary") or {}).items()
+               if k not in ("total", "by_severity", "by_code", "by_category")}
+    meta: dict[str, Any] = {"command": doc.get("command"), "torch": doc.get("torch"), "summary": summary,
+                            "color": args.format == "text" and not args.output and use_color_stdout()}
+    if args.format == "sarif":
+        from torchpact.docs import rule_table
+
+        meta["rules"] = rule_table(include_runtime=False)
+    if args.html:
+        from torchpact.report.html import page
+
+        try:
+            with open(args.html, "w", encoding="utf-8") as fh:
+                fh.write(page(doc))
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.html}: {exc.strerror or exc}") from None
+        if not args.output and args.format == "text":
+            print(f"torchpact: HTML report written to {args.html}", file=sys.stderr)
+            return exit_code(findings, args.fail_on)
+    emit(render(args.format, findings, meta), args.output)
+    return exit_code(findings, args.fail_on)
 
 
 def use_color_stdout() -> bool:
@@ -355,6 +447,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         meta["rules"] = rule_table(include_runtime=True)
     if args.format == "text":
         meta["footer"] = (footer.export_footer if export else footer.compile_footer)(summary, args.target)
+    write_html(args.html, result.findings, meta)
     emit(render(args.format, result.findings, meta), args.output)
     return exit_code(result.findings, args.fail_on)
 

@@ -143,8 +143,18 @@ def run_distributed(script: str, argv: Iterable[str], *, nproc: int, nnodes: int
                          seconds=time.perf_counter() - start, steps=steps)
     outcome.error = "; ".join(f"rank {d['rank']}: {d['error']}" for d in docs if d.get("error")) or None
     outcome.ranks = [{k: d.get(k) for k in ("rank", "exit_code", "steps", "seconds", "error", "finished")}
-                     | {"step_time_median": _median(d.get("step_times") or [])} for d in sorted(docs, key=lambda d: d["rank"])]
+                     | {"step_time_median": _median(d.get("step_times") or []),
+                        "step_times": _thin(d.get("step_times") or [])}
+                     for d in sorted(docs, key=lambda d: d["rank"])]
+    first = min(docs, key=lambda d: d["rank"], default=None)
+    outcome.data = (first or {}).get("data") or {}  # the lowest rank's series stand for the job's
     return outcome
+
+
+def _thin(xs: list[float], limit: int = 512) -> list[tuple[int, float]]:
+    """(step, seconds) pairs, at most about ``limit`` of them, for plots."""
+    stride = max(1, -(-len(xs) // limit))
+    return [(i, round(x, 6)) for i, x in enumerate(xs) if i % stride == 0 or i == len(xs) - 1]
 
 
 def _median(xs: list[float]) -> float | None:

@@ -49,9 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     state: dict[str, Any] = {"rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
                              "world_size": int(os.environ.get("WORLD_SIZE", "1")), "finished": False}
 
-    def save(session) -> None:
+    def save(session, data: dict[str, Any] | None = None) -> None:
         _write(path, {**state, "steps": session.step, "step_times": session.step_times,
-                      "findings": [f.to_dict() for f in session.findings]})
+                      "findings": [f.to_dict() for f in session.findings], "data": data or {}})
 
     signal.signal(signal.SIGTERM, _terminate)
     try:
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"torchpact: error: {exc}", file=sys.stderr)
         return 2
     state.update(finished=True, exit_code=outcome.exit_code, error=outcome.error, seconds=outcome.seconds)
-    save(outcome.session)
+    save(outcome.session, outcome.data)  # the watchers' series only at the end: reading them costs a sync
     return outcome.exit_code
 
 

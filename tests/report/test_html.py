@@ -1,0 +1,159 @@
+"""The HTML report: self-contained, escaped, rendered in real headless Chromium without console errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from tests.report import chromium
+from torchpact.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+HOSTILE_MODULE = "<img src=x onerror=alert(1)>"
+HOSTILE_FROZEN = "<script>alert(2)</script>"
+HOSTILE_SCRIPT = "tr<a\"i'n&.py"
+
+SCRIPT = f'''
+import torch
+import torch.nn as nn
+from torch.utils.data import DataLoader, TensorDataset
+
+torch.manual_seed(0)
+model = nn.Sequential()
+model.add_module({HOSTILE_MODULE!r}, nn.Linear(8, 16))
+model.add_module("act", nn.Tanh())
+model.add_module("head", nn.Linear(16, 1))
+frozen = nn.Linear(8, 8)
+holder = nn.Module()
+holder.add_module({HOSTILE_FROZEN!r}, frozen)
+optimizer = torch.optim.SGD(list(model.parameters()) + list(frozen.parameters()), lr=0.05)
+for p in model.head.parameters():
+    p.requires_grad_(False)
+loader = DataLoader(TensorDataset(torch.randn(96, 8), torch.randn(96, 1)), batch_size=8)
+criterion = nn.MSELoss()
+for x, y in loader:
+    optimizer.zero_grad()
+    loss = criterion(model(x) + holder.get_submodule({HOSTILE_FROZEN!r})(x).sum(1, keepdim=True) * 0, y)
+    loss.backward()
+    optimizer.step()
+'''
+
+
+@pytest.fixture(scope="module")
+def hostile_run(tmp_path_factory):
+    """One watched, profiled run of a script whose module and file names are HTML; its page and JSON report."""
+    folder = tmp_path_factory.mktemp("hostile")
+    script = folder / HOSTILE_SCRIPT
+    script.write_text(SCRIPT)
+    page, report = folder / "report.html", folder / "report.json"
+    code = main(["run", "--quiet", "--profile", "--profile-warmup", "2", "--profile-steps", "3",
+                 "--profile-dir", str(folder / "trace"), "--html", str(page), "--format", "json",
+                 "--output", str(report), str(script)])
+    assert code in (0, 1), code
+    return folder, page, json.loads(report.read_text())
+
+
+def _keep(shot: Path) -> None:
+    """TORCHPACT_SCREENSHOTS=DIR keeps the screenshots, to look at them."""
+    where = os.environ.get("TORCHPACT_SCREENSHOTS")
+    if where and shot.exists():
+        os.makedirs(where, exist_ok=True)
+        shutil.copy(shot, where)
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def _tags(text: str) -> list[tuple[str, dict]]:
+    parser = _Tags()
+    parser.feed(text)
+    return parser.tags
+
+
+def test_page_escapes_everything_from_the_user(hostile_run):
+    folder, page, doc = hostile_run
+    text = page.read_text()
+    subjects = " ".join(str(f.get("subject")) + f["message"] for f in doc["findings"])
+    assert HOSTILE_MODULE in json.dumps(doc["summary"]["data"]["grad_health"]) or HOSTILE_MODULE in subjects
+    for raw in (HOSTILE_MODULE, HOSTILE_FROZEN, HOSTILE_SCRIPT):
+        assert raw not in text
+    assert "&lt;img src=x onerror=alert(1)&gt;" in text
+    assert "tr&lt;a&quot;i&#x27;n&amp;.py" in text
+    tags = {t for t, _ in _tags(text)}
+    assert not tags & {"script", "img", "iframe", "object", "embed"}
+    assert [a for t, a in _tags(text) if t == "link"] == [{"rel": "icon", "href": "data:,"}]
+
+
+def test_page_is_self_contained(hostile_run):
+    _, page, _ = hostile_run
+    text = page.read_text()
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:|//)""", text)
+    assert "url(" not in text and "@import" not in text
+    assert "Content-Security-Policy" in text and "default-src 'none'" in text
+
+
+def test_page_has_the_run_sections(hostile_run):
+    _, page, doc = hostile_run
+    text = page.read_text()
+    for anchor in ('id="findings"', 'id="training"', 'id="profile"'):
+        assert anchor in text
+    assert "Gradient norm per layer over steps" in text and "Where step time goes" in text
+    assert "Top operators" in text and "<svg" in text
+    profile = doc["summary"]["data"]["profile"]
+    assert profile["status"] == "ok" and len(profile["steps"]) == 3 and Path(profile["trace"]).is_file()
+
+
+def test_report_command_renders_the_same_page_from_json(hostile_run, tmp_path):
+    folder, page, doc = hostile_run
+    report = tmp_path / "r.json"
+    report.write_text(json.dumps(doc))
+    again = tmp_path / "again.html"
+    assert main(["report", "--html", str(again), str(report)]) in (0, 1)
+    assert again.read_text() == page.read_text()
+
+
+def test_hostile_page_in_chromium(hostile_run):
+    folder, page, _ = hostile_run
+    shot = folder / "hostile.png"
+    rendered = chromium.render(page, screenshot=shot, height=3200)
+    assert rendered.console == [], rendered.console
+    assert rendered.screenshot is not None and shot.stat().st_size > 20_000
+    _keep(shot)
+    dom = chromium.render(page, dom=True).dom
+    tags = {t for t, _ in _tags(dom)}
+    assert "img" not in tags and "script" not in tags
+    assert HOSTILE_MODULE in dom.replace("&lt;", "<").replace("&gt;", ">")  # shown as text
+
+
+def test_export_parity_page_in_chromium(tmp_path, capsys):
+    page = tmp_path / "export.html"
+    code = main(["export-check", "--paths", "trace,script", "--html", str(page), "--format", "json",
+                 f"{ROOT / 'examples' / 'export_target.py'}:make"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and {"trace", "script"} <= set(doc["summary"]["paths"])
+    text = page.read_text()
+    assert 'id="parity"' in text and "seq=24" in text and 'class="bad"' in text
+    rendered = chromium.render(page, screenshot=tmp_path / "export.png", height=1600)
+    assert rendered.console == [], rendered.console
+    assert rendered.screenshot is not None
+    _keep(tmp_path / "export.png")
+
+
+def test_console_errors_are_caught(tmp_path):
+    """The check above would see a page that logs: a page with a script that does."""
+    page = tmp_path / "noisy.html"
+    page.write_text('<!DOCTYPE html><p>x</p><script>console.error("boom from the page")</script>')
+    rendered = chromium.render(page, screenshot=tmp_path / "noisy.png", height=200)
+    assert any("boom from the page" in line for line in rendered.console), rendered.stderr[-2000:]
