@@ -8,11 +8,18 @@ from torchpact.findings import Finding
 
 
 def render(fmt: str, findings: list[Finding], meta: dict[str, Any]) -> str:
-    """Render ``findings`` in ``fmt`` (text, json, sarif, github)."""
+    """Render ``findings`` in ``fmt`` (text, json, sarif, github, html)."""
     return FORMATS[fmt](findings, meta)
 
 
 def _text(findings, meta):
+    if meta.get("color"):  # a terminal, NO_COLOR unset: rich's grouped, coloured report
+        try:
+            from torchpact.report.terminal import render_terminal
+        except ImportError:  # rich missing: the plain report, coloured by hand
+            pass
+        else:
+            return render_terminal(findings, meta)
     from torchpact.report.text import render_text
     return render_text(findings, meta)
 
@@ -32,6 +39,11 @@ def _github(findings, meta):
     return render_github(findings, meta)
 
 
+def _html(findings, meta):
+    from torchpact.report.html import render_html
+    return render_html(findings, meta)
+
+
 FORMATS: dict[str, Callable[[list[Finding], dict[str, Any]], str]] = {
-    "text": _text, "json": _json, "sarif": _sarif, "github": _github,
+    "text": _text, "json": _json, "sarif": _sarif, "github": _github, "html": _html,
 }
