@@ -1,0 +1,61 @@
+"""PyTorch Lightning: ``Trainer(callbacks=[TorchpactCallback()])`` watches the fit.
+
+The watchers attach when the fit starts and are removed when it ends or raises; ``callback.findings``
+then holds what they found (``Finding`` objects), and ``report=`` / ``html=`` write the report::
+
+    from torchpact.integrations.lightning import TorchpactCallback
+
+    cb = TorchpactCallback(report="torchpact.json", html="torchpact.html")
+    trainer = L.Trainer(max_epochs=3, callbacks=[cb])
+    trainer.fit(model, loader)
+    for f in cb.findings:
+        print(f.code, f.message)
+
+Lightning's automatic optimisation calls the torch optimizer's ``step`` (with a closure), so the
+session's optimizer hooks count training steps as in a plain loop. Under a multi-process strategy
+each process watches its own rank.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+try:
+    from lightning.pytorch.callbacks import Callback
+except ImportError:  # the older standalone package
+    from pytorch_lightning.callbacks import Callback  # type: ignore[no-redef]
+
+from torchpact.findings import Finding
+from torchpact.integrations._attach import WatchedFit
+
+
+class TorchpactCallback(Callback):
+    """Attach torchpact's watchers for ``Trainer.fit``; hand over the findings; write a report when asked."""
+
+    def __init__(self, watchers: Iterable[str] | None = None, *, report: str | None = None, format: str = "json",
+                 html: str | None = None, live: bool = True, sample_first: int = 20, sample_every: int = 10) -> None:
+        super().__init__()
+        self.fit = WatchedFit(watchers, report=report, format=format, html=html, live=live,
+                              sample_first=sample_first, sample_every=sample_every, command="lightning fit")
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.fit.findings
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.fit.data
+
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        world = getattr(trainer, "world_size", 1) or 1
+        self.fit.start(rank=trainer.global_rank if world > 1 else None)
+
+    def on_fit_end(self, trainer: Any, pl_module: Any) -> None:
+        self.fit.stop()
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        self.fit.stop(error=exception)
+
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if self.fit.active:  # fit left without its end hook (interrupted)
+            self.fit.stop()
