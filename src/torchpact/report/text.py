@@ -18,7 +18,7 @@ def use_color(stream=None) -> bool:
 
 
 def _location(f: Finding) -> str:
-    parts = [f.path or "<unknown>"]
+    parts = [f.path] if f.path else []
     if f.cell:
         parts.append(f"cell {f.cell}")
     if f.line:
@@ -32,7 +32,7 @@ def _location(f: Finding) -> str:
     else:
         when = [f"rank {f.rank}"] if f.rank is not None else []
     when += [f"step {f.step}"] if f.step is not None else []
-    return f"{where} [{', '.join(when)}]" if when else where
+    return f"{where} [{', '.join(when)}]".strip() if when else where
 
 
 def _source_line(f: Finding, cache: dict[str, list[str] | None], sources: dict[str, str]) -> str | None:
@@ -60,7 +60,9 @@ def render_text(findings: list[Finding], meta: dict[str, Any]) -> str:
     sources = meta.get("sources", {})
     out: list[str] = []
     for f in findings:
-        head = f"{paint(_BOLD, _location(f))}: {paint(_COLOR[f.severity] + _BOLD, f.code)} {paint(_COLOR[f.severity], f.severity.value)} {f.message}"
+        where = _location(f)
+        head = (f"{paint(_BOLD, where)}: " if where else "") + (
+            f"{paint(_COLOR[f.severity] + _BOLD, f.code)} {paint(_COLOR[f.severity], f.severity.value)} {f.message}")
         out.append(head)
         src = _source_line(f, cache, sources)
         if src is not None:
