@@ -157,3 +157,17 @@ def test_console_errors_are_caught(tmp_path):
     page.write_text('<!DOCTYPE html><p>x</p><script>console.error("boom from the page")</script>')
     rendered = chromium.render(page, screenshot=tmp_path / "noisy.png", height=200)
     assert any("boom from the page" in line for line in rendered.console), rendered.stderr[-2000:]
+
+
+def test_distributed_run_page_has_per_rank_step_times(tmp_path):
+    page, report = tmp_path / "ddp.html", tmp_path / "ddp.json"
+    code = main(["run", "-q", "--nproc", "2", "--html", str(page), "--format", "json", "--output", str(report),
+                 str(ROOT / "examples" / "ddp_train.py")])
+    assert code == 1  # the example carries DDP bugs on purpose
+    doc = json.loads(report.read_text())
+    ranks = doc["summary"]["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    assert all(len(r["step_times"]) == r["steps"] > 0 for r in ranks)
+    assert doc["summary"]["data"]["progress"]["step_time"]  # rank 0's series
+    text = page.read_text()
+    assert 'id="ranks"' in text and "Step time per rank" in text and "rank 1" in text

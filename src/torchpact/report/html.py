@@ -392,10 +392,10 @@ def heatmap(title: str, rows: dict[str, list[Sequence[Any]]], *, max_columns: in
             out.append(f'<rect x="{label_w + c * cw:.1f}" y="{y}" width="{cw + 0.3:.1f}" height="{cell_h - 1}" fill="{fill}">'
                        f'<title>{e(name)} · step {s}: {e(_fmt(v))}</title></rect>')
     ybase = 30 + cell_h * len(values)
-    for t in _ticks(steps[0], steps[-1], 8) if len(steps) > 1 else steps:
-        near = min(range(len(steps)), key=lambda i: abs(steps[i] - t))
-        out.append(f'<text class="tick" x="{label_w + (near + 0.5) * cw:.1f}" y="{ybase + 14}" '
-                   f'text-anchor="middle">{e(_fmt(steps[near]))}</text>')
+    every = max(1, math.ceil(len(steps) / 10), math.ceil(36 / cw))  # columns are checked steps, not evenly spaced
+    for i in range(0, len(steps), every):
+        out.append(f'<text class="tick" x="{label_w + (i + 0.5) * cw:.1f}" y="{ybase + 14}" '
+                   f'text-anchor="middle">{e(_fmt(steps[i]))}</text>')
     ly = ybase + 26
     for i in range(60):
         out.append(f'<rect x="{label_w + i * 3}" y="{ly}" width="3.2" height="10" fill="{_color(i / 59)}"/>')
