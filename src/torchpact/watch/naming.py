@@ -55,6 +55,9 @@ class Names:
             return entry[1]
         return f"<unnamed {tuple(param.shape)} parameter>"
 
+    def has_module(self, module: Any) -> bool:
+        return self._known(self._modules, module)
+
     def has_param(self, param: Any) -> bool:
         return self._known(self._params, param)
 
