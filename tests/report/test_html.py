@@ -159,7 +159,8 @@ def test_console_errors_are_caught(tmp_path):
     assert any("boom from the page" in line for line in rendered.console), rendered.stderr[-2000:]
 
 
-def test_distributed_run_page_has_per_rank_step_times(tmp_path):
+def test_distributed_run_page_has_per_rank_step_times(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the example saves checkpoint.pt in the current folder
     page, report = tmp_path / "ddp.html", tmp_path / "ddp.json"
     code = main(["run", "-q", "--nproc", "2", "--html", str(page), "--format", "json", "--output", str(report),
                  str(ROOT / "examples" / "ddp_train.py")])
