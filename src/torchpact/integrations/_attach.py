@@ -55,10 +55,6 @@ class WatchedFit:
         session.close()
         self.findings = sorted(session.findings, key=lambda f: (f.step if f.step is not None else -1, f.code))
         self.data = session.data()
-        for w in session.watchers:  # per-layer series kept as `series` by a watcher without data()
-            series = getattr(w, "series", None)
-            if w.name not in self.data and isinstance(series, dict) and series:
-                self.data[w.name] = {"series": {k: list(v) for k, v in series.items()}}
         self.steps = session.step
         if self.report or self.html:
             self._write(time.perf_counter() - self._started, error)

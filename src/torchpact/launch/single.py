@@ -144,10 +144,6 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
     outcome.steps = session.step
     outcome.step_times = list(session.step_times)
     outcome.data = session.data()
-    for w in session.watchers:  # a watcher that keeps its per-layer series as `series` but has no data() yet
-        series = getattr(w, "series", None)
-        if w.name not in outcome.data and isinstance(series, dict) and series:
-            outcome.data[w.name] = {"series": {k: list(v) for k, v in series.items()}}
     return outcome
 
 

@@ -151,6 +151,10 @@ class GradHealth(Watcher):
         self._layouts: dict[int, tuple[weakref.ref, _Layout]] = {}
         self._reported: set[tuple[int, str]] = set()
 
+
+    def data(self) -> dict[str, Any]:
+        """The per-layer gradient-norm series, for the report's heatmap."""
+        return {"series": {layer: list(points) for layer, points in self.series.items()}} if self.series else {}
     def on_step_pre(self, optimizer: Any) -> None:
         if not self.session.sampled:
             return
