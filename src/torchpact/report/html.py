@@ -18,7 +18,8 @@ import math
 import os
 from typing import Any, Iterable, Sequence
 
-from torchpact.findings import Category, Finding, Severity
+from torchpact.findings import Category, Finding
+from torchpact.report.sources import SourceCache
 
 _CATEGORY_ORDER = [c.value for c in Category]
 _SEV_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -128,12 +129,12 @@ def _findings_section(findings: list[Finding], sources: dict[str, str]) -> str:
         groups.setdefault(f.category.value, []).append(f)
     order = sorted(groups, key=lambda c: (min(_SEV_ORDER[f.severity.value] for f in groups[c]),
                                           _CATEGORY_ORDER.index(c) if c in _CATEGORY_ORDER else 99))
-    cache: dict[str, list[str] | None] = {}
+    cache = SourceCache(sources)
     out = ['<section id="findings"><h2>Findings</h2>']
     for cat in order:
         items = sorted(groups[cat], key=lambda f: (_SEV_ORDER[f.severity.value], f.sort_key()))
         out.append(f'<section class="category"><h3>{e(cat)} <span class="count">{len(items)}</span></h3>')
-        out.extend(_finding(f, cache, sources) for f in items)
+        out.extend(_finding(f, cache) for f in items)
         out.append("</section>")
     out.append("</section>")
     return "\n".join(out)
@@ -147,7 +148,7 @@ def _display_path(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
-def _finding(f: Finding, cache: dict[str, list[str] | None], sources: dict[str, str]) -> str:
+def _finding(f: Finding, cache: SourceCache) -> str:
     sev = f.severity.value
     where = ""
     if f.path:
@@ -168,7 +169,7 @@ def _finding(f: Finding, cache: dict[str, list[str] | None], sources: dict[str, 
             + (f'<span class="loc">{e(where)}</span>' if where else "")
             + (f'<span class="when">{e(" · ".join(when))}</span>' if when else ""))
     parts = [f'<article class="finding {sev}"><div class="fhead">{head}</div>', f'<p class="msg">{e(f.message)}</p>']
-    snippet = _snippet(f, cache, sources)
+    snippet = _snippet(f, cache)
     if snippet:
         parts.append(snippet)
     if f.subject:
@@ -179,20 +180,9 @@ def _finding(f: Finding, cache: dict[str, list[str] | None], sources: dict[str, 
     return "".join(parts)
 
 
-def _snippet(f: Finding, cache: dict[str, list[str] | None], sources: dict[str, str]) -> str:
-    if not f.path or not f.line or f.cell:
-        return ""
-    if f.path not in cache:
-        text = sources.get(f.path)
-        if text is None:
-            try:
-                with open(f.path, encoding="utf-8", errors="replace") as fh:
-                    text = fh.read()
-            except OSError:
-                text = None
-        cache[f.path] = text.splitlines() if text is not None else None
-    lines = cache[f.path]
-    if not lines or f.line > len(lines):
+def _snippet(f: Finding, cache: SourceCache) -> str:
+    lines = cache.lines(f)
+    if lines is None or f.line is None:
         return ""
     lo, hi = max(1, f.line - 2), min(len(lines), f.line + 2)
     rows = []

@@ -14,6 +14,7 @@ import shutil
 from typing import Any
 
 from torchpact.findings import Category, Finding, Severity
+from torchpact.report.sources import SourceCache
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "bold cyan"}
 _BADGE = {Severity.ERROR: "white on red", Severity.WARNING: "black on yellow", Severity.INFO: "black on cyan"}
@@ -46,20 +47,6 @@ def _when(f: Finding) -> str:
     return ", ".join(out)
 
 
-def _source(f: Finding, cache: dict[str, str | None], sources: dict[str, str]) -> str | None:
-    if not f.path or not f.line or f.cell:
-        return None
-    if f.path not in cache:
-        text = sources.get(f.path)
-        if text is None:
-            try:
-                with open(f.path, encoding="utf-8", errors="replace") as fh:
-                    text = fh.read()
-            except OSError:
-                text = None
-        cache[f.path] = text
-    return cache[f.path]
-
 
 def render_terminal(findings: list[Finding], meta: dict[str, Any], width: int | None = None) -> str:
     """Coloured, grouped report as a string of ANSI text (``width`` defaults to the terminal's)."""
@@ -78,8 +65,7 @@ def render_terminal(findings: list[Finding], meta: dict[str, Any], width: int | 
         groups.setdefault(f.category.value, []).append(f)
     order = sorted(groups, key=lambda c: (-max(f.severity.rank for f in groups[c]),
                                           _ORDER.index(c) if c in _ORDER else 99))
-    cache: dict[str, str | None] = {}
-    sources = meta.get("sources", {})
+    cache = SourceCache(meta.get("sources"))
     for cat in order:
         items = sorted(groups[cat], key=lambda f: (-f.severity.rank, f.sort_key()))
         console.print(Rule(Text(f" {cat} · {len(items)} ", style="bold"), align="left", style="grey50"))
@@ -92,7 +78,7 @@ def render_terminal(findings: list[Finding], meta: dict[str, Any], width: int | 
             if when:
                 head.append(f"  [{when}]", style="grey50")
             parts: list[Any] = [head, Padding(Text(f.message), (0, 0, 0, 2), expand=False)]
-            text = _source(f, cache, sources)
+            text = cache.text(f)
             if text is not None and f.line and f.line <= text.count("\n") + 1:
                 lo = max(1, f.line - CONTEXT)
                 hi = f.line + CONTEXT

@@ -7,6 +7,7 @@ import sys
 from typing import Any
 
 from torchpact.findings import Finding, Severity
+from torchpact.report.sources import SourceCache
 
 _COLOR = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INFO: "\033[36m"}
 _BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
@@ -35,36 +36,22 @@ def _location(f: Finding) -> str:
     return f"{where} [{', '.join(when)}]".strip() if when else where
 
 
-def _source_line(f: Finding, cache: dict[str, list[str] | None], sources: dict[str, str]) -> str | None:
-    if not f.path or not f.line or f.cell:
-        return None
-    if f.path not in cache:
-        text = sources.get(f.path)
-        if text is None:
-            try:
-                with open(f.path, encoding="utf-8", errors="replace") as fh:
-                    text = fh.read()
-            except OSError:
-                text = None
-        cache[f.path] = text.splitlines() if text is not None else None
-    lines = cache[f.path]
-    if not lines or f.line > len(lines):
-        return None
-    return lines[f.line - 1]
+def _source_line(f: Finding, cache: SourceCache) -> str | None:
+    lines = cache.lines(f)
+    return lines[f.line - 1] if lines is not None and f.line else None
 
 
 def render_text(findings: list[Finding], meta: dict[str, Any]) -> str:
     color = bool(meta.get("color"))
     paint = (lambda code, s: f"{code}{s}{_RESET}") if color else (lambda code, s: s)
-    cache: dict[str, list[str] | None] = {}
-    sources = meta.get("sources", {})
+    cache = SourceCache(meta.get("sources"))
     out: list[str] = []
     for f in findings:
         where = _location(f)
         head = (f"{paint(_BOLD, where)}: " if where else "") + (
             f"{paint(_COLOR[f.severity] + _BOLD, f.code)} {paint(_COLOR[f.severity], f.severity.value)} {f.message}")
         out.append(head)
-        src = _source_line(f, cache, sources)
+        src = _source_line(f, cache)
         if src is not None:
             gutter = f"{f.line:>5} | "
             out.append(paint(_DIM, gutter) + src.rstrip())
