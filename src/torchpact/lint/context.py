@@ -649,6 +649,17 @@ def keyword(call: ast.Call, name: str) -> ast.expr | None:
     return None
 
 
+def argument(call: ast.Call, name: str, position: int | None = None) -> ast.expr | None:
+    """A call's argument by keyword, else by position (when no ``*args`` comes before it)."""
+    value = keyword(call, name)
+    if value is not None:
+        return value
+    if position is not None and len(call.args) > position and not any(
+            isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+        return call.args[position]
+    return None
+
+
 def keyword_is_true(call: ast.Call, name: str) -> bool:
     value = keyword(call, name)
     return value is not None and is_const(value, True)

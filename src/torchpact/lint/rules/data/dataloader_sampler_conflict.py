@@ -4,7 +4,7 @@ import ast
 from typing import Iterator
 
 from torchpact.findings import Category, Severity
-from torchpact.lint.context import FileContext, is_const
+from torchpact.lint.context import FileContext, argument, is_const
 from torchpact.lint.rule import Hit, Invalid, Rule
 
 DATALOADERS = {"torch.utils.data.DataLoader"}
@@ -102,7 +102,7 @@ loader2 = DataLoader(dataset, batch_sampler=batch_sampler, shuffle=True, drop_la
         assert isinstance(node, ast.Call)
         if ctx.call_name(node) not in DATALOADERS:
             return
-        args = {name: _argument(node, name, pos) for name, pos in POSITIONS.items()}
+        args = {name: argument(node, name, pos) for name, pos in POSITIONS.items()}
         shuffle, sampler, batch_sampler = args["shuffle"], args["sampler"], args["batch_sampler"]
         if _may_be_sampler(batch_sampler, ctx):
             conflicts = []
@@ -126,15 +126,6 @@ loader2 = DataLoader(dataset, batch_sampler=batch_sampler, shuffle=True, drop_la
             return
         if shuffle is not None and _truthy_const(shuffle) and _may_be_sampler(sampler, ctx):
             yield self.hit(node, subject=ctx.segment(sampler) or None)
-
-
-def _argument(call: ast.Call, name: str, position: int) -> ast.expr | None:
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    if len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
-        return call.args[position]
-    return None
 
 
 def _truthy_const(node: ast.expr) -> bool:

@@ -5,7 +5,7 @@ import re
 from typing import Iterator
 
 from torchpact.findings import Category, Severity
-from torchpact.lint.context import FileContext, is_const
+from torchpact.lint.context import FileContext, argument, is_const
 from torchpact.lint.rule import Hit, Rule
 
 DIST_SAMPLERS = {"torch.utils.data.DistributedSampler"}
@@ -142,16 +142,16 @@ while step < max_steps:
         assert isinstance(node, ast.Call)
         if ctx.call_name(node) not in DIST_SAMPLERS:
             return
-        shuffle = _argument(node, "shuffle", 3)
+        shuffle = argument(node, "shuffle", 3)
         if shuffle is not None and not is_const(shuffle, True):
             return  # shuffle=False, or decided at run time
         if any(a.attr == "set_epoch" for a in ctx.nodes(ast.Attribute)) or any(
                 isinstance(c, ast.Constant) and c.value == "set_epoch" for c in ctx.nodes(ast.Constant)):
             return  # set (or checked) somewhere: lint cannot tell which sampler, so trust it
-        seed = _argument(node, "seed", 4)
+        seed = argument(node, "seed", 4)
         if seed is not None and not isinstance(seed, ast.Constant) and ctx.in_loop(node):
             return  # re-seeded per epoch: a different permutation every time
-        dataset = node.args[0] if node.args else _argument(node, "dataset", 0)
+        dataset = node.args[0] if node.args else argument(node, "dataset", 0)
         if dataset is not None and _is_eval_name(dataset):
             return
         scope = ctx.scope(node)
@@ -161,22 +161,13 @@ while step < max_steps:
         loaders: set[str] = set()
         for sub in ctx.walk_scope(scope if scope is not ctx.tree else ctx.tree.body):
             if isinstance(sub, ast.Call) and ctx.call_name(sub) in DATALOADERS:
-                given = _argument(sub, "sampler", 3)
+                given = argument(sub, "sampler", 3)
                 if given is node or (isinstance(given, ast.Name) and given.id in samplers):
                     if any(_EVAL_NAME.search(n) for n in _bound_names(sub, ctx)):
                         return
                     loaders |= _bound_names(sub, ctx)
         if _iterated_per_epoch(scope, samplers | loaders, ctx):
             yield self.hit(node, subject=next(iter(sorted(samplers or loaders)), None))
-
-
-def _argument(call: ast.Call, name: str, position: int) -> ast.expr | None:
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    if len(call.args) > position and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
-        return call.args[position]
-    return None
 
 
 def _is_eval_name(expr: ast.AST) -> bool:

@@ -17,17 +17,6 @@ FSDP_CLASSES = {
 INIT_PROCESS_GROUP = {"torch.distributed.init_process_group", "torch.distributed.distributed_c10d.init_process_group"}
 
 
-def argument(call: ast.Call, name: str, position: int | None = None) -> ast.expr | None:
-    """A call's argument by keyword, else by position (when no ``*args`` comes before it)."""
-    for kw in call.keywords:
-        if kw.arg == name:
-            return kw.value
-    if position is not None and len(call.args) > position and not any(
-            isinstance(a, ast.Starred) for a in call.args[: position + 1]):
-        return call.args[position]
-    return None
-
-
 def is_ddp_call(ctx: FileContext, node: ast.AST) -> bool:
     return isinstance(node, ast.Call) and ctx.call_name(node) in DDP_CLASSES
 

@@ -5,9 +5,9 @@ import re
 from typing import Iterator
 
 from torchpact.findings import Category, Severity
-from torchpact.lint.context import FileContext
+from torchpact.lint.context import FileContext, argument
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.distributed._util import argument, is_ddp_call
+from torchpact.lint.rules.distributed._util import is_ddp_call
 
 BATCHNORMS = {f"torch.nn.{p}BatchNorm{d}d" for p in ("", "Lazy") for d in (1, 2, 3)}
 # torchvision constructors whose models are built from BatchNorm layers

@@ -4,10 +4,9 @@ import ast
 from typing import Iterator
 
 from torchpact.findings import Category, Severity
-from torchpact.lint.context import FileContext
+from torchpact.lint.context import FileContext, argument
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.distributed._util import (after, argument, dotted_name, exclusive_branches, is_ddp_call,
-                                                    target_names)
+from torchpact.lint.rules.distributed._util import (after, dotted_name, exclusive_branches, is_ddp_call, target_names)
 
 CONVERTING_METHODS = {"half", "double", "bfloat16"}
 # dtypes that change a float32 model's parameters (float32 itself is a no-op on a float32 model)

@@ -5,10 +5,9 @@ import re
 from typing import Iterator
 
 from torchpact.findings import Category, Severity
-from torchpact.lint.context import FileContext, mentions_rank
+from torchpact.lint.context import FileContext, argument, mentions_rank
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.distributed._util import (DDP_CLASSES, FSDP_CLASSES, INIT_PROCESS_GROUP, argument,
-                                                    in_rank_guard, is_multiprocess_script)
+from torchpact.lint.rules.distributed._util import (DDP_CLASSES, FSDP_CLASSES, INIT_PROCESS_GROUP, in_rank_guard, is_multiprocess_script)
 
 SAVES = {"torch.save", "torch.serialization.save"}
 PER_RANK_SETUP = DDP_CLASSES | FSDP_CLASSES | INIT_PROCESS_GROUP

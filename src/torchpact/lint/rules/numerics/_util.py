@@ -11,7 +11,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from torchpact.lint.context import LOOP_TYPES, MODULE, FileContext
+from torchpact.lint.context import LOOP_TYPES, MODULE, FileContext, argument
 
 # Methods that keep the values of their receiver (only layout or dtype change).
 SHAPE_METHODS = {
@@ -36,12 +36,7 @@ SIGMOID = Activation(frozenset({"torch.sigmoid", "torch.nn.functional.sigmoid", 
 
 
 def first_arg(call: ast.Call, keyword: str = "input") -> ast.expr | None:
-    if call.args and not isinstance(call.args[0], ast.Starred):
-        return call.args[0]
-    for kw in call.keywords:
-        if kw.arg == keyword:
-            return kw.value
-    return None
+    return argument(call, keyword, 0)
 
 
 def direct_activation_call(ctx: FileContext, node: ast.AST, act: Activation) -> ast.expr | None:
