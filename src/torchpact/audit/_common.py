@@ -10,39 +10,16 @@ import math
 import os
 import statistics
 import sys
-import sysconfig
 import time
 import traceback
 import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-_TORCHPACT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
-_SKIP: tuple[str, ...] | None = None
+from torchpact.watch.frames import is_user_file
 
 # Outputs agree when max |artifact - eager| <= ATOL + RTOL * max |eager|, per output tensor.
 RTOL, ATOL = 1e-4, 1e-5
-
-
-def _skip_prefixes() -> tuple[str, ...]:
-    global _SKIP
-    if _SKIP is None:
-        import torch
-
-        prefixes = [os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, _TORCHPACT]
-        for key in ("stdlib", "platstdlib"):
-            path = sysconfig.get_paths().get(key)
-            if path:
-                prefixes.append(os.path.abspath(path) + os.sep)
-        _SKIP = tuple(prefixes)
-    return _SKIP
-
-
-def is_user_file(filename: str) -> bool:
-    """Not torch, not torchpact, not the standard library, not generated code."""
-    if not filename or filename.startswith("<"):
-        return False
-    return not os.path.abspath(filename).startswith(_skip_prefixes())
 
 
 def user_frame(frames: list[traceback.FrameSummary]) -> traceback.FrameSummary | None:

@@ -17,10 +17,10 @@ def _skip_prefixes() -> tuple[str, ...]:
         import torch
 
         prefixes = [os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, _TORCHPACT_DIR + os.sep]
-        stdlib = sysconfig.get_paths().get("stdlib")
-        if stdlib:
-            prefixes.append(os.path.abspath(stdlib) + os.sep)
-        prefixes.append("<frozen ")
+        for key in ("stdlib", "platstdlib"):
+            path = sysconfig.get_paths().get(key)
+            if path:
+                prefixes.append(os.path.abspath(path) + os.sep)
         _SKIP_PREFIXES = tuple(prefixes)
     return _SKIP_PREFIXES
 
@@ -33,7 +33,11 @@ def user_location(depth: int = 1) -> tuple[str | None, int | None]:
 
 def is_user_file(filename: str) -> bool:
     """Whether a code object's file is the user's (not torch, torchpact, the stdlib or ``<string>``)."""
-    return not filename.startswith(_skip_prefixes()) and not filename.startswith("<")
+    if not filename or filename.startswith("<"):
+        return False
+    if not os.path.isabs(filename):
+        filename = os.path.abspath(filename)
+    return not filename.startswith(_skip_prefixes())
 
 
 def user_frame(depth: int = 1) -> Any:
