@@ -34,12 +34,12 @@ import linecache
 import os
 import re
 import sys
-import sysconfig
 import weakref
 from collections import deque
 from typing import Any, Iterator
 
 from torchpact.findings import Category, Severity
+from torchpact.watch.frames import is_user_file, user_frames
 from torchpact.watch.watcher import Check, Watcher
 
 HELD_STEPS = 4          # graphs of this many distinct earlier steps alive at once ...
@@ -266,35 +266,14 @@ def _available_host_memory() -> int | None:
 
 
 # ---------------------------------------------------------------------------- the script's variables
-_LIBRARY_PREFIXES: tuple[str, ...] | None = None
-
-
-def _library_prefixes() -> tuple[str, ...]:
-    global _LIBRARY_PREFIXES
-    if _LIBRARY_PREFIXES is None:
-        import torch
-
-        here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        prefixes = [os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, here + os.sep, "<"]
-        for key in ("stdlib", "platstdlib", "purelib", "platlib"):
-            path = sysconfig.get_paths().get(key)
-            if path:
-                prefixes.append(os.path.abspath(path) + os.sep)
-        _LIBRARY_PREFIXES = tuple(prefixes)
-    return _LIBRARY_PREFIXES
+def _script_file(path: str | None) -> bool:
+    """The script's own code: a user file (see frames.is_user_file) outside installed packages."""
+    return bool(path) and is_user_file(path) and "site-packages" not in path and "dist-packages" not in path
 
 
 def _user_frames() -> list[Any]:
     """Frames of the script on the stack, innermost first (library and torchpact frames left out)."""
-    skip = _library_prefixes()
-    out = []
-    frame = sys._getframe(1)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not name.startswith(skip) and "site-packages" not in name and "dist-packages" not in name:
-            out.append(frame)
-        frame = frame.f_back
-    return out
+    return [f for f in user_frames() if _script_file(f.f_code.co_filename)]
 
 
 class _Holder:
@@ -326,7 +305,7 @@ def _user_class(value: Any) -> bool:
     path = getattr(module, "__file__", None) or ""
     if cls.__module__ == "__main__":
         return True
-    return bool(path) and not path.startswith(_library_prefixes()) and "site-packages" not in path
+    return _script_file(path)
 
 
 def _holders(frames: list[Any], roots: list[Any]) -> list[_Holder]:
