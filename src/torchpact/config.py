@@ -97,7 +97,8 @@ def parse_version(text: str) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-def _torch_floor_from_dependencies(deps: Iterable[Any]) -> tuple[int, int] | None:
+def torch_floor_from_dependencies(deps: Iterable[Any]) -> tuple[int, int] | None:
+    """The oldest torch a list of PEP 508 requirements admits (``"torch>=2.4"`` -> (2, 4)), if stated."""
     for dep in deps:
         if not isinstance(dep, str):
             continue
@@ -168,7 +169,7 @@ def load_config(pyproject: Path | None) -> Config:
             raise ConfigError(f"{pyproject}: tool.torchpact.min-torch must look like \"2.4\"")
     else:
         project = data.get("project", {})
-        cfg.min_torch = _torch_floor_from_dependencies(project.get("dependencies", []) or [])
+        cfg.min_torch = torch_floor_from_dependencies(project.get("dependencies", []) or [])
     return cfg
 
 

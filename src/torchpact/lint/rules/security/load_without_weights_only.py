@@ -5,7 +5,7 @@ import re
 import sys
 from typing import Iterator
 
-from torchpact.config import _torch_floor_from_dependencies
+from torchpact.config import torch_floor_from_dependencies
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, keyword
 from torchpact.lint.rule import Hit, Rule
@@ -129,4 +129,4 @@ def _script_torch_floor(text: str) -> tuple[int, int] | None:
         deps = tomllib.loads(content).get("dependencies", [])
     except tomllib.TOMLDecodeError:
         return None
-    return _torch_floor_from_dependencies(deps) if isinstance(deps, list) else None
+    return torch_floor_from_dependencies(deps) if isinstance(deps, list) else None
