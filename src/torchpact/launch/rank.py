@@ -50,7 +50,8 @@ def main(argv: list[str] | None = None) -> int:
                              "world_size": int(os.environ.get("WORLD_SIZE", "1")), "finished": False}
 
     def save(session, data: dict[str, Any] | None = None) -> None:
-        _write(path, {**state, "steps": session.step, "step_times": session.step_times,
+        steps = session.step  # read once: a watcher thread may save while the main thread ends a step
+        _write(path, {**state, "steps": steps, "step_times": session.step_times[:steps],
                       "findings": [f.to_dict() for f in session.findings], "data": data or {}})
 
     signal.signal(signal.SIGTERM, _terminate)
