@@ -162,8 +162,11 @@ def test_console_errors_are_caught(tmp_path):
 def test_distributed_run_page_has_per_rank_step_times(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the example saves checkpoint.pt in the current folder
     page, report = tmp_path / "ddp.html", tmp_path / "ddp.json"
-    code = main(["run", "-q", "--nproc", "2", "--html", str(page), "--format", "json", "--output", str(report),
-                 str(ROOT / "examples" / "ddp_train.py")])
+    # --fail-on warning: the exit code then rests on a finding each rank makes alone (the sampler replaying
+    # its order, TP501), not on the cross-rank checksum exchange, whose end-of-run wait a loaded machine
+    # can outlast
+    code = main(["run", "-q", "--nproc", "2", "--fail-on", "warning", "--html", str(page), "--format", "json",
+                 "--output", str(report), str(ROOT / "examples" / "ddp_train.py")])
     assert code == 1  # the example carries DDP bugs on purpose
     doc = json.loads(report.read_text())
     ranks = doc["summary"]["ranks"]
