@@ -20,7 +20,7 @@ from torchpact.audit import _common as C
 from torchpact.audit.target import Target
 from torchpact.audit.variants import Dims, Variant, infer_dims, make_variants
 from torchpact.findings import Category, Finding, Severity
-from torchpact.watch.watcher import Check
+from torchpact.checks import Check
 
 CPU_MODES = ("default", "max-autotune-no-cudagraphs")
 CUDA_MODES = ("reduce-overhead", "max-autotune")

@@ -32,7 +32,7 @@ from torchpact.audit.variants import (
     make_variants,
 )
 from torchpact.findings import Category, Finding, Severity
-from torchpact.watch.watcher import Check
+from torchpact.checks import Check
 
 PATHS = ("trace", "script", "export", "onnx")
 OK, MISMATCH, FAILED, SKIPPED = "ok", "mismatch", "failed", "skipped"
