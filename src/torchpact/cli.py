@@ -318,11 +318,11 @@ def write_html(path: str | None, findings: list[Finding], meta: dict[str, Any]) 
     """``--html FILE``: the self-contained page, beside whatever --format writes."""
     if not path:
         return
-    from torchpact.report.html import render_html
+    from torchpact.report import render
 
     try:
         with open(path, "w", encoding="utf-8") as fh:
-            fh.write(render_html(findings, meta))
+            fh.write(render("html", findings, meta))
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     print(f"torchpact: HTML report written to {path}", file=sys.stderr)
@@ -349,7 +349,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.format == "sarif":
         from torchpact.docs import rule_table
 
-        meta["rules"] = rule_table(include_runtime=False)
+        meta["rules"] = rule_table(include_runtime=True)  # a saved report may hold runtime codes
     if args.html:
         from torchpact.report.html import page
 

@@ -65,16 +65,29 @@ def page(code: str) -> str | None:
     return lint_docs.special_codes().get(code)
 
 
+def _what_it_does(markdown: str) -> str:
+    """The "What it does" section of a page as one paragraph, for SARIF's fullDescription."""
+    match = re.search(r"^## What it does\n(.*?)(?=^## |\Z)", markdown, flags=re.M | re.S)
+    return " ".join(match.group(1).split()) if match else ""
+
+
 def rule_table(include_runtime: bool) -> list[dict[str, Any]]:
-    """Rule metadata for SARIF's rule table."""
-    table = {r.code: {"code": r.code, "name": r.name(), "summary": r.summary(), "category": r.category.value,
-                      "severity": r.severity.value, "help": lint_docs.rule_markdown(r)} for r in all_rules()}
+    """Rule metadata for SARIF's rule table: summary, description, page, default severity."""
+    table: dict[str, dict[str, Any]] = {}
+    for r in all_rules():
+        help_md = page(r.code) if include_runtime else lint_docs.rule_markdown(r)
+        table[r.code] = {"code": r.code, "name": r.name(), "summary": r.summary(), "category": r.category.value,
+                         "severity": r.severity.value, "help": help_md, "description": _what_it_does(help_md)}
+    for code, text in lint_docs.special_codes().items():
+        table[code] = {"code": code, "name": code.lower(), "summary": text.splitlines()[0].split("— ", 1)[1],
+                       "category": "input", "severity": "error", "help": text, "description": _what_it_does(text)}
     if include_runtime:
         for code, check in runtime_checks().items():
             if code not in table:
+                help_md = check_markdown(check)
                 table[code] = {"code": code, "name": code.lower(), "summary": check.summary,
                                "category": check.category.value, "severity": check.severity.value,
-                               "help": check_markdown(check)}
+                               "help": help_md, "description": _what_it_does(help_md)}
     return [table[c] for c in sorted(table)]
 
 

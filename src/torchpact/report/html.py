@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import html
 import math
-import os
 from typing import Any, Iterable, Sequence
 
 from torchpact.findings import Category, Finding
@@ -140,19 +139,11 @@ def _findings_section(findings: list[Finding], sources: dict[str, str]) -> str:
     return "\n".join(out)
 
 
-def _display_path(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:  # another drive on Windows
-        return path
-    return path if rel.startswith("..") else rel
-
-
 def _finding(f: Finding, cache: SourceCache) -> str:
     sev = f.severity.value
     where = ""
     if f.path:
-        where = _display_path(f.path)
+        where = f.path
         if f.cell:
             where += f" cell {f.cell}"
         if f.line:
