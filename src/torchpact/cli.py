@@ -307,11 +307,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                                   f"tensorboard --logdir {os.path.dirname(trace) or '.'})")
         if not args.output:
             sys.stdout.write("\n== torchpact report\n")
+    code = outcome.exit_code or exit_code(outcome.findings, args.fail_on)  # a failed script keeps its code
+    meta["summary"].update(torchpact_exit_code=code, fail_on=args.fail_on)
     write_html(args.html, outcome.findings, meta)
     emit(render(args.format, outcome.findings, meta), args.output)
-    if outcome.exit_code != 0:
-        return outcome.exit_code
-    return exit_code(outcome.findings, args.fail_on)
+    return code
 
 
 def write_html(path: str | None, findings: list[Finding], meta: dict[str, Any]) -> None:
@@ -447,9 +447,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         meta["rules"] = rule_table(include_runtime=True)
     if args.format == "text":
         meta["footer"] = (footer.export_footer if export else footer.compile_footer)(summary, args.target)
+    code = exit_code(result.findings, args.fail_on)
+    meta["summary"].update(torchpact_exit_code=code, fail_on=args.fail_on)
     write_html(args.html, result.findings, meta)
     emit(render(args.format, result.findings, meta), args.output)
-    return exit_code(result.findings, args.fail_on)
+    return code
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
