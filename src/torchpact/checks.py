@@ -16,6 +16,8 @@ class Check:
 
     ``doc`` holds the sections "What it does", "Why is this bad?" and "How to fix" (``## `` headings).
     A check that shares a code with a lint rule documents the runtime side of the same pattern.
+    ``severity_note`` says when a finding is reported at another severity than ``severity``
+    ("`warning` when ..."); the rule's page shows it.
     """
 
     code: str
@@ -23,3 +25,4 @@ class Check:
     severity: Severity
     summary: str
     doc: str
+    severity_note: str = ""

@@ -41,15 +41,23 @@ def _found_by(check: Any) -> str:
     return "torchpact run"
 
 
+def _severity(check: Any) -> str:
+    """The check's severity, and when a finding of it carries another one."""
+    note = getattr(check, "severity_note", "")
+    return f"`{check.severity.value}`" + (f"; {note}" if note else "")
+
+
 def _runtime_section(check: Any) -> str:
-    return (f"## At runtime (`{_found_by(check)}`)\n\nSeverity: `{check.severity.value}`. {check.summary}\n\n"
+    return (f"## At runtime (`{_found_by(check)}`)\n\nSeverity: {_severity(check)}. {check.summary}\n\n"
             + re.sub(r"^## ", "### ", check.doc.strip(), flags=re.M) + "\n")
 
 
 def check_markdown(check: Any) -> str:
-    return (f"# {check.code} — runtime check\n\n{check.summary}\n\n"
-            f"Category: `{check.category.value}` · Severity: `{check.severity.value}` · Found by: `{_found_by(check)}`\n\n"
-            + check.doc.strip() + "\n")
+    text = (f"# {check.code} — runtime check\n\n{check.summary}\n\n"
+            f"Category: `{check.category.value}` · Severity: `{check.severity.value}` · Found by: `{_found_by(check)}`\n\n")
+    if getattr(check, "severity_note", ""):
+        text += f"Severity: {_severity(check)}.\n\n"
+    return text + check.doc.strip() + "\n"
 
 
 def page(code: str) -> str | None:
@@ -58,8 +66,10 @@ def page(code: str) -> str | None:
     rule = next((r for r in all_rules() if r.code == code), None)
     check = runtime_checks().get(code)
     if rule is not None:
-        text = lint_docs.rule_markdown(rule)
-        return text + "\n" + _runtime_section(check) if check is not None else text
+        if check is None:
+            return lint_docs.rule_markdown(rule)
+        text = lint_docs.rule_markdown(rule, runtime=(_found_by(check), check.severity.value))
+        return text + "\n" + _runtime_section(check)
     if check is not None:
         return check_markdown(check)
     return lint_docs.special_codes().get(code)
@@ -83,7 +93,9 @@ def rule_table(include_runtime: bool) -> list[dict[str, Any]]:
                        "category": "input", "severity": "error", "help": text, "description": _what_it_does(text)}
     if include_runtime:
         for code, check in runtime_checks().items():
-            if code not in table:
+            if code in table:  # run / export-check report the check's severity
+                table[code]["severity"] = check.severity.value
+            else:
                 help_md = check_markdown(check)
                 table[code] = {"code": code, "name": code.lower(), "summary": check.summary,
                                "category": check.category.value, "severity": check.severity.value,
@@ -104,9 +116,13 @@ def generated_files() -> dict[str, str]:
         rule, check = rules.get(code), checks.get(code)
         if rule is not None:
             by = "lint, run" if check is not None else "lint"
-            rows.append(f"| [{code}]({code}.md) | {rule.category.value} | {rule.severity.value} | {by} | {rule.summary()} |")
+            severity = rule.severity.value
+            if check is not None and (check.severity != rule.severity or check.severity_note):
+                severity += f" (run: {check.severity.value}{', varies' if check.severity_note else ''})"
+            rows.append(f"| [{code}]({code}.md) | {rule.category.value} | {severity} | {by} | {rule.summary()} |")
         elif check is not None:
-            rows.append(f"| [{code}]({code}.md) | {check.category.value} | {check.severity.value} | run | {check.summary} |")
+            severity = check.severity.value + (" (varies)" if check.severity_note else "")
+            rows.append(f"| [{code}]({code}.md) | {check.category.value} | {severity} | run | {check.summary} |")
         else:
             title = lint_docs.special_codes()[code].splitlines()[0].split("— ", 1)[1]
             rows.append(f"| [{code}]({code}.md) | input | error | lint, run | {title} |")
