@@ -84,3 +84,20 @@ def test_relative_path_only_under_the_working_directory(tmp_path):
     assert relative_path(cwd + "-sibling/x.py", cwd) == cwd + "-sibling/x.py"
     assert relative_path("src/train.py", cwd) == "src/train.py"
     assert relative_path("<stdin>", cwd) == "<stdin>" and relative_path(None, cwd) is None
+
+
+def test_github_annotation_of_a_notebook_names_the_raw_line_and_the_cell(tmp_path, capsys, monkeypatch):
+    nb = {"cells": [{"cell_type": "markdown", "source": ["x -= 1\n"], "metadata": {}},
+                    {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                     "source": ["import torch\n", "x = torch.zeros(2, requires_grad=True)\n", "x -= 1\n"]}],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    raw = json.dumps(nb, indent=1)
+    (tmp_path / "nb.ipynb").write_text(raw)
+    monkeypatch.chdir(tmp_path)
+    main(["lint", "nb.ipynb", "--select", "TP202", "--format", "github"])
+    [line] = capsys.readouterr().out.splitlines()
+    raw_line = int(re.search(r",line=(\d+),", line).group(1))
+    assert line.startswith("::error file=nb.ipynb,line=") and ",col=" not in line
+    assert raw.splitlines()[raw_line - 1].strip() == '"x -= 1\\n"'
+    assert raw_line == raw[:raw.rindex('"x -= 1\\n"')].count("\n") + 1  # the code cell's, not the markdown's
+    assert "::[cell 1, line 3] " in line
