@@ -65,14 +65,16 @@ def test_run_github_annotations(tmp_path, capsys, monkeypatch):
     assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines)
 
 
-def test_every_command_reports_paths_relative_to_the_working_directory(tmp_path, monkeypatch):
+def test_every_command_reports_paths_relative_to_the_working_directory(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
     paths = {}
-    for command, args in (("lint", [str(LEAKY)]), ("run", ["-q", str(LEAKY)])):
+    for command, args in (("lint", [str(LEAKY)]), ("run", [str(LEAKY)])):
         out = tmp_path / f"{command}.json"
         main([command, "--format", "json", "--output", str(out), *args])
         paths[command] = {f["path"] for f in json.loads(out.read_text())["findings"] if f["code"] == "TP101"}
     assert paths["lint"] == paths["run"] == {"tests/fixtures/leaky_train.py"}
+    live = [line for line in capsys.readouterr().err.splitlines() if line.startswith("torchpact: TP101")]
+    assert live and " tests/fixtures/leaky_train.py:14: " in live[0]  # the live line too
 
 
 def test_relative_path_only_under_the_working_directory(tmp_path):
