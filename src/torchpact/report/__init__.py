@@ -16,6 +16,13 @@ def render(fmt: str, findings: list[Finding], meta: dict[str, Any]) -> str:
     return FORMATS[fmt](with_relative_paths(findings), meta)
 
 
+def one_line(f: Finding) -> str:
+    """The message and the fix as one line, for formats with a single text field (SARIF, GitHub)."""
+    if not f.fix:
+        return f.message
+    return f.message.rstrip() + ("" if f.message.rstrip().endswith((".", "!", "?")) else ".") + f" Fix: {f.fix}"
+
+
 def _text(findings, meta):
     if meta.get("color"):  # a terminal, NO_COLOR unset: rich's grouped, coloured report
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from torchpact.findings import Finding, Severity
+from torchpact.report import one_line
 from torchpact.report.notebooks import NotebookLines
 
 _LEVEL = {Severity.ERROR: "error", Severity.WARNING: "warning", Severity.INFO: "notice"}
@@ -41,7 +42,7 @@ def render_github(findings: list[Finding], meta: dict[str, Any]) -> str:
             if f.end_column and f.end_line == f.line:
                 props.append(f"endColumn={f.end_column}")
         props.append(f"title={_escape_property(f'torchpact {f.code} ({f.category.value})')}")
-        message = f.message + (f" Fix: {f.fix}" if f.fix else "")
+        message = one_line(f)
         if f.cell:
             message = f"[cell {f.cell}" + (f", line {f.line}" if f.line else "") + "] " + message
         out.append(f"::{_LEVEL[f.severity]} {','.join(props)}::{_escape_data(message)}")

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote
 
 from torchpact.findings import Finding, Severity
+from torchpact.report import one_line
 from torchpact.report.links import PROJECT_URL, rule_url
 from torchpact.report.notebooks import NotebookLines
 
@@ -80,7 +81,7 @@ def render_sarif(findings: list[Finding], meta: dict[str, Any]) -> str:
     notebooks = NotebookLines()
     results = []
     for f in findings:
-        text = f.message + (f" Fix: {f.fix}" if f.fix else "")
+        text = one_line(f)
         if f.cell:
             text = f"[cell {f.cell}" + (f", line {f.line}" if f.line else "") + f"] {text}"
         result: dict[str, Any] = {
