@@ -7,6 +7,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from torchpact.config import Config
 from torchpact.lint import lint_paths
 from torchpact.lint.files import discover
@@ -47,11 +49,104 @@ def test_notebook_findings_carry_cell_and_line(tmp_path):
     ]))
     findings = lint_paths([str(nb)], Config()).findings
     [f] = [f for f in findings if f.code == "TP101"]
-    assert (f.cell, f.line, f.column) == (3, 8, 5)
+    # cells are counted as ruff counts them: position among all cells, markdown included
+    assert (f.cell, f.line, f.column) == (4, 8, 5)
 
 
 def test_notebook_cell_magic_and_syntax_error_cell(tmp_path):
     nb = tmp_path / "bad.ipynb"
     nb.write_text(_notebook([("code", "%%bash\necho hi\n"), ("code", "import torch\n"), ("code", "def f(:\n")]))
     [f] = lint_paths([str(nb)], Config()).findings
-    assert f.category.value == "input" and (f.cell, f.line) == (3, 1)
+    assert f.category.value == "input" and (f.cell, f.line, f.column) == (3, 1, 7)
+
+
+IPYTHON_CELL = """\
+files = !ls
+%time x = f()
+%matplotlib inline
+!pip install torch
+?torch.nn
+torch.nn.Linear?
+torch.optim.SGD??
+pip install einops
+%load_ext autoreload
+for name in files:
+    !echo $name \\
+        done
+a, b = %who_ls
+/print files
+"""
+
+
+def test_every_ipython_form_parses_and_keeps_columns(tmp_path):
+    body = LEAKY.read_text().splitlines(keepends=True)
+    loop = body[6:]  # `total = 0` ... the loop that keeps the graph
+    loop[7] = loop[7].replace("total += loss", "%time total += loss")
+    nb = tmp_path / "magic.ipynb"
+    nb.write_text(_notebook([
+        ("markdown", "# magics\n"),
+        ("code", body[:6]),
+        ("code", IPYTHON_CELL),
+        ("code", ["%%capture out\n", "import torch\n"]),
+        ("code", "%%bash\nfor f in *; do echo (; done\n"),
+        ("code", "%%writefile helper.py\ndef broken(:\n"),
+        ("code", "  # indented cell, dedented by IPython\n  y = 2\n"),
+        ("code", loop),
+    ]))
+    findings = lint_paths([str(nb)], Config()).findings
+    assert [f.category.value for f in findings] == ["memory"], findings
+    [f] = findings
+    # `    %time total += loss`: `total` is where the user sees it, after the magic
+    assert (f.code, f.cell, f.line, f.column) == ("TP101", 8, 8, 11)
+
+
+def test_an_invalid_cell_is_one_finding_and_the_others_are_linted(tmp_path):
+    body = LEAKY.read_text()
+    nb = tmp_path / "half.ipynb"
+    nb.write_text(_notebook([("code", "import torch\n"), ("code", "x = [1,\n  2\nprint(x)\n"), ("code", body)]))
+    bad, leak = lint_paths([str(nb)], Config()).findings
+    assert bad.code == "TP001" and bad.cell == 2 and "cannot parse this cell" in bad.message
+    assert (leak.code, leak.cell, leak.line) == ("TP101", 3, 14)
+
+
+def _nbformat_text(cells) -> str:
+    """A notebook written the way nbformat writes it: indent 1, non-ASCII kept, final newline."""
+    doc = {"cells": [
+        {"cell_type": t, "execution_count": 1, "metadata": {}, "outputs": [
+            {"name": "stdout", "output_type": "stream", "text": ["données\n"]}], "source": s}
+        if t == "code" else {"cell_type": t, "metadata": {}, "source": s} for t, s in cells],
+        "metadata": {"kernelspec": {"name": "python3"}}, "nbformat": 4, "nbformat_minor": 5}
+    return json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+
+
+def test_fix_and_diff_rewrite_only_the_fixed_cell(tmp_path, capsys):
+    from torchpact.cli import main
+
+    body = LEAKY.read_text().splitlines(keepends=True)
+    body[13] = body[13].replace("total += loss", "%time total += loss")
+    original = _nbformat_text([("markdown", ["# Réseau\n"]), ("code", ["!nvidia-smi\n"]), ("code", body)])
+    nb = tmp_path / "train.ipynb"
+    nb.write_text(original, encoding="utf-8")
+
+    assert main(["lint", str(nb), "--diff"]) == 1
+    out, _ = capsys.readouterr()
+    assert nb.read_text(encoding="utf-8") == original
+    assert f"{nb}:cell 3" in out and "+    %time total += loss.detach()\n" in out
+
+    assert main(["lint", str(nb), "--fix"]) == 0
+    fixed = nb.read_text(encoding="utf-8")
+    expected = original.replace('"    %time total += loss\\n"', '"    %time total += loss.detach()\\n"')
+    assert fixed == expected != original  # outputs, layout and the other cells untouched
+
+
+@pytest.mark.parametrize("python", [
+    "x = a != b\ny = a % b\nz = '%time !ls ?'\n",
+    "s = '''\n!not a command\n%not a magic\n'''\n",
+    "d = {\n    'k': 1,\n}\nprint(d)  # what?\n",
+    "if x:\n    pass\n",
+])
+def test_plain_python_is_never_rewritten(python):
+    from torchpact.lint.ipython import transform_cell
+
+    code = transform_cell(python)
+    assert code.text == python and not code.opaque and code.error is None

@@ -209,6 +209,23 @@ def exit_code(findings: list[Finding], fail_on: str) -> int:
     return EXIT_FINDINGS if any(f.severity >= threshold for f in findings) else EXIT_OK
 
 
+def fix_diff(path: str, before: str, after: str) -> list[str]:
+    """A unified diff of a fix; for a notebook, one per changed cell (``a/nb.ipynb:cell 3``)."""
+    if not path.endswith(".ipynb"):
+        return list(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                         fromfile=f"a/{path}", tofile=f"b/{path}"))
+    from torchpact.lint.source import cell_sources
+
+    old, new = cell_sources(before), cell_sources(after)
+    out: list[str] = []
+    for number, text in old.items():
+        lines = [ln if ln.endswith("\n") else ln + "\n" for ln in text.splitlines(keepends=True)]
+        fixed = [ln if ln.endswith("\n") else ln + "\n" for ln in new.get(number, text).splitlines(keepends=True)]
+        out += difflib.unified_diff(lines, fixed, fromfile=f"a/{path}:cell {number}",
+                                    tofile=f"b/{path}:cell {number}")
+    return out
+
+
 def cmd_lint(args: argparse.Namespace) -> int:
     from torchpact.lint import lint_paths
     from torchpact.report import render
@@ -225,9 +242,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
         for r in result.files:
             if r.fixed is not None and r.original is not None:
                 changed += 1
-                sys.stdout.writelines(difflib.unified_diff(
-                    r.original.splitlines(keepends=True), r.fixed.splitlines(keepends=True),
-                    fromfile=f"a/{r.path}", tofile=f"b/{r.path}"))
+                sys.stdout.writelines(fix_diff(r.path, r.original, r.fixed))
         print(f"{changed} file{'s' * (changed != 1)} would be fixed", file=sys.stderr)
         return EXIT_FINDINGS if changed else EXIT_OK
     findings = result.findings
