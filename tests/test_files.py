@@ -11,7 +11,7 @@ import pytest
 
 from torchpact.config import Config
 from torchpact.lint import lint_paths
-from torchpact.lint.files import discover
+from torchpact.lint.files import discover, excluded_by
 
 LEAKY = Path(__file__).parent / "fixtures" / "leaky_train.py"
 
@@ -30,7 +30,8 @@ def test_discovery_skips_vcs_venvs_and_gitignored(tmp_path):
     assert found == ["a.py", "pkg/b.py", "pkg/nb.ipynb", "pkg/sub/c.py"]
     # a file named explicitly is linted whatever its suffix or ignore status
     assert list(discover([str(tmp_path / "notes.txt")])) == [str(tmp_path / "notes.txt")]
-    assert [Path(p).name for p in discover([str(tmp_path)], exclude=["pkg/sub/"])] == ["a.py", "b.py", "nb.ipynb"]
+    excluded = excluded_by(lambda path: Config(exclude=["pkg/sub/"], root=tmp_path))
+    assert [Path(p).name for p in discover([str(tmp_path)], excluded)] == ["a.py", "b.py", "nb.ipynb"]
 
 
 def _notebook(cells):

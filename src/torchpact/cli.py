@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from torchpact.config import Config, ConfigError, find_pyproject, load_config, parse_version
+from torchpact.config import ConfigError, Overrides, Settings, check_selectors, closest, parse_version
 from torchpact.findings import Finding, Severity
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -49,7 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("--ignore", metavar="CODES", help="comma-separated codes, prefixes or categories to skip")
     lint.add_argument("--fix", action="store_true", help="apply safe fixes in place")
     lint.add_argument("--diff", action="store_true", help="print the safe fixes as a diff; change nothing")
-    lint.add_argument("--config", metavar="PYPROJECT", help="pyproject.toml to read [tool.torchpact] from")
+    lint.add_argument("--config", metavar="PYPROJECT",
+                      help="pyproject.toml to read [tool.torchpact] from, for every file "
+                           "(default: each file's closest pyproject.toml with a [tool.torchpact] table)")
+    lint.add_argument("--force-exclude", action="store_true",
+                      help="skip excluded paths (and virtualenvs, ignored folders) even when named on the command line")
     lint.add_argument("--min-torch", metavar="X.Y", help="oldest torch the code must support")
     lint.add_argument("--jobs", "-j", type=int, default=None, help="parallel processes (default: all cores)")
     _add_output_options(lint, "warning")
@@ -163,23 +167,24 @@ def _split(value: str | None) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else []
 
 
-def lint_config(args: argparse.Namespace) -> Config:
-    if args.config:
-        if not os.path.isfile(args.config):
-            raise UsageError(f"config file not found: {args.config}")
-        config = load_config(Path(args.config))
-    else:
-        first = args.paths[0] if args.paths else "."
-        config = load_config(find_pyproject(Path(first)) if os.path.exists(first) else None)
-    if args.select:
-        config.select = _split(args.select)
-    if args.ignore:
-        config.ignore = config.ignore + _split(args.ignore)
+def lint_settings(args: argparse.Namespace) -> Settings:
+    """Each file's configuration, with the command line's options on top; a selector that selects
+    nothing is a usage error, as in ruff (a typo must not turn checks off)."""
+    from torchpact.lint import rule_codes
+
+    codes = rule_codes()
+    select, ignore = _split(args.select), _split(args.ignore)
+    check_selectors(select, codes, "--select")
+    check_selectors(ignore, codes, "--ignore")
+    min_torch = None
     if args.min_torch:
-        config.min_torch = parse_version(args.min_torch)
-        if config.min_torch is None:
+        min_torch = parse_version(args.min_torch)
+        if min_torch is None:
             raise UsageError(f"--min-torch must look like 2.4, not {args.min_torch!r}")
-    return config
+    if args.config and not os.path.isfile(args.config):
+        raise UsageError(f"config file not found: {args.config}")
+    return Settings(config_file=Path(args.config) if args.config else None,
+                    overrides=Overrides(select=select or None, ignore=ignore, min_torch=min_torch), codes=codes)
 
 
 def installed_torch_version() -> str | None:
@@ -234,9 +239,11 @@ def cmd_lint(args: argparse.Namespace) -> int:
     for p in args.paths:
         if not os.path.lexists(p):
             raise UsageError(f"no such file or folder: {p}")
-    config = lint_config(args)
-    result = lint_paths(args.paths or ["."], config, fix=args.fix or args.diff, jobs=args.jobs,
-                        write=not args.diff)
+    result = lint_paths(args.paths or ["."], settings=lint_settings(args), fix=args.fix or args.diff,
+                        jobs=args.jobs, write=not args.diff, force_exclude=args.force_exclude)
+    if not result.files:
+        # as ruff: say so, and exit 0 (a hook run on a change with no Python file must not fail)
+        print("torchpact: warning: no Python files found under the given path(s)", file=sys.stderr)
     if args.diff:
         changed = 0
         for r in result.files:
@@ -439,7 +446,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         from torchpact.audit.compile import CPU_MODES, CUDA_MODES, compile_check as check
         unknown = set(chosen) - set(CPU_MODES + CUDA_MODES)
     if unknown:
-        raise UsageError(f"unknown {'path' if export else 'mode'}(s): {', '.join(sorted(unknown))}")
+        name = sorted(unknown)[0]
+        hint = closest(name, PATHS if export else CPU_MODES + CUDA_MODES)
+        raise UsageError(f"unknown {'path' if export else 'mode'}(s): {', '.join(sorted(unknown))}{hint}")
     try:
         target = load_target(args.target)
     except TargetError as exc:

@@ -7,21 +7,29 @@ Keys (all optional)::
     ignore = ["TP905"]
     per-file-ignores = {"tests/*" = ["TP402"]}
     severity = {TP905 = "warning"}  # severity overrides
-    exclude = ["build/*"]            # extra paths lint skips (gitignore syntax)
-    min-torch = "2.4"               # oldest torch the code must run on; default: read from
-                                     # [project] dependencies, else the installed-torch default
+    exclude = ["build/*"]            # extra paths lint skips (gitignore syntax, relative to this file)
+    min-torch = "2.4"               # oldest torch the code must run on; default: what the closest
+                                     # project declares (see torchpact.project), else torch 2.13
+
+Each linted file uses the closest ``pyproject.toml`` that has a ``[tool.torchpact]`` table (as ruff
+does), so a monorepo or a folder of projects gets each project's settings; ``--config`` names one for
+all files. Unknown keys and selectors are errors, with the closest valid name.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import fnmatch
+import os
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable
 
-from torchpact.findings import Finding, Severity
+from torchpact.findings import Category, Finding, Severity
+from torchpact.project import nearest_torch_floor, parse_version, torch_requirement
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,7 +53,8 @@ class Config:
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     severity: dict[str, Severity] = field(default_factory=dict)
     exclude: list[str] = field(default_factory=list)
-    min_torch: tuple[int, int] | None = None
+    min_torch: tuple[int, int] | None = None  # stated in [tool.torchpact] or on the command line
+    declared_torch: tuple[int, int] | None = None  # what the project's dependencies declare
     root: Path | None = None
 
     def is_enabled(self, code: str, category: str, path: str | None = None) -> bool:
@@ -69,7 +78,7 @@ class Config:
 
     @property
     def effective_min_torch(self) -> tuple[int, int]:
-        return self.min_torch or SUPPORTED_TORCH
+        return self.min_torch or self.declared_torch or SUPPORTED_TORCH
 
 
 def _matches(selector: str, code: str, category: str) -> bool:
@@ -91,44 +100,56 @@ def _path_matches(pattern: str, path: str, root: Path | None) -> bool:
     return any(fnmatch.fnmatch(c, pattern) for c in candidates)
 
 
-def parse_version(text: str) -> tuple[int, int] | None:
-    """``"2.4"`` / ``"2.4.1"`` / ``">=2.4,<3"`` -> (2, 4); None when no version is there."""
-    m = re.search(r"(\d+)\.(\d+)", text)
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
 def torch_floor_from_dependencies(deps: Iterable[Any]) -> tuple[int, int] | None:
     """The oldest torch a list of PEP 508 requirements admits (``"torch>=2.4"`` -> (2, 4)), if stated."""
-    for dep in deps:
-        if not isinstance(dep, str):
+    return torch_requirement(deps)[1]
+
+
+KEYS = ("select", "ignore", "per-file-ignores", "severity", "exclude", "min-torch")
+
+
+def closest(name: str, valid: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the valid name closest to a typo, or nothing."""
+    match = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.5)
+    return f" (did you mean {match[0]!r}?)" if match else ""
+
+
+def check_selectors(selectors: Iterable[str], codes: Collection[str], where: str) -> None:
+    """Raise ConfigError for a selector that selects nothing: not ALL, a category, a code or a prefix."""
+    categories = [c.value for c in Category]
+    for sel in selectors:
+        s = sel.strip()
+        if s.upper() == "ALL" or s.lower() in categories or any(c.startswith(s.upper()) for c in codes):
             continue
-        m = re.match(r"\s*torch\s*(\[[^\]]*\])?\s*(.*)$", dep)
-        if not m or (m.group(2) and m.group(2)[0].isalnum()):
-            continue  # "torchvision" and the like
-        spec = m.group(2).split(";")[0]
-        floor = re.search(r"(>=|==|~=|>)\s*(\d+\.\d+)", spec)
-        if floor:
-            return parse_version(floor.group(2))
-        return None
-    return None
+        raise ConfigError(f"unknown selector {sel!r} in {where}{closest(s.upper(), [*codes, 'ALL']) or closest(s.lower(), categories)}")
 
 
 def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml at or above ``start``."""
+    """The nearest pyproject.toml at or above ``start`` (a file or a folder) with a ``[tool.torchpact]``
+    table."""
     start = start.resolve()
-    for folder in [start, *start.parents] if start.is_dir() else [start.parent, *start.parent.parents]:
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file():
+    folder = start if start.is_dir() else start.parent
+    for candidate in (f / "pyproject.toml" for f in [folder, *folder.parents]):
+        if candidate.is_file() and _has_section(candidate):
             return candidate
     return None
 
 
-def load_config(pyproject: Path | None) -> Config:
-    """Read ``[tool.torchpact]`` (and the torch floor of ``[project] dependencies``)."""
+def _has_section(pyproject: Path) -> bool:
+    try:
+        with pyproject.open("rb") as fh:
+            return "torchpact" in tomllib.load(fh).get("tool", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return True  # load_config then says what is wrong with it
+
+
+def load_config(pyproject: Path | None, codes: Collection[str] | None = None) -> Config:
+    """Read ``[tool.torchpact]`` (and the torch floor the project declares beside it). With ``codes``
+    (the rules' codes), selectors that select nothing are errors too."""
     cfg = Config()
     if pyproject is None:
         return cfg
-    cfg.root = pyproject.parent
+    cfg.root = pyproject.parent.resolve()
     try:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
@@ -136,6 +157,9 @@ def load_config(pyproject: Path | None) -> Config:
     section = data.get("tool", {}).get("torchpact", {})
     if not isinstance(section, dict):
         raise ConfigError(f"{pyproject}: [tool.torchpact] must be a table")
+    for key in section:
+        if key not in KEYS:
+            raise ConfigError(f"{pyproject}: unknown key tool.torchpact.{key}{closest(key, KEYS)}")
 
     def str_list(key: str) -> list[str]:
         value = section.get(key, [])
@@ -163,14 +187,74 @@ def load_config(pyproject: Path | None) -> Config:
             raise ConfigError(
                 f"{pyproject}: severity for {code} must be error, warning or info, not {level!r}"
             ) from None
+    if codes is not None:
+        where = f"{pyproject} tool.torchpact"
+        check_selectors(cfg.select, codes, f"{where}.select")
+        check_selectors(cfg.ignore, codes, f"{where}.ignore")
+        for pattern, listed in cfg.per_file_ignores.items():
+            check_selectors(listed, codes, f"{where}.per-file-ignores[{pattern!r}]")
+        for code in cfg.severity:
+            if code not in codes:
+                raise ConfigError(f"unknown code {code!r} in {where}.severity{closest(code, codes)}")
     if "min-torch" in section:
         cfg.min_torch = parse_version(str(section["min-torch"]))
         if cfg.min_torch is None:
             raise ConfigError(f"{pyproject}: tool.torchpact.min-torch must look like \"2.4\"")
-    else:
-        project = data.get("project", {})
-        cfg.min_torch = torch_floor_from_dependencies(project.get("dependencies", []) or [])
+    cfg.declared_torch = nearest_torch_floor(cfg.root, stop=cfg.root)
     return cfg
+
+
+@dataclass
+class Overrides:
+    """The command line's settings, put on top of every file's configuration."""
+
+    select: list[str] | None = None
+    ignore: list[str] = field(default_factory=list)
+    min_torch: tuple[int, int] | None = None
+
+    def apply(self, cfg: Config) -> Config:
+        return dataclasses.replace(
+            cfg, select=self.select if self.select else cfg.select, ignore=cfg.ignore + self.ignore,
+            min_torch=self.min_torch or cfg.min_torch)
+
+
+class Settings:
+    """The configuration of each linted file: the closest ``pyproject.toml`` with ``[tool.torchpact]``
+    (or the one ``--config`` names), the command line on top, and the torch floor the file's own
+    project declares when the configuration states none."""
+
+    def __init__(self, config_file: Path | None = None, overrides: Overrides | None = None,
+                 codes: Collection[str] | None = None):
+        self.overrides = overrides or Overrides()
+        self.codes = codes
+        self._fixed = load_config(config_file, codes) if config_file is not None else None
+        self._by_file: dict[Path, Config] = {}
+        self._by_folder: dict[str, Config] = {}
+
+    def for_folder(self, folder: str) -> Config:
+        """The configuration of the files directly in ``folder``."""
+        cached = self._by_folder.get(folder)
+        if cached is not None:
+            return cached
+        where = Path(folder).resolve()
+        if self._fixed is not None:
+            cfg = self._fixed
+        else:
+            found = find_pyproject(where)
+            cfg = self._by_file.get(found) if found else None
+            if cfg is None:
+                cfg = load_config(found, self.codes)
+                if found:
+                    self._by_file[found] = cfg
+        cfg = self.overrides.apply(cfg)
+        if cfg.min_torch is None:
+            cfg = dataclasses.replace(cfg, declared_torch=nearest_torch_floor(where) or cfg.declared_torch)
+        self._by_folder[folder] = cfg
+        return cfg
+
+    def for_path(self, path: str) -> Config:
+        """The configuration of one file (or of a folder, as its parent folder's files)."""
+        return self.for_folder(os.path.dirname(os.path.abspath(path)))
 
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)

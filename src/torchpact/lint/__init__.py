@@ -12,10 +12,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 import multiprocessing
 
-from torchpact.config import Config
-from torchpact.findings import Finding
+from torchpact.config import Config, Settings
+from torchpact.findings import INPUT_CODE, Finding
 from torchpact.lint.engine import FileResult, lint_file
-from torchpact.lint.files import discover
+from torchpact.lint.files import discover, excluded_by
 
 # Below this many files a process pool costs more than it saves.
 PARALLEL_MIN_FILES = 24
@@ -43,37 +43,49 @@ class LintResult:
         return sum(r.fixes_applied for r in self.files)
 
 
-_WORKER_CONFIG: Config | None = None
 _WORKER_FIX = False
 
 
-def _init_worker(config: Config, fix: bool) -> None:
-    global _WORKER_CONFIG, _WORKER_FIX
-    _WORKER_CONFIG, _WORKER_FIX = config, fix
+def _init_worker(fix: bool) -> None:
+    global _WORKER_FIX
+    _WORKER_FIX = fix
     from torchpact.lint.registry import all_rules
 
     all_rules()  # import the rules once per worker, not per file
 
 
-def _lint_in_worker(path: str) -> FileResult:
-    assert _WORKER_CONFIG is not None
-    return lint_file(path, _WORKER_CONFIG, fix=_WORKER_FIX)
+def _lint_in_worker(job: tuple[str, Config]) -> FileResult:
+    return lint_file(job[0], job[1], fix=_WORKER_FIX)
 
 
-def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, fix: bool = False,
-               jobs: int | None = None, write: bool = True) -> LintResult:
-    """Lint files and folders. With ``fix``, safe fixes are applied (and written when ``write``)."""
-    config = config or Config()
+def rule_codes() -> set[str]:
+    """Every code lint can report: its rules' and the input problems'."""
+    from torchpact.lint.registry import all_rules
+
+    return {r.code for r in all_rules()} | {INPUT_CODE, "TP002"}
+
+
+def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, settings: Settings | None = None,
+               fix: bool = False, jobs: int | None = None, write: bool = True,
+               force_exclude: bool = False) -> LintResult:
+    """Lint files and folders. Each file uses ``config`` when given, else its own configuration
+    (``settings``; by default the closest pyproject.toml's, as on the command line). With ``fix``, safe
+    fixes are applied (and written when ``write``)."""
+    if config is not None:
+        config_of = lambda path: config  # noqa: E731
+    else:
+        config_of = (settings or Settings(codes=rule_codes())).for_path
     start = time.perf_counter()
-    files = list(discover(paths or ["."], config.exclude))
+    files = list(discover(paths or ["."], excluded_by(config_of), force_exclude=force_exclude))
+    jobs_list = [(path, config_of(path)) for path in files]
     jobs = jobs or os.cpu_count() or 1
     if jobs > 1 and len(files) >= PARALLEL_MIN_FILES:
         ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(config, fix)) as pool:
-            results = list(pool.map(_lint_in_worker, files, chunksize=max(1, len(files) // (jobs * 16))))
+                                 initargs=(fix,)) as pool:
+            results = list(pool.map(_lint_in_worker, jobs_list, chunksize=max(1, len(files) // (jobs * 16))))
     else:
-        results = [lint_file(p, config, fix=fix) for p in files]
+        results = [lint_file(path, cfg, fix=fix) for path, cfg in jobs_list]
     if fix and write:
         for r in results:
             if r.fixed is not None:
