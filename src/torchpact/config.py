@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Collection, Iterable
 
 from torchpact.findings import Category, Finding, Severity
-from torchpact.project import nearest_torch_floor, parse_version, torch_requirement
+from torchpact.project import declared_torch, nearest_torch_floor, parse_version, torch_requirement
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -230,6 +230,8 @@ class Settings:
         self._fixed = load_config(config_file, codes) if config_file is not None else None
         self._by_file: dict[Path, Config] = {}
         self._by_folder: dict[str, Config] = {}
+        self._found: dict[Path, Path | None] = {}
+        self._floors: dict[Path, tuple[int, int] | None] = {}
 
     def for_folder(self, folder: str) -> Config:
         """The configuration of the files directly in ``folder``."""
@@ -240,7 +242,7 @@ class Settings:
         if self._fixed is not None:
             cfg = self._fixed
         else:
-            found = find_pyproject(where)
+            found = self._pyproject(where)
             cfg = self._by_file.get(found) if found else None
             if cfg is None:
                 cfg = load_config(found, self.codes)
@@ -248,9 +250,29 @@ class Settings:
                     self._by_file[found] = cfg
         cfg = self.overrides.apply(cfg)
         if cfg.min_torch is None:
-            cfg = dataclasses.replace(cfg, declared_torch=nearest_torch_floor(where) or cfg.declared_torch)
+            cfg = dataclasses.replace(cfg, declared_torch=self._floor(where) or cfg.declared_torch)
         self._by_folder[folder] = cfg
         return cfg
+
+    def _pyproject(self, folder: Path) -> Path | None:
+        """find_pyproject, remembered per folder: a tree's folders share their ancestors."""
+        if folder not in self._found:
+            candidate = folder / "pyproject.toml"
+            if candidate.is_file() and _has_section(candidate):
+                self._found[folder] = candidate
+            else:
+                self._found[folder] = None if folder.parent == folder else self._pyproject(folder.parent)
+        return self._found[folder]
+
+    def _floor(self, folder: Path) -> tuple[int, int] | None:
+        """nearest_torch_floor, remembered per folder."""
+        if folder not in self._floors:
+            found, floor = declared_torch(folder)
+            if found or folder.parent == folder or (folder / ".git").exists():
+                self._floors[folder] = floor
+            else:
+                self._floors[folder] = self._floor(folder.parent)
+        return self._floors[folder]
 
     def for_path(self, path: str) -> Config:
         """The configuration of one file (or of a folder, as its parent folder's files)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import configparser
+import os
 import re
 import sys
 from pathlib import Path
@@ -46,9 +47,13 @@ def torch_requirement(deps: Iterable[Any]) -> tuple[bool, tuple[int, int] | None
 
 def declared_torch(folder: Path) -> tuple[bool, tuple[int, int] | None]:
     """(whether the project in ``folder`` names torch, its floor) from the first file that names it."""
+    try:
+        names = set(os.listdir(folder))  # one listing, not a stat per candidate: every folder is asked
+    except OSError:
+        return False, None
     for reader in (_pyproject, _setup_cfg, _setup_py, _requirements):
         try:
-            deps = reader(folder)
+            deps = reader(folder, names)
         except (OSError, UnicodeDecodeError, ValueError, SyntaxError, RecursionError,
                 tomllib.TOMLDecodeError, configparser.Error):
             continue  # an unreadable declaration states nothing; the rules still run
@@ -70,27 +75,27 @@ def nearest_torch_floor(start: Path, stop: Path | None = None) -> tuple[int, int
     return None
 
 
-def _pyproject(folder: Path) -> list[Any]:
-    path = folder / "pyproject.toml"
-    if not path.is_file():
+def _pyproject(folder: Path, names: set[str]) -> list[Any]:
+    if "pyproject.toml" not in names:
         return []
+    path = folder / "pyproject.toml"
     project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
     return list(project.get("dependencies") or []) if isinstance(project, dict) else []
 
 
-def _setup_cfg(folder: Path) -> list[str]:
-    path = folder / "setup.cfg"
-    if not path.is_file():
+def _setup_cfg(folder: Path, names: set[str]) -> list[str]:
+    if "setup.cfg" not in names:
         return []
+    path = folder / "setup.cfg"
     parser = configparser.ConfigParser(interpolation=None)
     parser.read_string(path.read_text(encoding="utf-8"))
     return parser.get("options", "install_requires", fallback="").splitlines()
 
 
-def _setup_py(folder: Path) -> list[Any]:
-    path = folder / "setup.py"
-    if not path.is_file():
+def _setup_py(folder: Path, names: set[str]) -> list[Any]:
+    if "setup.py" not in names:
         return []
+    path = folder / "setup.py"
     tree = ast.parse(path.read_text(encoding="utf-8"))
     bound = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
              for t in node.targets if isinstance(t, ast.Name)}
@@ -107,10 +112,10 @@ def _setup_py(folder: Path) -> list[Any]:
     return []
 
 
-def _requirements(folder: Path) -> list[str]:
+def _requirements(folder: Path, names: set[str]) -> list[str]:
     lines: list[str] = []
-    for path in sorted(folder.glob("requirements*.txt"), key=lambda p: (p.name != "requirements.txt", p.name)):
-        if path.is_file():
-            lines += [ln.split(" #")[0].strip() for ln in path.read_text(encoding="utf-8").splitlines()
-                      if not ln.lstrip().startswith(("#", "-"))]
+    found = [n for n in names if n.startswith("requirements") and n.endswith(".txt")]
+    for name in sorted(found, key=lambda n: (n != "requirements.txt", n)):
+        lines += [ln.split(" #")[0].strip() for ln in (folder / name).read_text(encoding="utf-8").splitlines()
+                  if not ln.lstrip().startswith(("#", "-"))]
     return lines

@@ -98,10 +98,14 @@ def excluded_by(config_of: Callable[[str], Config]) -> Excluded:
         spec = specs.get(key)
         if spec is None:
             spec = specs[key] = pathspec.PathSpec.from_lines("gitignore", cfg.exclude)
-        rel = os.path.relpath(os.path.realpath(path), os.path.realpath(cfg.root or os.getcwd()))
-        if rel == "." or rel.startswith(".."):
-            return False
-        return spec.match_file(rel.replace(os.sep, "/") + ("/" if is_dir else ""))
+        root = os.path.join(str(cfg.root) if cfg.root else os.getcwd(), "")
+        full = os.path.abspath(path)
+        if not full.startswith(root):
+            full = os.path.realpath(path)  # reached through a symlink: the root is a resolved path
+            if not full.startswith(root):
+                return False
+        rel = full[len(root):].replace(os.sep, "/")
+        return bool(rel) and spec.match_file(rel + ("/" if is_dir else ""))
 
     return excluded
 
@@ -125,23 +129,25 @@ def _walk(shown_root: str, root: str, inherited, excluded: Excluded, seen: set[s
     specs_at: dict[str, list] = {}
     own = _gitignore(root)
     specs_at[root] = inherited + ([(root, own)] if own else [])
+    # Per walked folder: (ignored, excluded). Inside a named folder that is itself ignored or
+    # excluded, what is so only because it lies there is still linted: the user asked for it.
+    status = {root: (_ignored(root, True, specs_at[root]), excluded(root, True))}
     for folder, dirs, files in os.walk(root):
         specs = specs_at.pop(folder, None)
         if specs is None:
             specs = []
-        # Inside a named folder that is itself ignored or excluded, only what is ignored or excluded
-        # on its own account is skipped: the user asked for this folder.
-        folder_ignored = _ignored(folder, True, specs)
-        folder_excluded = excluded(folder, True)
+        folder_ignored, folder_excluded = status.pop(folder, (False, False))
         kept = []
         for d in sorted(dirs):
             full = os.path.join(folder, d)
             if d in SKIPPED_DIRS or _is_virtualenv(full):
                 continue
-            if _ignored(full, True, specs) and not folder_ignored or excluded(full, True) and not folder_excluded:
+            ignored, excl = _ignored(full, True, specs), excluded(full, True)
+            if ignored and not folder_ignored or excl and not folder_excluded:
                 continue
             sub = _gitignore(full)
             specs_at[full] = specs + ([(full, sub)] if sub else [])
+            status[full] = (ignored, excl)
             kept.append(d)
         dirs[:] = kept
         for name in sorted(files):
