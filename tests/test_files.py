@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import shutil
 import subprocess
@@ -151,3 +152,29 @@ def test_plain_python_is_never_rewritten(python):
 
     code = transform_cell(python)
     assert code.text == python and not code.opaque and code.error is None
+
+
+IPYTHON_FORMS = [
+    "files = !ls\n", "d[0] = !!ls -la\n", "a, b = %who_ls\n", "%time x = f()\n", "%timeit -n 10 f(x)\n",
+    "%matplotlib inline\n", "!pip install torch\n", "!ls \\\n  -la\n", "?torch.nn\n", "torch.nn.Linear?\n",
+    "torch.optim.SGD??\n", "for i in r:\n    !echo $i\n    x.mean?\n", "/print a b\n", ",print a b\n",
+    ";print a b\n", "%%time\nx = 1\n", "%%capture out\nimport torch\n", "%%bash\necho (\n",
+    "%%writefile m.py\ndef (:\n", "  x = 1\n  y = 2\n",
+]
+
+
+def _bound(tree: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+
+
+@pytest.mark.parametrize("cell", IPYTHON_FORMS)
+def test_ipython_forms_are_read_as_ipython_reads_them(cell):
+    """IPython's own transformer is the oracle: each form is one it turns into Python, and ours gives
+    Python of the cell's exact shape that binds at least the names IPython's binds."""
+    from torchpact.lint.ipython import transform_cell
+
+    manager = pytest.importorskip("IPython.core.inputtransformer2").TransformerManager()
+    theirs = ast.parse(manager.transform_cell(cell))
+    ours = transform_cell(cell)
+    assert ours.error is None and len(ours.text) == len(cell) and ours.text.count("\n") == cell.count("\n")
+    assert _bound(theirs) <= _bound(ast.parse(ours.prefix + ours.text))
