@@ -138,9 +138,10 @@ def find_pyproject(start: Path) -> Path | None:
 def _has_section(pyproject: Path) -> bool:
     try:
         with pyproject.open("rb") as fh:
-            return "torchpact" in tomllib.load(fh).get("tool", {})
-    except (OSError, tomllib.TOMLDecodeError):
+            tool = tomllib.load(fh).get("tool", {})
+    except (OSError, ValueError):
         return True  # load_config then says what is wrong with it
+    return not isinstance(tool, dict) or "torchpact" in tool
 
 
 def load_config(pyproject: Path | None, codes: Collection[str] | None = None) -> Config:
@@ -154,7 +155,10 @@ def load_config(pyproject: Path | None, codes: Collection[str] | None = None) ->
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read {pyproject}: {exc}") from None
-    section = data.get("tool", {}).get("torchpact", {})
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{pyproject}: [tool] must be a table")
+    section = tool.get("torchpact", {})
     if not isinstance(section, dict):
         raise ConfigError(f"{pyproject}: [tool.torchpact] must be a table")
     for key in section:
@@ -176,7 +180,9 @@ def load_config(pyproject: Path | None, codes: Collection[str] | None = None) ->
     pfi = section.get("per-file-ignores", {})
     if not isinstance(pfi, dict):
         raise ConfigError(f"{pyproject}: tool.torchpact.per-file-ignores must be a table")
-    cfg.per_file_ignores = {k: [v] if isinstance(v, str) else list(v) for k, v in pfi.items()}
+    cfg.per_file_ignores = {k: [v] if isinstance(v, str) else v for k, v in pfi.items()}
+    if not all(isinstance(v, list) and all(isinstance(c, str) for c in v) for v in cfg.per_file_ignores.values()):
+        raise ConfigError(f"{pyproject}: tool.torchpact.per-file-ignores values must be lists of codes")
     sev = section.get("severity", {})
     if not isinstance(sev, dict):
         raise ConfigError(f"{pyproject}: tool.torchpact.severity must be a table")

@@ -54,8 +54,7 @@ def declared_torch(folder: Path) -> tuple[bool, tuple[int, int] | None]:
     for reader in (_pyproject, _setup_cfg, _setup_py, _requirements):
         try:
             deps = reader(folder, names)
-        except (OSError, UnicodeDecodeError, ValueError, SyntaxError, RecursionError,
-                tomllib.TOMLDecodeError, configparser.Error):
+        except (OSError, ValueError, TypeError, SyntaxError, RecursionError, MemoryError, configparser.Error):
             continue  # an unreadable declaration states nothing; the rules still run
         found, floor = torch_requirement(deps)
         if found:
@@ -80,7 +79,8 @@ def _pyproject(folder: Path, names: set[str]) -> list[Any]:
         return []
     path = folder / "pyproject.toml"
     project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
-    return list(project.get("dependencies") or []) if isinstance(project, dict) else []
+    deps = project.get("dependencies") if isinstance(project, dict) else None
+    return deps if isinstance(deps, list) else []
 
 
 def _setup_cfg(folder: Path, names: set[str]) -> list[str]:
@@ -106,7 +106,7 @@ def _setup_py(folder: Path, names: set[str]) -> list[Any]:
                     value = bound.get(kw.value.id, kw.value) if isinstance(kw.value, ast.Name) else kw.value
                     try:
                         deps = ast.literal_eval(value)
-                    except ValueError:
+                    except (ValueError, TypeError):
                         return []  # computed at install time: nothing to read without running it
                     return list(deps) if isinstance(deps, (list, tuple)) else []
     return []
