@@ -239,7 +239,7 @@ def test_tp952_reads_the_torch_floor_wherever_it_is_declared(tmp_path, capsys, m
 
 
 @pytest.mark.parametrize("args, pyproject, expected", [
-    (["--select", "TP1O1"], None, "unknown selector 'TP1O1' in --select (did you mean 'TP101'?)"),
+    (["--select", "TP1011"], None, "unknown selector 'TP1011' in --select (did you mean 'TP101'?)"),
     (["--ignore", "memroy"], None, "unknown selector 'memroy' in --ignore (did you mean 'memory'?)"),
     (["--select", "AL"], None, "(did you mean 'ALL'?)"),
     ([], "selct = ['ALL']", "unknown key tool.torchpact.selct (did you mean 'select'?)"),
@@ -277,3 +277,10 @@ def test_named_paths_are_linted_even_when_excluded(tmp_path, capsys, monkeypatch
         assert linted(named, "--force-exclude") == (
             [], 0, "torchpact: warning: no Python files found under the given path(s)\n"), named
     assert linted("README.md")[1] == 0  # a named non-Python file is read as Python, as before
+
+
+def test_runtime_codes_are_known_selectors_too(tmp_path, capsys):
+    target = tmp_path / "train.py"
+    shutil.copy(LEAKY, target)
+    (tmp_path / "pyproject.toml").write_text('[tool.torchpact]\nignore = ["TP913"]\nseverity = {TP351 = "info"}\n')
+    assert run_cli(["lint", target, "--ignore", "TP91"], capsys)[0] == 1

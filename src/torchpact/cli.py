@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from torchpact.config import ConfigError, Overrides, Settings, check_selectors, closest, parse_version
+from torchpact.config import Codes, ConfigError, Overrides, Settings, check_selectors, closest, parse_version
 from torchpact.findings import Finding, Severity
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -167,12 +167,19 @@ def _split(value: str | None) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else []
 
 
+def _runtime_codes() -> list[str]:
+    from torchpact.docs import runtime_checks
+
+    return list(runtime_checks())
+
+
 def lint_settings(args: argparse.Namespace) -> Settings:
     """Each file's configuration, with the command line's options on top; a selector that selects
     nothing is a usage error, as in ruff (a typo must not turn checks off)."""
     from torchpact.lint import rule_codes
 
-    codes = rule_codes()
+    # a [tool.torchpact] shared with `run` may name runtime checks' codes: known too, loaded only if needed
+    codes = Codes(rule_codes(), _runtime_codes)
     select, ignore = _split(args.select), _split(args.ignore)
     check_selectors(select, codes, "--select")
     check_selectors(ignore, codes, "--ignore")

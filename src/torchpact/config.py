@@ -26,7 +26,7 @@ import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection, Iterable
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 from torchpact.findings import Category, Finding, Severity
 from torchpact.project import declared_torch, nearest_torch_floor, parse_version, torch_requirement
@@ -105,13 +105,43 @@ def torch_floor_from_dependencies(deps: Iterable[Any]) -> tuple[int, int] | None
     return torch_requirement(deps)[1]
 
 
+class Codes(Collection[str]):
+    """Known codes: ``first`` (lint's) at once, ``more()`` (the runtime checks', slower to import) only
+    when a lookup does not find a code among the first."""
+
+    def __init__(self, first: Iterable[str], more: Callable[[], Iterable[str]] | None = None):
+        self._first = frozenset(first)
+        self._more = more
+        self._rest: frozenset[str] | None = None
+
+    def rest(self) -> frozenset[str]:
+        if self._rest is None:
+            self._rest = frozenset(self._more()) - self._first if self._more else frozenset()
+        return self._rest
+
+    def __iter__(self) -> Iterator[str]:
+        yield from sorted(self._first)
+        yield from sorted(self.rest())
+
+    def __contains__(self, code: object) -> bool:
+        return code in self._first or code in self.rest()
+
+    def __len__(self) -> int:
+        return len(self._first) + len(self.rest())
+
+
 KEYS = ("select", "ignore", "per-file-ignores", "severity", "exclude", "min-torch")
 
 
 def closest(name: str, valid: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the valid name closest to a typo, or nothing."""
-    match = difflib.get_close_matches(name, list(valid), n=1, cutoff=0.5)
-    return f" (did you mean {match[0]!r}?)" if match else ""
+    matches = difflib.get_close_matches(name, list(valid), n=10, cutoff=0.5)
+    if not matches:
+        return ""
+    # among equally close names, the one with most characters in place
+    best = max(matches, key=lambda m: (round(difflib.SequenceMatcher(None, name, m).ratio(), 3),
+                                       sum(a == b for a, b in zip(name, m))))
+    return f" (did you mean {best!r}?)"
 
 
 def check_selectors(selectors: Iterable[str], codes: Collection[str], where: str) -> None:

@@ -14,8 +14,9 @@ import configparser
 import os
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 if sys.version_info >= (3, 11):
     import tomllib

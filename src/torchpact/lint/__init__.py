@@ -6,11 +6,11 @@ one walk per file) and optionally writes safe fixes back.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-import multiprocessing
 
 from torchpact.config import Config, Settings
 from torchpact.findings import INPUT_CODE, Finding
@@ -69,12 +69,10 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
                fix: bool = False, jobs: int | None = None, write: bool = True,
                force_exclude: bool = False) -> LintResult:
     """Lint files and folders. Each file uses ``config`` when given, else its own configuration
-    (``settings``; by default the closest pyproject.toml's, as on the command line). With ``fix``, safe
-    fixes are applied (and written when ``write``)."""
-    if config is not None:
-        config_of = lambda path: config  # noqa: E731
-    else:
-        config_of = (settings or Settings(codes=rule_codes())).for_path
+    (``settings``; by default the closest pyproject.toml's, as on the command line, whose selectors the
+    command line also checks against every known code). With ``fix``, safe fixes are applied (and
+    written when ``write``)."""
+    config_of = (settings or Settings()).for_path if config is None else (lambda path: config)
     start = time.perf_counter()
     files = list(discover(paths or ["."], excluded_by(config_of), force_exclude=force_exclude))
     jobs_list = [(path, config_of(path)) for path in files]
