@@ -284,3 +284,10 @@ def test_runtime_codes_are_known_selectors_too(tmp_path, capsys):
     shutil.copy(LEAKY, target)
     (tmp_path / "pyproject.toml").write_text('[tool.torchpact]\nignore = ["TP913"]\nseverity = {TP351 = "info"}\n')
     assert run_cli(["lint", target, "--ignore", "TP91"], capsys)[0] == 1
+
+
+def test_pre_commit_hooks_keep_the_project_exclusions():
+    # pre-commit names each file: without --force-exclude, `exclude` would not apply to them
+    text = (Path(__file__).parents[1] / ".pre-commit-hooks.yaml").read_text()
+    entries = [ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.strip().startswith("entry:")]
+    assert entries and all("--force-exclude" in entry for entry in entries)
