@@ -158,7 +158,8 @@ IPYTHON_FORMS = [
     "%matplotlib inline\n", "!pip install torch\n", "!ls \\\n  -la\n", "?torch.nn\n", "torch.nn.Linear?\n",
     "torch.optim.SGD??\n", "for i in r:\n    !echo $i\n    x.mean?\n", "/print a b\n", ",print a b\n",
     ";print a b\n", "%%time\nx = 1\n", "%%capture out\nimport torch\n", "%%bash\necho (\n",
-    "%%writefile m.py\ndef (:\n", "  x = 1\n  y = 2\n",
+    "%%writefile m.py\ndef (:\n", "  x = 1\n  y = 2\n", ">>> x = 1\n>>> for i in r:\n...     y = i\n",
+    "In [1]: x = 1\n   ...: y = 2\n",
 ]
 
 

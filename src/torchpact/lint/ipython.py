@@ -9,7 +9,7 @@ findings keep their line and column, and autofix edits map back onto the cell un
 Forms (as IPython 8 reads them; each one is a syntax error in plain Python, so valid code is never
 touched): ``!cmd`` / ``!!cmd``, ``%magic args``, ``x = !cmd`` / ``x = %magic``, ``?obj`` / ``obj?`` /
 ``obj??``, the autocall prefixes ``/f a`` ``,f a`` ``;f a``, a ``\\``-continued escape, line magics
-without ``%`` (automagic: ``pip install x``), and cell magics (``%%bash``: the body is not Python
+without ``%`` (automagic: ``pip install x``), pasted ``>>>`` / ``In [1]:`` prompts, and cell magics (``%%bash``: the body is not Python
 and is skipped; ``%%time`` / ``%%capture`` ...: the body is Python and is linted, as ruff does).
 ``%time stmt`` / ``%timeit stmt`` / ``%prun stmt`` keep ``stmt`` visible to lint: their prefix becomes
 ``0    ;``. A cell whose first line is indented is read as IPython dedents it, under an ``if True:``
@@ -41,6 +41,8 @@ _LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 _ASSIGN = re.compile(r"[\w\s.,*\[\]()'\"]*?(?<![=<>!])=\s*(?=[!%](?!=))")
 _MAGIC = re.compile(r"%(\w+)")
 _AUTOMAGIC = re.compile(r"(\w+)(\s+\S|\s*$)")
+_CLASSIC_PROMPT = re.compile(r"(>>>|\.\.\.)(?: |(?=[\r\n])|$)")
+_IPYTHON_PROMPT = re.compile(r"(?:In \[\d+\]: |[ \t]*\.\.\.+: ?)")
 
 
 @dataclass
@@ -73,6 +75,7 @@ def transform_cell(source: str) -> CellCode:
     first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
     if first is None:
         return CellCode(text=source)
+    pinned = _blank_prompts(lines, first)
     head = lines[first].strip()
     if head.startswith("%%"):
         name = _MAGIC.match(head[1:])
@@ -82,9 +85,7 @@ def transform_cell(source: str) -> CellCode:
             blank = "".join(_blank(ln) for ln in lines)
             return CellCode(text=blank, opaque=[(0, len(source))], skipped=True)
         lines[first] = _blank(lines[first])
-        pinned = [(offset, end)]
-    else:
-        pinned = []
+        pinned.append((offset, end))
     code = next((ln for ln in lines if ln.strip()), "")
     indented = code[:1] in (" ", "\t", "\f")
     prefix = HEADER if indented else ""
@@ -110,6 +111,24 @@ def transform_cell(source: str) -> CellCode:
             return CellCode(text=text, prefix=prefix, opaque=pinned + opaque, error=err)
         return CellCode(text=text, prefix=prefix, opaque=pinned + opaque)
     raise AssertionError("unreachable: each retry removes a line from a finite set")
+
+
+def _blank_prompts(lines: list[str], first: int) -> list[tuple[int, int]]:
+    """Pasted ``>>> `` / ``... `` or ``In [1]: `` / ``   ...: `` prompts become spaces, when the cell's
+    first line has one (as IPython strips them); the cell is then read as an indented one."""
+    for initial, prompt in ((">>>", _CLASSIC_PROMPT), ("In [", _IPYTHON_PROMPT)):
+        if lines[first].startswith(initial) and prompt.match(lines[first]):
+            break
+    else:
+        return []
+    spans, pos = [], 0
+    for i, line in enumerate(lines):
+        m = prompt.match(line)
+        if m and m.end() > 0:
+            lines[i] = " " * m.end() + line[m.end():]
+            spans.append((pos, pos + m.end()))
+        pos += len(line)
+    return spans
 
 
 def _blank(line: str) -> str:
