@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from dataclasses import dataclass, field
 
 # Cell magics whose body is Python run in the user's namespace (ruff's list): lint the body.
@@ -56,7 +57,6 @@ class CellCode:
     text: str
     prefix: str = ""
     opaque: list[tuple[int, int]] = field(default_factory=list)
-    skipped: bool = False
     error: SyntaxError | None = None
 
 
@@ -83,7 +83,7 @@ def transform_cell(source: str) -> CellCode:
         end = offset + len(lines[first].rstrip("\r\n"))
         if name is None or name.group(1) not in PYTHON_CELL_MAGICS:
             blank = "".join(_blank(ln) for ln in lines)
-            return CellCode(text=blank, opaque=[(0, len(source))], skipped=True)
+            return CellCode(text=blank, opaque=[(0, len(source))])
         lines[first] = _blank(lines[first])
         pinned.append((offset, end))
     code = next((ln for ln in lines if ln.strip()), "")
@@ -94,7 +94,9 @@ def transform_cell(source: str) -> CellCode:
     for _ in range(len(lines) + 1):
         text, opaque = _rewrite(lines, statement_as_code, automagic)
         try:
-            ast.parse(prefix + text)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the engine parses the notebook again and may warn then
+                ast.parse(prefix + text)
         except SyntaxError as exc:
             row = (exc.lineno or 1) - 1 - prefix.count("\n")
             if row in statement_as_code and _magic_with_statement(lines[row]):
