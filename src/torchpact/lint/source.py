@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import io
 import json
 import re
@@ -89,13 +88,13 @@ class Source:
                     break
         if not by_cell:
             return self, 0
-        doc = copy.deepcopy(self.doc)
+        doc = {**self.doc, "cells": list(self.doc["cells"])}  # outputs can be megabytes: copy what changes
         applied = 0
         for cell in self.cells:
             if cell.number in by_cell:
                 new, n = apply_edits(cell.original, by_cell[cell.number])
                 applied += n
-                entry = doc["cells"][cell.number - 1]
+                entry = doc["cells"][cell.number - 1] = dict(doc["cells"][cell.number - 1])
                 entry["source"] = split_lines(new) if isinstance(entry.get("source"), list) else new
         return notebook_source(self.path, dump_notebook(doc, self.raw).encode("utf-8")), applied
 
