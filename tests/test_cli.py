@@ -291,3 +291,14 @@ def test_pre_commit_hooks_keep_the_project_exclusions():
     text = (Path(__file__).parents[1] / ".pre-commit-hooks.yaml").read_text()
     entries = [ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.strip().startswith("entry:")]
     assert entries and all("--force-exclude" in entry for entry in entries)
+
+
+def test_another_projects_broken_pyproject_is_not_lints_business(tmp_path, capsys, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    _tree(tmp_path, {"vendored/pyproject.toml": "[tool.black\n", "vendored/train.py": LEAKY.read_text()})
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(["lint", ".", "--format", "json"], capsys)
+    assert code == 1 and _codes(out) == [("vendored/train.py", "TP101", "error")]
+    (tmp_path / "vendored/pyproject.toml").write_text("[tool.torchpact\n")  # meant for us: an error
+    code, _, err = run_cli(["lint", "."], capsys)
+    assert code == 2 and "cannot read" in err and err.count("\n") == 1

@@ -167,11 +167,18 @@ def find_pyproject(start: Path) -> Path | None:
 
 def _has_section(pyproject: Path) -> bool:
     try:
-        with pyproject.open("rb") as fh:
-            tool = tomllib.load(fh).get("tool", {})
-    except (OSError, ValueError):
-        return True  # load_config then says what is wrong with it
-    return not isinstance(tool, dict) or "torchpact" in tool
+        raw = pyproject.read_bytes()
+    except OSError:
+        return False
+    try:
+        tool = tomllib.loads(raw.decode("utf-8")).get("tool", {})
+    except ValueError:
+        tool = None
+    if isinstance(tool, dict):
+        return "torchpact" in tool
+    # broken: an error when meant for torchpact (load_config says what is wrong), else another
+    # project's file, none of lint's business
+    return b"torchpact" in raw
 
 
 def load_config(pyproject: Path | None, codes: Collection[str] | None = None) -> Config:
