@@ -302,3 +302,10 @@ def test_another_projects_broken_pyproject_is_not_lints_business(tmp_path, capsy
     (tmp_path / "vendored/pyproject.toml").write_text("[tool.torchpact\n")  # meant for us: an error
     code, _, err = run_cli(["lint", "."], capsys)
     assert code == 2 and "cannot read" in err and err.count("\n") == 1
+
+
+def test_unknown_export_paths_and_compile_modes_name_the_closest(capsys):
+    code, _, err = run_cli(["export-check", "model.py:make", "--paths", "trace,onx"], capsys)
+    assert code == 2 and "unknown path(s): onx (did you mean 'onnx'?)" in err
+    code, _, err = run_cli(["compile-check", "model.py:make", "--modes", "max-autotune-no-cudagraph"], capsys)
+    assert code == 2 and "(did you mean 'max-autotune-no-cudagraphs'?)" in err
