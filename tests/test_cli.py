@@ -309,3 +309,10 @@ def test_unknown_export_paths_and_compile_modes_name_the_closest(capsys):
     assert code == 2 and "unknown path(s): onx (did you mean 'onnx'?)" in err
     code, _, err = run_cli(["compile-check", "model.py:make", "--modes", "max-autotune-no-cudagraph"], capsys)
     assert code == 2 and "(did you mean 'max-autotune-no-cudagraphs'?)" in err
+
+
+def test_unknown_watcher_names_the_closest(tmp_path, capsys):
+    script = tmp_path / "s.py"
+    script.write_text("raise SystemExit('the script must not run')\n")
+    code, _, err = run_cli(["run", "--watchers", "gradient_flow,gradflow", script], capsys)
+    assert code == 2 and "unknown watcher 'gradflow' (did you mean 'gradient_flow'?)" in err

@@ -290,6 +290,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--sample-first must be >= 0 and --sample-every >= 1")
     sampler = Sampler(args.sample_first, args.sample_every)
     watchers: list[Any] | None = _split(args.watchers) or None
+    if watchers:
+        from torchpact.watch import watcher_classes
+
+        known = [c.name for c in watcher_classes()]
+        for name in watchers:
+            if name not in known:
+                raise UsageError(f"unknown watcher {name!r}{closest(name, known)}; known: {', '.join(known)}")
     if args.profile:
         if args.profile_steps < 1 or args.profile_warmup < 0:
             raise UsageError("--profile-steps must be >= 1 and --profile-warmup >= 0")
