@@ -343,22 +343,22 @@ def cmd_run(args: argparse.Namespace) -> int:
                                   f"tensorboard --logdir {os.path.dirname(trace) or '.'})")
         if not args.output:
             sys.stdout.write("\n== torchpact report\n")
+    code = outcome.exit_code or exit_code(outcome.findings, args.fail_on)  # a failed script keeps its code
+    meta["summary"].update(torchpact_exit_code=code, fail_on=args.fail_on)
     write_html(args.html, outcome.findings, meta)
     emit(render(args.format, outcome.findings, meta), args.output)
-    if outcome.exit_code != 0:
-        return outcome.exit_code
-    return exit_code(outcome.findings, args.fail_on)
+    return code
 
 
 def write_html(path: str | None, findings: list[Finding], meta: dict[str, Any]) -> None:
     """``--html FILE``: the self-contained page, beside whatever --format writes."""
     if not path:
         return
-    from torchpact.report.html import render_html
+    from torchpact.report import render
 
     try:
         with open(path, "w", encoding="utf-8") as fh:
-            fh.write(render_html(findings, meta))
+            fh.write(render("html", findings, meta))
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     print(f"torchpact: HTML report written to {path}", file=sys.stderr)
@@ -385,7 +385,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.format == "sarif":
         from torchpact.docs import rule_table
 
-        meta["rules"] = rule_table(include_runtime=False)
+        meta["rules"] = rule_table(include_runtime=True)  # a saved report may hold runtime codes
     if args.html:
         from torchpact.report.html import page
 
@@ -485,9 +485,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         meta["rules"] = rule_table(include_runtime=True)
     if args.format == "text":
         meta["footer"] = (footer.export_footer if export else footer.compile_footer)(summary, args.target)
+    code = exit_code(result.findings, args.fail_on)
+    meta["summary"].update(torchpact_exit_code=code, fail_on=args.fail_on)
     write_html(args.html, result.findings, meta)
     emit(render(args.format, result.findings, meta), args.output)
-    return exit_code(result.findings, args.fail_on)
+    return code
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
