@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import ast
 import re
+import time
 from functools import cached_property
 from typing import Callable, Iterable, Iterator
 
 from torchpact.config import Config
+from torchpact.lint.dataflow import ScopeFlow, _Iterated, _Unpacked
 from torchpact.lint.edits import Locator
 from torchpact.lint.source import Source
 
@@ -92,6 +94,10 @@ _RANK_WORDS = re.compile(
 )
 
 
+class BudgetExceeded(Exception):
+    """A rule's analysis of one file ran past its time budget."""
+
+
 def dotted(parts: Iterable[str]) -> str:
     return ".".join(parts)
 
@@ -109,7 +115,13 @@ class FileContext:
         # cycles and are freed as soon as the file is done, without the cyclic GC.
         self._parents: dict[int, ast.AST] = {}
         self._assign_cache: dict[int, dict[str, list[tuple[ast.AST, ast.AST | None]]]] = {}
-        self._kinds_active: set[tuple[int, str]] = set()
+        self._kinds_active: set[tuple[int, bool]] = set()
+        self._kinds_memo: dict[tuple[int, bool], frozenset[str]] = {}
+        self._flows: dict[int, ScopeFlow] = {}
+        self._module_class_memo: dict[int, ast.ClassDef | None] = {}
+        # Set by the engine before each rule: past it, the analysis raises BudgetExceeded.
+        self.deadline: float | None = None
+        self._ticks = 0
         # Filled by the engine's single walk: every node of the file, grouped by type.
         self.by_type: dict[type, list[ast.AST]] = {}
 
@@ -279,16 +291,22 @@ class FileContext:
 
     def local_module_class(self, expr: ast.AST) -> ast.ClassDef | None:
         """The local nn.Module class an expression is an instance of, when it can be told."""
+        key = id(expr)
+        if key in self._module_class_memo:
+            return self._module_class_memo[key]  # None while in progress: ``model = model.to(rank)``
+        self._module_class_memo[key] = None
+        found = None
         for value in self.values(expr):
             if isinstance(value, ast.Call):
                 func = value.func
                 if isinstance(func, ast.Name) and func.id in self.module_classes:
-                    return self.module_classes[func.id]
-                if isinstance(func, ast.Attribute) and func.attr in MODULE_RETURNING_METHODS:
+                    found = self.module_classes[func.id]
+                elif isinstance(func, ast.Attribute) and func.attr in MODULE_RETURNING_METHODS:
                     found = self.local_module_class(func.value)
-                    if found is not None:
-                        return found
-        return None
+                if found is not None:
+                    break
+        self._module_class_memo[key] = found
+        return found
 
     # ------------------------------------------------------------------ dataflow
     def assignments(self, scope: ast.AST) -> dict[str, list[tuple[ast.AST, ast.AST | None]]]:
@@ -335,10 +353,28 @@ class FileContext:
         self._assign_cache[key] = table
         return table
 
+    def flow(self, scope: ast.AST) -> ScopeFlow:
+        """Reaching definitions of the plain names of ``scope`` (built once per scope)."""
+        flow = self._flows.get(id(scope))
+        if flow is None:
+            self.tick()
+            flow = self._flows[id(scope)] = ScopeFlow(scope)
+        return flow
+
     def bindings(self, expr: ast.AST) -> list[tuple[ast.AST, ast.AST | None]]:
-        """Where the name (or ``obj.attr``) in ``expr`` is bound: its scope, then the module."""
+        """Where the name (or ``obj.attr``) in ``expr`` is bound.
+
+        A plain name read in a function or the module gets the definitions that reach that read
+        (flow-sensitive); a name the scope never binds, and ``obj.attr``, get every binding in the
+        scope, then the class's methods (``self.x``), then the module.
+        """
         if isinstance(expr, ast.Name):
             key = expr.id
+            scope = self.scope(expr)
+            flow = self.flow(scope)
+            reaching = flow.reaching(expr)
+            if reaching is not None and (reaching or key in flow.local_names):
+                return reaching
         elif isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
             key = f"{expr.value.id}.{expr.attr}"
         else:
@@ -366,14 +402,26 @@ class FileContext:
         """What ``expr`` holds, as far as local dataflow can tell (see the kind constants)."""
         if expr is None:
             return frozenset()
-        key = (id(expr), str(hints))
+        key = (id(expr), hints)
+        memo = self._kinds_memo.get(key)
+        if memo is not None:
+            return memo
         if key in self._kinds_active or len(self._kinds_active) > 40:
-            return frozenset()  # a cycle such as ``x = x.to(device)``, or absurdly deep nesting
-        self._kinds_active.add(key)  # type: ignore[arg-type]
+            return frozenset()  # a loop-carried ``x = x.to(device)``, or absurdly deep nesting
+        self.tick()
+        self._kinds_active.add(key)
         try:
-            return self._kinds(expr, hints)
+            result = self._kinds(expr, hints)
         finally:
-            self._kinds_active.discard(key)  # type: ignore[arg-type]
+            self._kinds_active.discard(key)
+        self._kinds_memo[key] = result
+        return result
+
+    def tick(self) -> None:
+        """Raise BudgetExceeded once the current rule is past its time on this file."""
+        self._ticks += 1
+        if self.deadline is not None and not self._ticks & 63 and time.perf_counter() > self.deadline:
+            raise BudgetExceeded
 
     def _kinds(self, expr: ast.AST, hints: bool) -> frozenset[str]:
         if isinstance(expr, _Iterated):
@@ -691,23 +739,3 @@ def _exits(body: list[ast.stmt]) -> bool:
         and isinstance(body[-1].value.func, (ast.Name, ast.Attribute))
         and (getattr(body[-1].value.func, "id", None) or getattr(body[-1].value.func, "attr", None)) in ("exit", "_exit")
     )
-
-
-class _Iterated(ast.AST):
-    """Stands for 'an element of this iterable' as the value bound by a for loop."""
-
-    _fields = ()
-
-    def __init__(self, iterable: ast.AST):
-        super().__init__()
-        self.iterable = iterable
-
-
-class _Unpacked(ast.AST):
-    """Stands for 'one element of this value' in tuple unpacking."""
-
-    _fields = ()
-
-    def __init__(self, value: ast.AST):
-        super().__init__()
-        self.value = value
