@@ -2,11 +2,11 @@
 
 One forward pass over a function's (or the module's) statements, structured rather than through an
 explicit control-flow graph: ``if`` joins its branches, a loop body is re-run until the set of
-definitions at its head stops growing (at most three passes: sets only grow and a loop adds its own
-bindings once), ``break``/``continue``/``return``/``raise`` end a path. Every statement is visited a
-bounded number of times, so the cost is linear in the scope's size (``tests/test_dataflow.py`` checks
-it on a generated worst case), and a self-referential rebinding such as ``model = model.to(rank)``
-is just an edge from one definition to the previous one, never a cycle.
+definitions at its head holds what reaches it from before plus every binding made inside the loop, and
+``break``/``continue``/``return``/``raise`` end a path. Every statement is visited once (a loop's
+bindings are collected once, nested loops included), so the cost is linear in the scope's size
+(``tests/test_dataflow.py`` checks it on generated worst cases), and a self-referential rebinding
+such as ``model = model.to(rank)`` is an edge from one definition to the previous one, not a cycle.
 
 A definition is ``(owner, value)``: the binding statement (or argument) and the expression bound,
 ``None`` when unknown (a parameter, an import, a ``def``). Only plain names are tracked; attributes
@@ -22,7 +22,7 @@ Definition = tuple[ast.AST, "ast.AST | None"]
 # name -> the definitions that may hold when control is here
 State = dict[str, frozenset[int]]
 
-_MAX_LOOP_PASSES = 3
+LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _NESTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
@@ -36,11 +36,14 @@ class ScopeFlow:
 
     def __init__(self, scope: ast.AST):
         self.scope = scope
+        self.visits = 0  # statements processed, all passes together: the cost the tests bound
         self.defs: list[Definition] = []
         self._def_ids: dict[tuple[int, str, int], int] = {}
         self._reach: dict[int, frozenset[int]] = {}
         self.local_names: set[str] = set()
         self._loops: list[tuple[list[State], list[State]]] = []  # (breaks, continues) per open loop
+        self._loop_cache: dict[int, dict[str, frozenset[int]]] = {}
+        self._elements: dict[int, _Iterated] = {}
         state: State = {}
         if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
             args = scope.args
@@ -61,7 +64,7 @@ class ScopeFlow:
         return [self.defs[i] for i in sorted(ids)]
 
     # ------------------------------------------------------------------ building
-    def _define(self, state: State | None, name: str, owner: ast.AST, value: ast.AST | None, slot: int) -> None:
+    def _define(self, state: State | None, name: str, owner: ast.AST, value: ast.AST | None, slot: int) -> int:
         key = (id(owner), name, slot)
         i = self._def_ids.get(key)
         if i is None:
@@ -71,6 +74,7 @@ class ScopeFlow:
         self.local_names.add(name)
         if state is not None:
             state[name] = frozenset((i,))
+        return i
 
     def _bind_target(self, state: State | None, target: ast.AST, owner: ast.AST, value: ast.AST | None) -> None:
         for slot, (name, val) in enumerate(bound_names(target, value)):
@@ -130,6 +134,7 @@ class ScopeFlow:
         return state
 
     def _stmt(self, stmt: ast.stmt, state: State) -> State | None:  # noqa: C901 - one branch per statement kind
+        self.visits += 1
         if isinstance(stmt, ast.Assign):
             self._uses(stmt.value, state)
             for t in stmt.targets:
@@ -152,7 +157,7 @@ class ScopeFlow:
             return state
         if isinstance(stmt, (ast.For, ast.AsyncFor)):
             self._uses(stmt.iter, state)
-            element = _Iterated(stmt.iter)
+            element = self._element(stmt)
             return self._loop(stmt, state, lambda s: self._bind_target(s, stmt.target, stmt, element))
         if isinstance(stmt, ast.While):
             self._uses(stmt.test, state)
@@ -248,23 +253,81 @@ class ScopeFlow:
                 self._target_uses(elt.value if isinstance(elt, ast.Starred) else elt, state)
 
     def _loop(self, loop: ast.For | ast.AsyncFor | ast.While, state: State, head: Callable[[State], None]) -> State | None:
-        entry = dict(state)
-        exits: list[State | None] = []
-        head_state: State | None = entry
-        for _ in range(_MAX_LOOP_PASSES):
-            body_in = dict(head_state)
-            head(body_in)
-            self._loops.append(([], []))
-            body_out = self._block(loop.body, body_in)
-            breaks, continues = self._loops.pop()
-            exits = [*breaks]
-            nxt = self._join([entry, body_out, *continues])
-            if nxt == head_state:
-                break
-            head_state = nxt
+        # Every binding inside the loop may be what the next iteration starts with, so the head
+        # holds the entry's definitions plus all of the loop's own: one pass over the body, no
+        # fixpoint, hence no cost that multiplies with the nesting depth.
+        head_state = dict(state)
+        for name, ids in self._loop_defs(loop).items():
+            cur = head_state.get(name)
+            head_state[name] = ids if cur is None else cur | ids
+        body_in = dict(head_state)
+        head(body_in)
+        self._loops.append(([], []))
+        self._block(loop.body, body_in)
+        breaks, _ = self._loops.pop()
         # the loop ends when its test fails at the head (or the iterable runs out), or on a break
         tail = self._block(loop.orelse, dict(head_state)) if loop.orelse else head_state
-        return self._join([tail, *exits])
+        return self._join([tail, *breaks])
+
+    def _loop_defs(self, loop: ast.AST) -> dict[str, frozenset[int]]:
+        """name -> the definitions made anywhere in ``loop`` (its target included); memoised, so
+        nested loops cost one walk in all."""
+        cached = self._loop_cache.get(id(loop))
+        if cached is not None:
+            return cached
+        found: dict[str, set[int]] = {}
+
+        def add(name: str, owner: ast.AST, value: ast.AST | None, slot: int) -> None:
+            found.setdefault(name, set()).add(self._define(None, name, owner, value, slot))
+
+        def add_target(target: ast.AST, owner: ast.AST, value: ast.AST | None) -> None:
+            for slot, (name, val) in enumerate(bound_names(target, value)):
+                add(name, owner, val, slot)
+
+        if isinstance(loop, (ast.For, ast.AsyncFor)):
+            add_target(loop.target, loop, self._element(loop))
+        stack: list[ast.AST] = [*loop.body, *loop.orelse] if isinstance(loop, (ast.For, ast.AsyncFor)) else (
+            [loop.test, *loop.body, *loop.orelse])
+        while stack:
+            node = stack.pop()
+            if isinstance(node, LOOPS) and node is not loop:
+                for name, ids in self._loop_defs(node).items():
+                    found.setdefault(name, set()).update(ids)
+                if isinstance(node, (ast.For, ast.AsyncFor)):
+                    stack.append(node.iter)
+                else:
+                    stack.append(node.test)
+                continue
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    add_target(t, node, node.value)
+            elif isinstance(node, ast.AnnAssign) and node.value is not None:
+                add_target(node.target, node, node.value)
+            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+                add_target(node.optional_vars, node, node.context_expr)
+            elif isinstance(node, ast.NamedExpr):
+                add_target(node.target, node, node.value)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                for a in node.names:
+                    if a.name != "*":
+                        add(a.asname or a.name.split(".")[0], node, None, 0)
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                add(node.name, node, None, 0)
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                add(node.name, node, None, 0)
+                continue
+            if isinstance(node, (ast.Lambda, *_COMPREHENSIONS)):
+                continue  # their names are their own
+            stack.extend(ast.iter_child_nodes(node))
+        out = {k: frozenset(v) for k, v in found.items()}
+        self._loop_cache[id(loop)] = out
+        return out
+
+    def _element(self, loop: ast.For | ast.AsyncFor) -> ast.AST:
+        element = self._elements.get(id(loop))
+        if element is None:
+            element = self._elements[id(loop)] = _Iterated(loop.iter)
+        return element
 
 
 def bound_names(target: ast.AST, value: ast.AST | None) -> list[tuple[str, ast.AST | None]]:

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import ast
 import gc
+import time
 from dataclasses import dataclass, field
 
 from torchpact.config import Config, is_suppressed
 from torchpact.findings import Category, Finding, Severity, input_finding
-from torchpact.lint.context import FileContext
+from torchpact.lint.context import BudgetExceeded, FileContext
 from torchpact.lint.edits import Edit, apply_edits
 from torchpact.lint.registry import all_rules
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.source import Source, SourceError, read_source
 
 MAX_FIX_PASSES = 4
+# Seconds one rule may spend on one file; past it the rule stops there with an info finding.
+RULE_BUDGET_S = 1.0
+INTERNAL_CODE = "TP002"
 
 
 @dataclass
@@ -124,6 +128,16 @@ def _suppressed(ctx: FileContext, code: str, node: ast.AST) -> bool:
     return any(0 < n <= len(lines) and is_suppressed(lines[n - 1], code) for n in candidates)
 
 
+def _internal_finding(ctx: FileContext, node: ast.AST | None, severity: Severity, message: str) -> Finding:
+    """TP002: torchpact's own analysis failed or ran out of time; never the user's input problem."""
+    line = getattr(node, "lineno", None)
+    cell = None
+    if line is not None and ctx.source.notebook:
+        cell, line = ctx.source.locate(line)
+    return Finding(code=INTERNAL_CODE, category=Category.INPUT, severity=severity, message=message,
+                   path=ctx.path, line=line, cell=cell)
+
+
 def lint_source(source: Source, config: Config, rules: list[Rule] | None = None) -> tuple[list[Finding], list[Edit]]:
     """Findings and fix edits for one source text."""
     if rules is None:
@@ -143,6 +157,8 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None)
         nodes = ctx.nodes(*rule.nodes)
         if not nodes:
             continue
+        ctx.deadline = time.process_time() + RULE_BUDGET_S
+        node: ast.AST | None = None
         try:
             for node in nodes:
                 for hit in rule.check(node, ctx):
@@ -151,15 +167,20 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None)
                     findings.append(_to_finding(rule, hit, ctx, config))
                     if hit.edits and not source.notebook:
                         edits.extend(hit.edits)
-        except RecursionError:
-            findings.append(input_finding(
-                source.path, f"rule {rule.code} skipped this file: its expressions are nested too deeply to analyse"))
-        except Exception as exc:  # a bug in a rule must not cost the user the other findings
-            findings.append(Finding(
-                code="TP002", category=Category.INPUT, severity=Severity.WARNING,
-                message=f"rule {rule.code} failed on this file ({exc.__class__.__name__}: {exc}); "
-                        "other rules still ran — please report this",
-                path=source.path))
+                if time.process_time() > ctx.deadline:
+                    raise BudgetExceeded
+        except BudgetExceeded:
+            findings.append(_internal_finding(
+                ctx, node, Severity.INFO,
+                f"rule {rule.code} ran out of its {RULE_BUDGET_S:g} s budget on this file and stopped; "
+                "its findings here may be incomplete"))
+        except Exception as exc:  # a bug in a rule (RecursionError included) must not cost the other findings
+            findings.append(_internal_finding(
+                ctx, node, Severity.WARNING,
+                f"rule {rule.code} failed on this file ({exc.__class__.__name__}: {str(exc)[:200]}); "
+                "other rules still ran — please report this"))
+        finally:
+            ctx.deadline = None
     return findings, edits
 
 
