@@ -104,7 +104,7 @@ def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, config: Config) -> Findi
     finding = Finding(
         code=rule.code,
         category=rule.category,
-        severity=rule.severity,
+        severity=hit.severity or rule.severity,
         message=hit.message or rule.message,
         path=ctx.path,
         line=line,
