@@ -615,7 +615,7 @@ class FileContext:
         """Whether ``node`` only runs on some ranks: under a rank test, or after an early rank exit."""
         child = node
         for anc in self.ancestors(node):
-            if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test and mentions_rank(anc.test):
+            if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test and self.tests_rank(anc.test):
                 return True
             if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if any(mentions_rank(d) for d in anc.decorator_list):
@@ -625,9 +625,20 @@ class FileContext:
             body = getattr(anc, "body", None)
             if isinstance(body, list) and child in body:
                 for stmt in body[: body.index(child)]:
-                    if isinstance(stmt, ast.If) and mentions_rank(stmt.test) and _exits(stmt.body):
+                    if isinstance(stmt, ast.If) and _exits(stmt.body) and self.tests_rank(stmt.test):
                         return True
             child = anc
+        return False
+
+    def tests_rank(self, test: ast.AST) -> bool:
+        """Whether a condition depends on the rank: it names one, or a flag bound from one
+        (``args.save_logs = args.logs and is_master(args)`` ... ``if args.save_logs:``)."""
+        if mentions_rank(test):
+            return True
+        for node in ast.walk(test):
+            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(getattr(node, "ctx", None), ast.Load):
+                if any(v is not None and mentions_rank(v) for _, v in self.bindings(node)):
+                    return True
         return False
 
     def reaches(self, roots: Iterable[ast.AST], predicate: Callable[[ast.AST], bool], depth: int = 3) -> ast.AST | None:
