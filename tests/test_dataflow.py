@@ -179,3 +179,53 @@ def test_a_rule_past_its_budget_stops_with_one_info_finding(monkeypatch):
     findings, _ = lint_source(source, Config(), rules=[_Broken()])
     assert [(f.code, f.severity) for f in findings] == [("TP002", Severity.INFO)]
     assert "TP999" in findings[0].message and "budget" in findings[0].message
+
+
+def _kinds_of(code: str, name: str, hints: bool = True) -> frozenset[str]:
+    ctx = _ctx(code)
+    return ctx.kinds(_reads(ctx, name)[-1], hints)
+
+
+def test_annotations_tell_what_a_parameter_holds():
+    code = """
+        import torch
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        def step(m: DDP, o: "torch.optim.Optimizer", layer: torch.nn.Module | None, x: torch.Tensor):
+            use(m, o, layer, x)
+    """
+    assert _kinds_of(code, "m", hints=False) == {"module", "ddp"}
+    assert _kinds_of(code, "o", hints=False) == {"optimizer"}
+    assert _kinds_of(code, "layer", hints=False) == {"module"}
+    assert _kinds_of(code, "x", hints=False) == {"tensor"}
+
+
+def test_subscripted_and_attribute_layers_are_modules_and_calling_them_is_a_forward():
+    ctx = _ctx("""
+        import torch.nn as nn
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = nn.ModuleList([nn.Linear(2, 2)])
+            def forward(self, x, i):
+                y = self.blocks[i](x)
+                return y
+        net = nn.Sequential(nn.Linear(2, 2))
+        out = net[0](x)
+        z = out
+    """)
+    assert "output" in ctx.kinds(_reads(ctx, "y")[-1])
+    assert "output" in ctx.kinds(_reads(ctx, "out")[-1])
+
+
+def test_chained_module_methods_keep_the_module_and_factories_are_not_forwards():
+    ctx = _ctx("""
+        import torch.nn as nn
+        from peft import get_peft_model
+        net = nn.Linear(2, 2)
+        net = net.eval().cpu()
+        net = net.to(device).train()
+        peft = get_peft_model(net, cfg)
+        use(net, peft)
+    """)
+    assert ctx.kinds(_reads(ctx, "net")[-1]) == {"module"}
+    assert "output" not in ctx.kinds(_reads(ctx, "peft")[-1])

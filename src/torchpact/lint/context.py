@@ -86,6 +86,10 @@ _NAME_HINTS: list[tuple[re.Pattern[str], frozenset[str]]] = [
     (re.compile(r"(^|_)(data)?loader$"), frozenset({LOADER})),
 ]
 
+# ``get_peft_model``, ``build_model``: functions that make a model, not a model to call.
+_FACTORY_NAME = re.compile(r"^(get|build|create|make|load|init|prepare|wrap|unwrap|setup|convert|"
+                           r"instantiate|construct|apply|freeze|from|to|save|export|compile|train|evaluate)_")
+
 _RANK_WORDS = re.compile(
     r"(^|_)(rank|local_rank|global_rank|node_rank|is_main_process|is_local_main_process|"
     r"is_world_process_zero|is_local_process_zero|is_global_zero|is_master|master_process|"
@@ -219,6 +223,14 @@ class FileContext:
                     if a.name != "*":
                         out[a.asname or a.name] = f"{node.module}.{a.name}"
         return out
+
+    @cached_property
+    def is_test_file(self) -> bool:
+        """A pytest module: ``test_*.py``, ``*_test.py``, ``conftest.py``, or a file under ``tests/``."""
+        parts = re.split(r"[\\/]", self.path)
+        name = parts[-1]
+        return (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+                or any(p in ("tests", "test", "testing") for p in parts[:-1]))
 
     @cached_property
     def imports_torch(self) -> bool:
@@ -447,7 +459,12 @@ class FileContext:
                 out |= {LOSS, TENSOR}
                 if self.kinds(expr.value, hints) & {OUTPUT, GRAPH}:
                     out.add(GRAPH)  # ``outputs.loss`` of a model called with grad enabled
-            if hints and not (out - {TENSOR}) and all(v is None for _, v in binds):
+            if not (out - {TENSOR}):
+                for owner, value in binds:
+                    annotation = getattr(owner, "annotation", None) if value is None or isinstance(owner, ast.AnnAssign) else None
+                    if annotation is not None:
+                        out |= self.annotation_kinds(annotation)
+            if hints and not (out - {TENSOR}) and all(v is None for _, v in binds) and not _FACTORY_NAME.match(name):
                 for pattern, kinds in _NAME_HINTS:
                     if pattern.search(name):
                         out |= kinds
@@ -467,6 +484,8 @@ class FileContext:
             return derived | {GRAPH, TENSOR} if GRAD_LEAF in inner else derived
         if isinstance(expr, ast.Subscript):
             inner = self.kinds(expr.value, hints)
+            if MODULE in inner and not inner & {TENSOR, OUTPUT, BATCH}:
+                return frozenset({MODULE})  # ``net[0]``, ``self.blocks[i]``: a layer of a container module
             return frozenset(inner & {OUTPUT, GRAPH, TENSOR, BATCH, LOSS} if OUTPUT in inner or BATCH in inner else inner & {GRAPH, TENSOR})
         if isinstance(expr, ast.IfExp):
             return self.kinds(expr.body, hints) | self.kinds(expr.orelse, hints)
@@ -474,6 +493,41 @@ class FileContext:
             return self.kinds(expr.value, hints)
         if isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float)):
             return frozenset({NUMBER})
+        return frozenset()
+
+    def annotation_kinds(self, annotation: ast.AST) -> frozenset[str]:
+        """Kinds of a value annotated ``model: DDP``, ``opt: torch.optim.Optimizer``, ``x: Tensor``
+        (``Optional[...]`` / ``X | None`` / a string annotation look through to the type)."""
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            try:
+                annotation = ast.parse(annotation.value, mode="eval").body
+            except SyntaxError:
+                return frozenset()
+        if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+            return self.annotation_kinds(annotation.left) | self.annotation_kinds(annotation.right)
+        if isinstance(annotation, ast.Subscript):
+            if (self.resolve(annotation.value) or "").rsplit(".", 1)[-1] == "Optional":
+                return self.annotation_kinds(annotation.slice)
+            return frozenset()
+        qn = self.resolve(annotation)
+        if qn is None:
+            name = annotation.id if isinstance(annotation, ast.Name) else None
+            return frozenset({MODULE}) if name in self.module_classes else frozenset()
+        last = qn.rsplit(".", 1)[-1]
+        if qn in DDP_WRAPPERS:
+            return frozenset({MODULE, DDP})
+        if qn in NN_MODULE_BASES or _is_torch_nn_class(qn):
+            return frozenset({MODULE, LOSS_FN}) if last.endswith("Loss") else frozenset({MODULE})
+        if qn.startswith("torch.optim.lr_scheduler."):
+            return frozenset({SCHEDULER})
+        if qn.startswith("torch.optim.") and last[:1].isupper():
+            return frozenset({OPTIMIZER})
+        if qn in ("torch.Tensor", "torch.FloatTensor", "torch.LongTensor"):
+            return frozenset({TENSOR})
+        if qn in ("torch.utils.data.DataLoader",):
+            return frozenset({LOADER})
+        if qn in ("torch.utils.data.DistributedSampler",):
+            return frozenset({SAMPLER, DIST_SAMPLER})
         return frozenset()
 
     def _call_kinds(self, call: ast.Call, hints: bool) -> frozenset[str]:

@@ -30,8 +30,10 @@ class LoadWithoutWeightsOnly(Rule):
     floor in `[project] dependencies` (e.g. `"torch>=2.1"`), or that of the file's own inline
     script metadata (a PEP 723 `# /// script` block). With none of these the code is assumed to run
     on the installed torch (2.13) and the rule is silent. Calls passing
-    `pickle_module` or `**kwargs` are left to TP951 / not judged. Not flagged either: a load of a
-    file the same code has just written (as for TP951), and the compatibility fallback
+    `pickle_module` or `**kwargs` are left to TP951 / not judged. Not flagged either: loads in test
+    modules (`test_*.py`, `tests/`: they read fixtures the repository itself ships or writes, and a
+    malicious file there would already be malicious code there), a load of a file the same code has
+    just written (as for TP951), and the compatibility fallback
     `except TypeError: torch.load(f)` after a `torch.load(f, weights_only=...)` that an older torch
     rejected.
 
@@ -115,8 +117,8 @@ model.load_state_dict(torch.load("model.pt", weights_only=True))
             return
         if len(node.args) >= 3 or any(k.arg is None for k in node.keywords):
             return
-        if _compat_fallback(node, ctx) or round_trip(node, ctx):
-            return
+        if ctx.is_test_file or _compat_fallback(node, ctx) or round_trip(node, ctx):
+            return  # a test reads fixtures its own repository ships or writes: not untrusted input
         shown = ".".join(map(str, floor))
         yield self.hit(node, message=(
             f"`torch.load` without `weights_only` fully unpickles the file on torch < 2.6 (this code "
