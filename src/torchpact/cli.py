@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("--config", metavar="PYPROJECT", help="pyproject.toml to read [tool.torchpact] from")
     lint.add_argument("--min-torch", metavar="X.Y", help="oldest torch the code must support")
     lint.add_argument("--jobs", "-j", type=int, default=None, help="parallel processes (default: all cores)")
+    lint.add_argument("--no-cache", action="store_true",
+                      help="lint every file again instead of reusing .torchpact_cache/ for unchanged ones")
     _add_output_options(lint, "warning")
 
     run = sub.add_parser(
@@ -219,7 +221,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
             raise UsageError(f"no such file or folder: {p}")
     config = lint_config(args)
     result = lint_paths(args.paths or ["."], config, fix=args.fix or args.diff, jobs=args.jobs,
-                        write=not args.diff)
+                        write=not args.diff, cache=not args.no_cache)
     if args.diff:
         changed = 0
         for r in result.files:

@@ -18,6 +18,7 @@ from typing import Callable, Iterable, Iterator
 from torchpact.config import Config
 from torchpact.lint.dataflow import ScopeFlow, _Iterated, _Unpacked
 from torchpact.lint.edits import Locator
+from torchpact.lint.project import ProjectFacts
 from torchpact.lint.source import Source
 
 # Kinds a value can have (strings so rules read naturally: ``"loss" in ctx.kinds(x)``).
@@ -109,8 +110,11 @@ def dotted(parts: Iterable[str]) -> str:
 class FileContext:
     """Facts about one parsed file, shared by all rules."""
 
-    def __init__(self, source: Source, tree: ast.Module, config: Config | None = None):
+    def __init__(self, source: Source, tree: ast.Module, config: Config | None = None,
+                 project: ProjectFacts | None = None):
         self.source = source
+        # Facts about the functions of every linted file (lint/project.py): helpers in other modules.
+        self.project = project or ProjectFacts()
         self.path = source.path
         self.tree = tree
         self.config = config or Config()
@@ -694,6 +698,23 @@ class FileContext:
                 if any(v is not None and mentions_rank(v) for _, v in self.bindings(node)):
                     return True
         return False
+
+    def project_callee(self, call: ast.AST) -> str | None:
+        """The bare name of a function another module of the project may define, for a call
+        ``helper(...)`` or ``utils.helper(...)`` (an imported module); None for methods and for
+        functions of this file (rules follow those themselves)."""
+        if not isinstance(call, ast.Call):
+            return None
+        func = call.func
+        if isinstance(func, ast.Name):
+            return None if func.id in self.functions else func.id
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.aliases:
+            return func.attr
+        return None
+
+    def calls_project_function_that(self, call: ast.AST, fact: str) -> bool:
+        """Whether ``call`` runs a function of another linted file known to do ``fact``."""
+        return self.project.has(self.project_callee(call), fact)
 
     def reaches(self, roots: Iterable[ast.AST], predicate: Callable[[ast.AST], bool], depth: int = 3) -> ast.AST | None:
         """First node under ``roots`` matching ``predicate``, following calls to functions of this file."""

@@ -11,6 +11,7 @@ from torchpact.config import Config, is_suppressed
 from torchpact.findings import Category, Finding, Severity, input_finding
 from torchpact.lint.context import BudgetExceeded, FileContext
 from torchpact.lint.edits import Edit, apply_edits
+from torchpact.lint.project import ProjectFacts
 from torchpact.lint.registry import all_rules
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.source import Source, SourceError, read_source
@@ -138,7 +139,8 @@ def _internal_finding(ctx: FileContext, node: ast.AST | None, severity: Severity
                    path=ctx.path, line=line, cell=cell)
 
 
-def lint_source(source: Source, config: Config, rules: list[Rule] | None = None) -> tuple[list[Finding], list[Edit]]:
+def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
+                project: ProjectFacts | None = None) -> tuple[list[Finding], list[Edit]]:
     """Findings and fix edits for one source text."""
     if rules is None:
         rules = enabled_rules(config, source.path)
@@ -147,7 +149,7 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None)
     tree = parse(source)  # even with no rule to run: a file lint cannot parse is always reported
     if not active:
         return [], []
-    ctx = FileContext(source, tree, config)
+    ctx = FileContext(source, tree, config, project)
     index(ctx)
     findings: list[Finding] = []
     edits: list[Edit] = []
@@ -184,7 +186,8 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None)
     return findings, edits
 
 
-def lint_file(path: str, config: Config, fix: bool = False, display_path: str | None = None) -> FileResult:
+def lint_file(path: str, config: Config, fix: bool = False, display_path: str | None = None,
+              project: ProjectFacts | None = None) -> FileResult:
     """Lint one file; never raises for bad input (it becomes a finding)."""
     shown = display_path or path
     result = FileResult(path=shown)
@@ -203,7 +206,7 @@ def lint_file(path: str, config: Config, fix: bool = False, display_path: str | 
         text = source.text
         for _ in range(MAX_FIX_PASSES if fix else 1):
             try:
-                findings, edits = lint_source(source, config, rules)
+                findings, edits = lint_source(source, config, rules, project)
             except SourceError as exc:
                 cell, line = source.locate(exc.line) if exc.line else (None, None)
                 f = input_finding(shown, str(exc), line=line, column=exc.column)
