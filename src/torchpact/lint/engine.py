@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import gc
-import time
 from dataclasses import dataclass, field
 
 from torchpact.config import Config, is_suppressed
@@ -53,14 +52,16 @@ def parse(source: Source) -> ast.Module:
 
 
 def index(ctx: FileContext) -> None:
-    """The single walk: parents and a by-type index. Iterative, so deep nesting cannot overflow it."""
+    """The single walk: parents and a by-type index. Iterative, so deep nesting cannot overflow it.
+    Pre-order, left to right; the ``Load``/``Store`` context markers are shared singletons, not
+    indexed."""
     parents = ctx._parents
     by_type: dict[type, list[ast.AST]] = {}
     stack: list[ast.AST] = [ctx.tree]
-    iter_fields = ast.iter_fields
-    AST = ast.AST
+    AST, CONTEXT = ast.AST, ast.expr_context
+    pop, push = stack.pop, stack.append
     while stack:
-        node = stack.pop()
+        node = pop()
         t = type(node)
         bucket = by_type.get(t)
         if bucket is None:
@@ -68,18 +69,17 @@ def index(ctx: FileContext) -> None:
         else:
             bucket.append(node)
         children = []
-        for _, value in iter_fields(node):
-            if isinstance(value, list):
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
                 for item in value:
                     if isinstance(item, AST):
                         children.append(item)
-            elif isinstance(value, AST):
+            elif isinstance(value, AST) and not isinstance(value, CONTEXT):
                 children.append(value)
-        nid = node
-        for child in children:
-            parents[id(child)] = nid
-        children.reverse()
-        stack.extend(children)
+        for child in reversed(children):
+            parents[id(child)] = node
+            push(child)
     ctx.by_type = by_type
 
 
@@ -159,17 +159,17 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
         nodes = ctx.nodes(*rule.nodes)
         if not nodes:
             continue
-        ctx.deadline = time.process_time() + RULE_BUDGET_S
+        ctx.start_budget(RULE_BUDGET_S)
         node: ast.AST | None = None
         try:
-            for node in nodes:
+            for i, node in enumerate(nodes):
                 for hit in rule.check(node, ctx):
                     if _suppressed(ctx, rule.code, hit.node):
                         continue
                     findings.append(_to_finding(rule, hit, ctx, config))
                     if hit.edits and not source.notebook:
                         edits.extend(hit.edits)
-                if time.process_time() > ctx.deadline:
+                if not i & 127 and ctx.out_of_time():
                     raise BudgetExceeded
         except BudgetExceeded:
             findings.append(_internal_finding(
