@@ -127,6 +127,8 @@ class FileContext:
         self._kinds_memo: dict[tuple[int, bool], frozenset[str]] = {}
         self._flows: dict[int, ScopeFlow] = {}
         self._module_class_memo: dict[int, ast.ClassDef | None] = {}
+        # Per-file memo for rule helpers (keyed by the helper's name and the node it is about).
+        self.memo: dict[object, object] = {}
         # Set by the engine before each rule: past it, the analysis raises BudgetExceeded.
         self.deadline: float | None = None
         self._wall_check = 0.0

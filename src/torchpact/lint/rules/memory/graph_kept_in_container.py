@@ -121,7 +121,8 @@ def chunked_loss(model, anchors, positives, chunk, with_backward):
             loss.backward()
             loss = loss.detach()
         losses.append(loss)
-    return sum(losses)
+    total = sum(losses)
+    return total
 """,
     ]
     invalid = [
@@ -409,8 +410,21 @@ def _handed_to_caller(root: ast.expr, scope: ast.AST, ctx: FileContext) -> bool:
     binds = ctx.assignments(scope).get(root.id, [])
     if not binds or any(isinstance(owner, ast.arg) for owner, _ in binds):
         return False
-    return any(isinstance(node, ast.Return) and node.value is not None and root.id in _mentioned(node.value)
-               for node in ctx.walk_scope(scope.body))
+    returned: set[str] = set()
+    assigns: list[ast.Assign] = []
+    for node in ctx.walk_scope(scope.body):
+        if isinstance(node, ast.Return) and node.value is not None:
+            returned |= _mentioned(node.value)
+        elif isinstance(node, ast.Assign):
+            assigns.append(node)
+    for _ in range(3):  # ``loss = sum(losses); return loss``
+        before = len(returned)
+        for a in assigns:
+            if any(_mentioned(t) & returned for t in a.targets):
+                returned |= _mentioned(a.value)
+        if len(returned) == before:
+            break
+    return root.id in returned
 
 
 def _mentioned(expr: ast.AST) -> set[str]:
