@@ -17,8 +17,7 @@ from torchpact.findings import Finding
 from torchpact.lint.cache import LintCache, content_hash, key
 from torchpact.lint.engine import FileResult, lint_file
 from torchpact.lint.files import discover
-from torchpact.lint.project import FileSummary, ProjectFacts, summarize
-from torchpact.lint.source import SourceError, read_source
+from torchpact.lint.project import FileSummary, ProjectFacts
 
 # Below this many files a process pool costs more than it saves.
 PARALLEL_MIN_FILES = 24
@@ -64,20 +63,6 @@ def _lint_in_worker(path: str) -> FileResult:
     return lint_file(path, _WORKER_CONFIG, fix=_WORKER_FIX, project=_WORKER_PROJECT)
 
 
-def _summarize_file(path: str) -> tuple[str, dict]:
-    """(content hash, function summary) of one file; an unreadable file has neither."""
-    try:
-        with open(path, "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return "", {}
-    try:
-        text = read_source(path).text if path.endswith(".ipynb") else data.decode("utf-8")
-    except (SourceError, UnicodeDecodeError):
-        return content_hash(data), {}
-    return content_hash(data), summarize(text).to_json()
-
-
 def _hash_file(path: str) -> str:
     try:
         with open(path, "rb") as fh:
@@ -115,52 +100,54 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
                cache_root: str = ".") -> LintResult:
     """Lint files and folders. With ``fix``, safe fixes are applied (and written when ``write``).
 
-    One pass summarises every file's functions for the rules that look across files
-    (lint/project.py); then each file is linted. With ``cache``, files whose content, configuration
-    and project facts are unchanged take their findings from ``cache_root/.torchpact_cache`` (never
-    with ``fix``)."""
+    Each file is parsed once; its functions' facts (lint/project.py) are collected as it is linted.
+    Files whose rules asked about a function of another file, and would now get a different answer,
+    are linted again with the project's facts. With ``cache``, files whose content, configuration and
+    torchpact code are unchanged take their findings, facts and questions from
+    ``cache_root/.torchpact_cache`` (never with ``fix``)."""
     config = config or Config()
     start = time.perf_counter()
     files = list(discover(paths or ["."], config.exclude))
     jobs = jobs or os.cpu_count() or 1
     store = LintCache(cache_root) if cache and not fix else None
 
-    hashes: dict[str, str] = {}
-    summaries: dict[str, FileSummary] = {}
-    misses = files
-    if store is not None:
-        hashes = {p: _hash_file(p) for p in files}
-        misses = []
-        for p in files:
-            entry = store.get(p)
-            if hashes[p] and entry.get("hash") == hashes[p] and isinstance(entry.get("summary"), dict):
-                summaries[p] = FileSummary.from_json(entry["summary"])
-            else:
-                misses.append(p)
-    for p, (digest, summary) in zip(misses, _map(_summarize_file, misses, jobs)):
-        hashes[p] = digest
-        summaries[p] = FileSummary.from_json(summary)
-        if store is not None:
-            store.put(p, hash=digest, summary=summary)
-    project = ProjectFacts([summaries[p] for p in files])
-
     results: dict[str, FileResult] = {}
     todo = files
     keys: dict[str, str] = {}
     if store is not None:
-        salt = (repr(config), project.fingerprint, _code_fingerprint())
+        salt = (repr(config), _code_fingerprint())
         todo = []
         for p in files:
-            keys[p] = key(hashes[p], *salt)
-            cached = store.findings(p, keys[p]) if hashes[p] else None
+            digest = _hash_file(p)
+            keys[p] = key(digest, *salt) if digest else ""
+            entry = store.get(p)
+            cached = store.findings(p, keys[p]) if keys[p] else None
             if cached is None:
                 todo.append(p)
             else:
-                results[p] = FileResult(path=p, findings=cached[0], lines=cached[1])
-    for p, r in zip(todo, _map(_lint_in_worker, todo, jobs, (config, fix, project), _init_worker)):
+                results[p] = FileResult(path=p, findings=cached[0], lines=cached[1],
+                                        summary=entry.get("summary") or {},
+                                        asked=[tuple(a) for a in entry.get("asked") or []])
+    for p, r in zip(todo, _map(_lint_in_worker, todo, jobs, (config, fix, None), _init_worker)):
         results[p] = r
-        if store is not None and hashes[p]:
-            store.put(p, key=keys[p], lines=r.lines, findings=[f.to_dict() for f in r.findings])
+        if store is not None and keys[p]:
+            store.put(p, key=keys[p], lines=r.lines, findings=[f.to_dict() for f in r.findings],
+                      summary=r.summary, asked=[list(a) for a in r.asked])
+
+    project = ProjectFacts([FileSummary.from_json(results[p].summary) for p in files if results[p].summary])
+    again = [p for p in files if any(project.has(name, fact) for name, fact in results[p].asked)]
+    if store is not None:
+        # the second pass is cached too, under a key that also holds the project's facts
+        for p in list(again):
+            cached = store.findings(p, key(keys[p], project.fingerprint), field="with_facts") if keys[p] else None
+            if cached is not None:
+                results[p] = FileResult(path=p, findings=cached[0], lines=cached[1])
+                again.remove(p)
+    for p, r in zip(again, _map(_lint_in_worker, again, jobs, (config, fix, project), _init_worker)):
+        results[p] = r
+        if store is not None and keys[p]:
+            store.put(p, with_facts={"key": key(keys[p], project.fingerprint), "lines": r.lines,
+                                     "findings": [f.to_dict() for f in r.findings]})
     if store is not None:
         store.save()
     ordered = [results[p] for p in files]

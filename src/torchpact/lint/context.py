@@ -115,6 +115,7 @@ class FileContext:
         self.source = source
         # Facts about the functions of every linted file (lint/project.py): helpers in other modules.
         self.project = project or ProjectFacts()
+        self.asked: set[tuple[str, str]] = set()  # (function, fact) questions rules asked the project
         self.path = source.path
         self.tree = tree
         self.config = config or Config()
@@ -731,7 +732,11 @@ class FileContext:
 
     def calls_project_function_that(self, call: ast.AST, fact: str) -> bool:
         """Whether ``call`` runs a function of another linted file known to do ``fact``."""
-        return self.project.has(self.project_callee(call), fact)
+        name = self.project_callee(call)
+        if name is None:
+            return False
+        self.asked.add((name, fact))
+        return self.project.has(name, fact)
 
     def reaches(self, roots: Iterable[ast.AST], predicate: Callable[[ast.AST], bool], depth: int = 3) -> ast.AST | None:
         """First node under ``roots`` matching ``predicate``, following calls to functions of this file."""

@@ -10,7 +10,7 @@ from torchpact.config import Config, is_suppressed
 from torchpact.findings import Category, Finding, Severity, input_finding
 from torchpact.lint.context import BudgetExceeded, FileContext
 from torchpact.lint.edits import Edit, apply_edits
-from torchpact.lint.project import ProjectFacts
+from torchpact.lint.project import ProjectFacts, mentions_facts, summarize_tree
 from torchpact.lint.registry import all_rules
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.source import Source, SourceError, read_source
@@ -31,6 +31,9 @@ class FileResult:
     fixed: str | None = None
     fixes_applied: int = 0
     lines: int = 0
+    # Facts of this file's functions for the other files, and what its rules asked about theirs.
+    summary: dict = field(default_factory=dict)
+    asked: list = field(default_factory=list)
 
 
 def enabled_rules(config: Config, path: str) -> list[Rule]:
@@ -140,13 +143,16 @@ def _internal_finding(ctx: FileContext, node: ast.AST | None, severity: Severity
 
 
 def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
-                project: ProjectFacts | None = None) -> tuple[list[Finding], list[Edit]]:
-    """Findings and fix edits for one source text."""
+                project: ProjectFacts | None = None, notes: dict | None = None) -> tuple[list[Finding], list[Edit]]:
+    """Findings and fix edits for one source text. ``notes`` (when given) receives the file's
+    function ``summary`` and the project facts its rules ``asked`` about."""
     if rules is None:
         rules = enabled_rules(config, source.path)
     text = source.text
     active = [r for r in rules if not r.triggers or any(t in text for t in r.triggers)]
     tree = parse(source)  # even with no rule to run: a file lint cannot parse is always reported
+    if notes is not None and mentions_facts(text):
+        notes["summary"] = summarize_tree(tree).to_json()
     if not active:
         return [], []
     ctx = FileContext(source, tree, config, project)
@@ -183,6 +189,8 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
                 "other rules still ran — please report this"))
         finally:
             ctx.deadline = None
+    if notes is not None:
+        notes["asked"] = sorted(ctx.asked)
     return findings, edits
 
 
@@ -204,9 +212,10 @@ def lint_file(path: str, config: Config, fix: bool = False, display_path: str | 
         result.lines = source.text.count("\n") + 1
         rules = enabled_rules(config, shown)
         text = source.text
-        for _ in range(MAX_FIX_PASSES if fix else 1):
+        for attempt in range(MAX_FIX_PASSES if fix else 1):
+            notes: dict = {}
             try:
-                findings, edits = lint_source(source, config, rules, project)
+                findings, edits = lint_source(source, config, rules, project, notes)
             except SourceError as exc:
                 cell, line = source.locate(exc.line) if exc.line else (None, None)
                 f = input_finding(shown, str(exc), line=line, column=exc.column)
@@ -215,6 +224,8 @@ def lint_file(path: str, config: Config, fix: bool = False, display_path: str | 
                 result.findings = [f]
                 return result
             result.findings = findings
+            if attempt == 0:
+                result.summary, result.asked = notes.get("summary", {}), notes.get("asked", [])
             if not (fix and edits):
                 break
             new_text, applied = apply_edits(text, edits)

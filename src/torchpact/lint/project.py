@@ -2,10 +2,12 @@
 files need to know (it zeroes gradients, calls ``set_epoch``, switches a module to eval mode, saves
 with ``torch.save``).
 
-One cheap pass before linting: a file is parsed here only when its text mentions one of the facts,
-each function is summarised by bare name, and facts flow from callees to callers (``fit`` calls
-``train_one_epoch``, which calls ``sampler.set_epoch``). Names are merged across files, which can only
-make rules quieter (a fact silences a finding, never makes one), the safe direction for a linter.
+Each file's summary comes from lint's own parse of it (no second parse): every function is summarised
+by bare name, and facts flow from callees to callers (``fit`` calls ``train_one_epoch``, which calls
+``sampler.set_epoch``). A rule asking about another module's function is recorded; once every file
+is summarised, only the files whose answers change are linted again with the facts (lint_paths).
+Names are merged across files, which can only make rules quieter (a fact silences a finding, never
+makes one), the safe direction for a linter.
 """
 
 from __future__ import annotations
@@ -41,12 +43,22 @@ class FileSummary:
 
 def summarize(text: str) -> FileSummary:
     """The facts of the functions in one file's text; empty when it mentions none or cannot parse."""
-    if not any(t in text for t in _TRIGGERS):
+    if not mentions_facts(text):
         return FileSummary()
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return FileSummary()
+    return summarize_tree(tree)
+
+
+def mentions_facts(text: str) -> bool:
+    """Whether a file's text can hold any fact (most files cannot: no walk for them)."""
+    return any(t in text for t in _TRIGGERS)
+
+
+def summarize_tree(tree: ast.Module) -> FileSummary:
+    """The facts of the functions of an already parsed file (lint's own parse: no second one)."""
     out = FileSummary()
     modules = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     for fn in ast.walk(tree):
