@@ -127,6 +127,7 @@ class FileContext:
         self._kinds_active: set[tuple[int, bool]] = set()
         self._kinds_memo: dict[tuple[int, bool], frozenset[str]] = {}
         self._flows: dict[int, ScopeFlow] = {}
+        self._call_names: dict[int, str | None] = {}
         self._module_class_memo: dict[int, ast.ClassDef | None] = {}
         # Per-file memo for rule helpers (keyed by the helper's name and the node it is about).
         self.memo: dict[object, object] = {}
@@ -260,7 +261,15 @@ class FileContext:
         return canonical(dotted(reversed(parts)))
 
     def call_name(self, call: ast.AST) -> str | None:
-        return self.resolve(call.func) if isinstance(call, ast.Call) else None
+        """``resolve`` of a call's callee; memoised, since most rules ask it of every call."""
+        if not isinstance(call, ast.Call):
+            return None
+        key = id(call)
+        memo = self._call_names
+        if key in memo:
+            return memo[key]
+        name = memo[key] = self.resolve(call.func)
+        return name
 
     def is_call_to(self, node: ast.AST, *names: str) -> bool:
         qn = self.call_name(node)
