@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="skip excluded paths (and virtualenvs, ignored folders) even when named on the command line")
     lint.add_argument("--min-torch", metavar="X.Y", help="oldest torch the code must support")
     lint.add_argument("--jobs", "-j", type=int, default=None, help="parallel processes (default: all cores)")
+    lint.add_argument("--no-cache", action="store_true",
+                      help="lint every file again instead of reusing .torchpact_cache/ for unchanged ones")
     _add_output_options(lint, "warning")
 
     run = sub.add_parser(
@@ -247,7 +249,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
         if not os.path.lexists(p):
             raise UsageError(f"no such file or folder: {p}")
     result = lint_paths(args.paths or ["."], settings=lint_settings(args), fix=args.fix or args.diff,
-                        jobs=args.jobs, write=not args.diff, force_exclude=args.force_exclude)
+                        jobs=args.jobs, write=not args.diff, force_exclude=args.force_exclude,
+                        cache=not args.no_cache)
     if not result.files:
         # as ruff: say so, and exit 0 (a hook run on a change with no Python file must not fail)
         print("torchpact: warning: no Python files found under the given path(s)", file=sys.stderr)
