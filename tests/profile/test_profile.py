@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -285,3 +287,28 @@ def test_profile_usage_errors(args, tmp_path, capsys):
     script.write_text("pass\n")
     assert main(["run", *args, str(script)]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+# ---------------------------------------------------------------------------------- on the screen
+def test_the_terminal_report_says_where_step_time_goes():
+    from torchpact.launch.footer import profile_lines
+
+    steps = [_step(0.010, dataloader=0.004)] * 3
+    profile = {"status": "ok", "steps": steps, "median": P._median_phases(steps), "device": False,
+               "top_ops": [{"name": "aten::addmm", "calls": 30, "self_ms": 1.5, "total_ms": 2.0}],
+               "trace": "torchpact-profile/h_1.pt.trace.json"}
+    first, ops, trace = profile_lines(profile)
+    assert first == ("profile: a step takes 10.0 ms (median of 3 profiled steps): forward 60%, data loading 40%")
+    assert "aten::addmm 1.50 ms ×30" in ops and "torchpact-profile/h_1.pt.trace.json" in trace
+    assert profile_lines({"status": "too short", "reason": "2 steps"}) == ["profile: too short (2 steps)"]
+
+
+def test_profile_run_prints_the_breakdown_and_no_profiler_noise(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(SYNCS))
+    out = subprocess.run([sys.executable, "-m", "torchpact", "run", "--profile", "--profile-warmup", "2",
+                          "--profile-steps", "2", "--profile-dir", str(tmp_path / "trace"), str(script)],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "profile: a step takes" in out.stdout and "top operators" in out.stdout, out.stdout
+    assert "USDT" not in out.stderr + out.stdout and "profiler_start" not in out.stderr, out.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -196,3 +197,47 @@ def test_steps_keep_counting_when_the_optimizer_is_rebuilt(tmp_path):
                 opt.step()
     """, watchers=["progress"])
     assert outcome.steps == 6
+
+
+# ---------------------------------------------------------------------------------- report paths
+@pytest.mark.parametrize("where", ["missing-folder", "a-folder", "html-missing-folder"])
+def test_an_unwritable_report_path_fails_before_the_script_runs(tmp_path, capsys, where):
+    script = tmp_path / "train.py"
+    script.write_text("open(__file__ + '.ran', 'w').close()\n")
+    missing = str(tmp_path / "nonexistent" / "r.json")
+    args = {"missing-folder": ["--html", str(tmp_path / "nonexistent" / "r.html"), "--output", missing],
+            "a-folder": ["--output", str(tmp_path)],
+            "html-missing-folder": ["--html", str(tmp_path / "nonexistent" / "r.html")]}[where]
+    assert main(["run", "-q", *args, str(script)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("torchpact: error: cannot write"), err
+    assert not (tmp_path / "train.py.ran").exists()  # the script never started
+
+
+def test_a_report_that_cannot_be_written_at_the_end_goes_to_a_temporary_file(tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(f"""
+        import shutil, sys, torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+        shutil.rmtree({str(out_dir)!r})  # the report's folder is gone by the end of the run
+        sys.exit(3)
+    """))
+    code = main(["run", "-q", "--format", "json", "--output", str(out_dir / "r.json"),
+                 "--html", str(out_dir / "r.html"), str(script)])
+    assert code == 3  # the script's exit code, not a usage error
+    captured = capsys.readouterr()
+    moved = dict(re.findall(r"cannot write (\S+) \(.*\); the (?:HTML )?report is in (\S+)", captured.err))
+    assert set(moved) == {str(out_dir / "r.json"), str(out_dir / "r.html")}, captured.err
+    try:
+        doc = json.loads(Path(moved[str(out_dir / "r.json")]).read_text())
+        assert doc["summary"]["exit_code"] == 3 and doc["summary"]["steps"] == 1
+        assert "<html" in Path(moved[str(out_dir / "r.html")]).read_text().lower()
+    finally:
+        for path in moved.values():
+            os.unlink(path)
+    assert "exit code 3" in captured.out  # the findings, as text, on the screen instead
