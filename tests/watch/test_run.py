@@ -241,3 +241,47 @@ def test_a_report_that_cannot_be_written_at_the_end_goes_to_a_temporary_file(tmp
         for path in moved.values():
             os.unlink(path)
     assert "exit code 3" in captured.out  # the findings, as text, on the screen instead
+
+
+# ---------------------------------------------------------------------------------- SIGTERM
+def test_sigterm_gives_a_report_like_ctrl_c(tmp_path):
+    script = tmp_path / "loop.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i in range(10**9):
+            opt.zero_grad(); model(torch.randn(2, 4)).sum().backward(); opt.step()
+            if i == 3:
+                print("ready", flush=True)
+    """))
+    report = tmp_path / "report.json"
+    proc = subprocess.Popen([sys.executable, "-m", "torchpact", "run", "--quiet", "--format", "json",
+                             "--output", str(report), str(script)], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        proc.stdout.close()
+    doc = json.loads(report.read_text())
+    assert doc["summary"]["steps"] >= 4 and "SIGTERM" in doc["summary"]["error"]
+
+
+def test_sigterm_removes_the_hooks_and_restores_the_handler(tmp_path):
+    before, handler = _global_hook_counts(), signal.getsignal(signal.SIGTERM)
+    outcome = run_source(tmp_path, """
+        import os, signal, torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("not reached")
+    """)
+    assert outcome.exit_code == 143 and outcome.steps == 1 and outcome.error == "terminated (SIGTERM)"
+    assert _global_hook_counts() == before and signal.getsignal(signal.SIGTERM) == handler

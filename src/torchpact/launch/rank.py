@@ -10,11 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from typing import Any
 
-from torchpact.launch.single import LaunchError, RunOutcome, Terminated, run_script
+from torchpact.launch.single import LaunchError, RunOutcome, run_script
 from torchpact.watch import Sampler
 
 
@@ -27,10 +26,6 @@ def _write(path: str, doc: dict[str, Any]) -> None:
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(doc, fh)
     os.replace(tmp, path)
-
-
-def _terminate(signum: int, frame: Any) -> None:
-    raise Terminated()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,7 +49,6 @@ def main(argv: list[str] | None = None) -> int:
         _write(path, {**state, "steps": steps, "step_times": session.step_times[:steps],
                       "findings": [f.to_dict() for f in session.findings], "data": data or {}})
 
-    signal.signal(signal.SIGTERM, _terminate)
     try:
         outcome: RunOutcome = run_script(
             opts.script, args, watchers=[w for w in (opts.watchers or "").split(",") if w] or None,

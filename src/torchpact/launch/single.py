@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import runpy
+import signal
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -22,7 +24,19 @@ from torchpact.watch.frames import user_location
 
 
 class Terminated(BaseException):
-    """Raised in the script's main thread when the launcher stops this rank (SIGTERM)."""
+    """Raised in the script's main thread on SIGTERM (a launcher or a scheduler stopping the run)."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: writing the report must not be cut by a second one
+    raise Terminated()
+
+
+def _catch_sigterm() -> Any:
+    """Turn SIGTERM into :class:`Terminated` in the main thread; returns the handler to restore (None if not set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _terminate)
 
 
 class LaunchError(Exception):
@@ -118,14 +132,16 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
     sys.path[0:1] = [os.path.dirname(path)]
     outcome = RunOutcome(script=script, exit_code=0, session=session)
     start = time.perf_counter()
+    previous_sigterm = _catch_sigterm()
     session.start()
     try:
         runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         outcome.exit_code = _exit_code(exc.code)
     except Terminated:
-        outcome.exit_code = 143
-        outcome.error = "terminated by the launcher (SIGTERM)"
+        outcome.exit_code = 128 + signal.SIGTERM  # what a shell reports for a process killed by SIGTERM
+        outcome.error = "terminated (SIGTERM)"
+        print("\ntorchpact: terminated (SIGTERM); reporting what was seen so far", file=sys.stderr)
     except KeyboardInterrupt:
         outcome.exit_code = 130
         outcome.error = "interrupted (Ctrl-C)"
@@ -137,6 +153,8 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
         _report_crash(session, exc, path)
     finally:
         session.close()
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
         sys.argv[:] = saved_argv
         sys.path[:] = saved_path
         outcome.seconds = time.perf_counter() - start
