@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,7 @@ import torch
 
 from tests.watch.util import run_source
 from torchpact.cli import main
+from torchpact.launch.single import run_script
 
 TRAIN_WITH_DROPOUT = """
 import sys
@@ -285,3 +287,40 @@ def test_sigterm_removes_the_hooks_and_restores_the_handler(tmp_path):
     """)
     assert outcome.exit_code == 143 and outcome.steps == 1 and outcome.error == "terminated (SIGTERM)"
     assert _global_hook_counts() == before and signal.getsignal(signal.SIGTERM) == handler
+
+
+# ---------------------------------------------------------------------------------- the user's traceback
+LOSS_ERROR = """
+import torch
+import torch.nn.functional as F
+
+
+def loss_of(logits, target):
+    return F.cross_entropy(logits, target)  # through the loss_inputs watcher's __torch_function__
+
+
+loss_of(torch.randn(4, 3), torch.tensor([0, 1, 2, 5]))
+"""
+
+
+@pytest.mark.parametrize("source", ["import torch\nx = 1\ndef f(:\n    pass\n", LOSS_ERROR],
+                         ids=["syntax-error", "error-inside-a-loss"])
+def test_the_traceback_is_the_one_python_prints(tmp_path, capsys, source):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(source))
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    outcome = run_script(str(script), [], live=False)
+    assert outcome.exit_code == plain.returncode == 1
+    assert capsys.readouterr().err == plain.stderr  # no torchpact, runpy or mode-dispatch frames
+    [crash] = [f for f in outcome.findings if f.code == "TP003"]
+    assert crash.path == str(script) and crash.line == (3 if "def f(:" in source else 7)  # the innermost line of the script
+
+
+def test_warnings_point_at_the_user_line_not_at_torchpact(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nimport torch.nn.functional as F\n\nF.softmax(torch.randn(4, 3))\n")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        run_script(str(script), [], live=False)
+    [softmax] = [w for w in seen if "Implicit dimension" in str(w.message)]
+    assert (softmax.filename, softmax.lineno) == (str(script), 4)
