@@ -292,6 +292,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.sample_first < 0 or args.sample_every < 1:
         raise UsageError("--sample-first must be >= 0 and --sample-every >= 1")
     sampler = Sampler(args.sample_first, args.sample_every)
+    for path in (args.output, args.html):  # before the script runs: not after hours of training
+        check_writable(path)
     watchers: list[Any] | None = _split(args.watchers) or None
     if watchers:
         from torchpact.watch import watcher_classes
@@ -337,20 +339,59 @@ def cmd_run(args: argparse.Namespace) -> int:
         from torchpact.docs import rule_table
 
         meta["rules"] = rule_table(include_runtime=True)
+    from torchpact.launch.footer import run_footer
+
+    footer = run_footer(outcome)
     if args.format == "text":
-        meta["footer"] = [f"{outcome.script}: {outcome.steps} optimizer steps in {outcome.seconds:.2f}s, "
-                          f"exit code {outcome.exit_code}"]
-        trace = (outcome.data.get("profile") or {}).get("trace")
-        if trace:
-            meta["footer"].append(f"profile trace: {trace} (Perfetto: ui.perfetto.dev; TensorBoard: "
-                                  f"tensorboard --logdir {os.path.dirname(trace) or '.'})")
+        meta["footer"] = footer
         if not args.output:
             sys.stdout.write("\n== torchpact report\n")
     code = outcome.exit_code or exit_code(outcome.findings, args.fail_on)  # a failed script keeps its code
     meta["summary"].update(torchpact_exit_code=code, fail_on=args.fail_on)
-    write_html(args.html, outcome.findings, meta)
-    emit(render(args.format, outcome.findings, meta), args.output)
+    # The run is over: a report that cannot be written where asked goes to a temporary file instead,
+    # and the script's exit code stands (a usage error now would throw the run away).
+    if args.html:
+        write_report(args.html, render("html", outcome.findings, meta), what="HTML report")
+    if args.output:
+        if not write_report(args.output, render(args.format, outcome.findings, meta)):
+            sys.stdout.write(render("text", outcome.findings, {**meta, "footer": footer, "color": False}))
+    else:
+        emit(render(args.format, outcome.findings, meta), None)
     return code
+
+
+def check_writable(path: str | None) -> None:
+    """A usage error, now, when ``path`` cannot receive a report: a folder, or a folder that is missing or read-only."""
+    if not path:
+        return
+    if os.path.isdir(path):
+        raise UsageError(f"cannot write {path}: it is a folder; give a file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"cannot write {path}: no folder {folder}")
+    target = path if os.path.exists(path) else folder
+    if not os.access(target, os.W_OK):
+        raise UsageError(f"cannot write {path}: permission denied")
+
+
+def write_report(path: str, text: str, what: str = "report") -> bool:
+    """Write ``text`` to ``path``; when that fails, to a temporary file whose path is printed. False then."""
+    import tempfile
+
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        suffix = os.path.splitext(path)[1] or ".txt"
+        fd, fallback = tempfile.mkstemp(prefix="torchpact-report-", suffix=suffix)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(f"torchpact: cannot write {path} ({exc.strerror or exc}); the {what} is in {fallback}",
+              file=sys.stderr)
+        return False
+    if what != "report":
+        print(f"torchpact: {what} written to {path}", file=sys.stderr)
+    return True
 
 
 def write_html(path: str | None, findings: list[Finding], meta: dict[str, Any]) -> None:
