@@ -117,3 +117,152 @@ def test_lu_family_warns():
     (y, _), text = _warns(lambda: torch.triangular_solve(b, U), UserWarning)
     assert "torch.triangular_solve is deprecated" in text
     assert torch.allclose(y, torch.linalg.solve_triangular(U, b, upper=True))
+
+
+@pytest.mark.proves("TP318")
+def test_softmax_without_dim_normalises_a_3d_batch_over_the_batch():
+    import torch.nn.functional as F
+
+    x = torch.randn(2, 3, 5)
+    p, text = _warns(lambda: F.softmax(x), UserWarning)
+    assert "Implicit dimension choice for softmax has been deprecated" in text
+    assert torch.allclose(p, F.softmax(x, dim=0))  # the batch dimension
+    assert not torch.allclose(p.sum(-1), torch.ones(2, 3))  # rows over the classes do not sum to 1
+    lp, _ = _warns(lambda: torch.nn.LogSoftmax()(x))
+    assert torch.allclose(lp, F.log_softmax(x, dim=0))
+
+
+@pytest.mark.proves("TP319")
+def test_log_of_one_plus_small_x_is_zero_where_log1p_is_exact():
+    x = torch.tensor([1e-10])
+    assert torch.log(1 + x).item() == 0.0
+    assert torch.log1p(x).item() == pytest.approx(1e-10, rel=1e-6)
+    y = torch.rand(100) * 10
+    assert torch.allclose(torch.log(1 + y), torch.log1p(y))
+
+
+@pytest.mark.proves("TP320")
+def test_exp_minus_one_of_small_x_cancels_where_expm1_is_exact():
+    x = torch.tensor([1e-10])
+    assert (torch.exp(x) - 1).item() == 0.0
+    assert torch.expm1(x).item() == pytest.approx(1e-10, rel=1e-6)
+    y = torch.randn(100)
+    assert torch.allclose(torch.exp(y) - 1, torch.expm1(y), atol=1e-6)
+
+
+@pytest.mark.proves("TP321")
+def test_cuda_amp_custom_fwd_and_bwd_warn_and_amp_versions_work_on_cpu():
+    _, text = _warns(lambda: torch.cuda.amp.custom_fwd(lambda ctx, x: x), FutureWarning)
+    assert "torch.cuda.amp.custom_fwd(args...)` is deprecated" in text
+    _, text = _warns(lambda: torch.cuda.amp.custom_bwd(lambda ctx, g: g), FutureWarning)
+    assert "torch.cuda.amp.custom_bwd(args...)` is deprecated" in text
+
+    class Mul(torch.autograd.Function):
+        @staticmethod
+        @torch.amp.custom_fwd(cast_inputs=torch.float32, device_type="cuda")
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        @torch.amp.custom_bwd(device_type="cuda")
+        def backward(ctx, g):
+            return g * 2
+
+    x = torch.ones(3, requires_grad=True)
+    Mul.apply(x).sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.proves("TP322")
+def test_size_average_and_reduce_warn_and_override_reduction():
+    a, b = torch.randn(4, 3), torch.randn(4, 3)
+    crit, text = _warns(lambda: torch.nn.MSELoss(size_average=False, reduction="mean"), UserWarning)
+    assert "size_average and reduce args will be deprecated" in text
+    assert crit.reduction == "sum"  # the explicit reduction= was ignored
+    assert torch.allclose(crit(a, b), torch.nn.MSELoss(reduction="sum")(a, b))
+    per_item, _ = _warns(lambda: torch.nn.functional.mse_loss(a, b, reduce=False))
+    assert torch.equal(per_item, torch.nn.functional.mse_loss(a, b, reduction="none"))
+
+
+@pytest.mark.proves("TP323")
+def test_stft_without_return_complex_raises_for_real_input():
+    wave = torch.randn(1600)
+    with pytest.raises(RuntimeError, match="stft requires the return_complex parameter"):
+        torch.stft(wave, n_fft=400, window=torch.hann_window(400))
+    spec = torch.stft(wave, n_fft=400, window=torch.hann_window(400), return_complex=True)
+    assert spec.is_complex()
+
+
+@pytest.mark.proves("TP324")
+def test_functional_upsample_warns_and_interpolate_is_the_same():
+    import torch.nn.functional as F
+
+    x = torch.randn(1, 2, 5, 5)
+    old, text = _warns(lambda: F.upsample(x, scale_factor=2, mode="bilinear", align_corners=False), UserWarning)
+    assert "nn.functional.upsample is deprecated" in text.replace("`", "")
+    assert torch.equal(old, F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False))
+    old, text = _warns(lambda: F.upsample_bilinear(x, size=(9, 9)), UserWarning)
+    assert "upsample_bilinear` is deprecated" in text
+    assert torch.equal(old, F.interpolate(x, size=(9, 9), mode="bilinear", align_corners=True))
+    assert not torch.equal(old, F.interpolate(x, size=(9, 9), mode="bilinear"))
+    old, _ = _warns(lambda: F.upsample_nearest(x, scale_factor=3))
+    assert torch.equal(old, F.interpolate(x, scale_factor=3, mode="nearest"))
+
+
+@pytest.mark.proves("TP325")
+def test_upsampling_modules_are_upsample_with_fixed_modes():
+    x = torch.randn(1, 2, 5, 5)
+    assert torch.equal(torch.nn.UpsamplingBilinear2d(scale_factor=2)(x),
+                       torch.nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)(x))
+    assert not torch.equal(torch.nn.UpsamplingBilinear2d(scale_factor=2)(x),
+                           torch.nn.Upsample(scale_factor=2, mode="bilinear")(x))
+    assert torch.equal(torch.nn.UpsamplingNearest2d(size=(7, 7))(x),
+                       torch.nn.Upsample(size=(7, 7), mode="nearest")(x))
+    assert "deprecated" in torch.nn.UpsamplingBilinear2d.__doc__.lower()
+
+
+@pytest.mark.proves("TP326")
+def test_set_default_tensor_type_warns():
+    before = torch.get_default_dtype()
+    try:
+        _, text = _warns(lambda: torch.set_default_tensor_type(torch.DoubleTensor), UserWarning)
+        assert "set_default_tensor_type() is deprecated as of PyTorch 2.1" in text
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(before)
+
+
+@pytest.mark.proves("TP327")
+def test_assert_allclose_warns_and_assert_close_checks_dtypes():
+    a = torch.ones(3)
+    _, text = _warns(lambda: torch.testing.assert_allclose(a, a.double()), FutureWarning)
+    assert "assert_allclose()` is deprecated since 1.12" in text
+    with pytest.raises(AssertionError, match="dtype"):
+        torch.testing.assert_close(a, a.double())
+    torch.testing.assert_close(a, a.double(), check_dtype=False)
+
+
+@pytest.mark.proves("TP328")
+def test_ger_is_outer():
+    u, v = torch.randn(3), torch.randn(4)
+    assert torch.equal(torch.ger(u, v), torch.outer(u, v))
+    assert "deprecated" in torch.ger.__doc__
+
+
+@pytest.mark.proves("TP329")
+def test_torch_norm_p2_on_a_matrix_is_frobenius_not_the_spectral_norm():
+    M = torch.tensor([[3.0, 0.0], [4.0, 5.0]])
+    assert torch.norm(M, p=2).item() == pytest.approx(torch.linalg.vector_norm(M, 2).item())
+    assert torch.linalg.norm(M, 2).item() != pytest.approx(torch.norm(M, p=2).item(), rel=1e-3)
+    assert "deprecated" in torch.norm.__doc__
+
+
+@pytest.mark.proves("TP330")
+def test_svd_returns_v_where_linalg_svd_returns_vh_and_full_factors():
+    A = torch.randn(5, 3, dtype=torch.float64)
+    U, S, V = torch.svd(A)
+    U2, S2, Vh = torch.linalg.svd(A)
+    assert U.shape == (5, 3) and U2.shape == (5, 5)  # reduced vs full by default
+    assert torch.allclose(U @ torch.diag(S) @ V.mT, A)
+    assert torch.allclose(V.abs(), Vh.mH.abs()) and not torch.allclose(V, Vh, atol=1e-3)
+    assert "deprecated" in torch.svd.__doc__
