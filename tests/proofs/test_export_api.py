@@ -17,3 +17,24 @@ def test_torchscript_entry_points_warn_deprecated():
             make()
         assert any(issubclass(w.category, DeprecationWarning) and "is deprecated. Please switch to `torch.compile`"
                    in str(w.message) for w in caught)
+
+
+@pytest.mark.proves("TP711")
+def test_private_register_pytree_node_warns_and_the_public_one_registers_the_same():
+    import torch.utils._pytree as pytree
+
+    class Old:
+        def __init__(self, v):
+            self.v = v
+
+    class New(Old):
+        pass
+
+    flatten = lambda p: ([p.v], None)  # noqa: E731
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pytree._register_pytree_node(Old, flatten, lambda leaves, ctx: Old(*leaves))
+    assert any(issubclass(w.category, FutureWarning) and "_register_pytree_node` is deprecated" in str(w.message)
+               for w in caught)
+    pytree.register_pytree_node(New, flatten, lambda leaves, ctx: New(*leaves))
+    assert pytree.tree_leaves(Old(torch.ones(1)))[0].tolist() == pytree.tree_leaves(New(torch.ones(1)))[0].tolist()
