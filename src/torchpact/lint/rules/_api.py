@@ -13,11 +13,17 @@ the arguments change too.
 from __future__ import annotations
 
 import ast
+import re
 from typing import ClassVar, Iterator
 
 from torchpact.lint.context import FileContext, canonical
 from torchpact.lint.edits import Edit
 from torchpact.lint.rule import Hit, Rule
+
+
+# A test that picks code by torch version or feature: `if _TORCH_GREATER_EQUAL_2_4`,
+# `torch.__version__ >= "2.0"`, `if hasattr(nn.utils.parametrizations, "weight_norm")`.
+_VERSION_TEST = re.compile(r"version|GREATER|LESS|_TORCH_|TORCH_\d|_GE_|_LT_|hasattr", re.I)
 
 
 class ApiUse(Rule):
@@ -35,7 +41,7 @@ class ApiUse(Rule):
         if isinstance(parent, ast.Attribute) and parent.value is node:
             return  # part of a longer dotted name; that one is judged
         qn = ctx.resolve(node)
-        if qn not in self.names or not self.applies(node, ctx):
+        if qn not in self.names or not self.applies(node, ctx) or compat_fallback(node, ctx):
             return
         edits: list[Edit] = []
         if isinstance(parent, ast.Call) and parent.func is node:
@@ -53,7 +59,7 @@ class ApiUse(Rule):
             return
         found = [(a, canonical(f"{node.module}.{a.name}")) for a in node.names]
         found = [(a, qn) for a, qn in found if qn in self.names]
-        if not found:
+        if not found or compat_fallback(node, ctx):
             return
         edits: list[Edit] = []
         targets = {(self.names[qn] or "").rpartition(".")[0] for _, qn in found}
@@ -90,6 +96,39 @@ class ApiUse(Rule):
         """``node`` rewritten to its drop-in replacement, spelled from the same imported root."""
         new = self.names.get(qn)
         return respell(node, ctx, new) if new else None
+
+
+def compat_fallback(node: ast.AST, ctx: FileContext) -> bool:
+    """Whether ``node`` is the old-torch branch of compatibility code: under a torch-version test, or
+    in the ``except ImportError`` of a newer import. It does not run on torch 2.13."""
+    if _default_replaced_when_available(node, ctx):
+        return True
+    for anc in ctx.ancestors(node):
+        if isinstance(anc, ast.ExceptHandler):
+            return True
+        if isinstance(anc, (ast.If, ast.IfExp)) and _VERSION_TEST.search(ctx.locator.source(anc.test)):
+            return True
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return False
+    return False
+
+
+def _default_replaced_when_available(node: ast.AST, ctx: FileContext) -> bool:
+    """``f = old`` followed by ``if hasattr(...)`` (or a version test) that rebinds ``f`` to the new name."""
+    stmt = ctx.statement(node)
+    if not (isinstance(stmt, ast.Assign) and stmt.value is node and len(stmt.targets) == 1
+            and isinstance(stmt.targets[0], ast.Name)):
+        return False
+    name = stmt.targets[0].id
+    block = next((b for b in (getattr(ctx.parent(stmt), f, None) for f in ("body", "orelse", "finalbody"))
+                  if isinstance(b, list) and stmt in b), [])
+    for later in block[block.index(stmt) + 1:] if stmt in block else []:
+        if isinstance(later, ast.If) and ("hasattr" in ctx.locator.source(later.test)
+                                          or _VERSION_TEST.search(ctx.locator.source(later.test))):
+            if any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store)
+                   for b in later.body for n in ast.walk(b)):
+                return True
+    return False
 
 
 def respell(node: ast.AST, ctx: FileContext, new: str) -> str | None:

@@ -40,6 +40,14 @@ import torch
 scaler = torch.amp.GradScaler("cuda", init_scale=2.0**14)
 cpu_scaler = torch.amp.GradScaler("cpu")
 """,
+        """
+import torch
+scaler = torch.amp.GradScaler("cuda") if _TORCH_GREATER_EQUAL_2_4 else torch.cuda.amp.GradScaler()
+try:
+    from torch.amp import GradScaler
+except ImportError:
+    from torch.cuda.amp import GradScaler
+""",
     ]
     invalid = [
         Invalid("""

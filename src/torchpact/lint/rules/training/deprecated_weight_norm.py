@@ -35,6 +35,13 @@ class DeprecatedWeightNorm(ApiUse):
 from torch import nn
 from torch.nn.utils.parametrizations import weight_norm
 conv = weight_norm(nn.Conv1d(16, 16, 3))
+""", """
+from torch import nn
+def apply_weight_norm(layer):
+    weight_norm = nn.utils.weight_norm
+    if hasattr(nn.utils.parametrizations, "weight_norm"):
+        weight_norm = nn.utils.parametrizations.weight_norm
+    weight_norm(layer)
 """]
     invalid = ["""
 from torch import nn

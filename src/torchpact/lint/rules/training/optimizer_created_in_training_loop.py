@@ -56,6 +56,14 @@ for lr in [1e-3, 1e-4]:
         optimizer.zero_grad()
         loss_fn(model(x), y).backward()
         optimizer.step()
+""", """
+import torch
+for step in range(100):
+    lam = torch.tensor(1.0, requires_grad=True)
+    opt_lam = torch.optim.RMSprop([lam], lr=0.01)
+    loss = (lam * constraint(model(x))).sum()
+    loss.backward()
+    opt_lam.step()
 """]
     invalid = ["""
 import torch
@@ -84,5 +92,18 @@ for x, y in loader:
                     and isinstance(n.func.value, ast.Name) and n.func.value.id == name
                     and ctx.enclosing_loops(n)[:1] == [loop] for n in body)
         backward = any(is_backward_call(ctx, n) and ctx.enclosing_loops(n)[:1] == [loop] for n in body)
-        if steps and backward:
+        if steps and backward and not self._params_recreated(node, body, ctx):
             yield self.hit(node, subject=name)
+
+    @staticmethod
+    def _params_recreated(call: ast.Call, body: list[ast.AST], ctx: FileContext) -> bool:
+        """Whether the loop also re-creates what the optimizer is given: then no state could carry over."""
+        params = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "params"), None)
+        if params is None:
+            return False
+        used = {ctx.locator.source(n) for n in ast.walk(params) if isinstance(n, (ast.Name, ast.Attribute))}
+        for n in body:
+            if isinstance(n, ast.Assign) and n.lineno < call.lineno:
+                if any(ctx.locator.source(t) in used for t in n.targets):
+                    return True
+        return False

@@ -18,6 +18,8 @@ PURE = {
     "normal", "uniform", "zero", "fill", "requires_grad",
 }
 TENSORS = {TENSOR, BATCH, GRAPH, GRAD_LEAF, LOSS, OUTPUT}
+# Methods nn.Module has too, where they convert the module in place: judged only on a local name.
+MODULE_METHODS = {"to", "cuda", "cpu", "float", "half", "double", "bfloat16", "type", "requires_grad", "zero"}
 
 
 class TensorResultDiscarded(Rule):
@@ -58,6 +60,10 @@ for images, labels in loader:
     images = images.to(device)
 for batch in loader:
     batch.to(device)
+class Strategy:
+    def setup(self):
+        self.model = torch.zeros(1)
+        self.model.to(self.root_device)
 """]
     invalid = [Invalid("""
 import torch
@@ -75,6 +81,8 @@ for images, labels in loader:
         recv = call.func.value
         if ctx.resolve(call.func) is not None:
             return
+        if call.func.attr in MODULE_METHODS and not isinstance(recv, ast.Name):
+            return  # `self.model.to(device)`: attributes are often modules that dataflow cannot see
         kinds = ctx.kinds(recv)
         if not kinds & TENSORS or MODULE in kinds:
             return
