@@ -8,7 +8,7 @@ import pytest
 import torch
 
 
-@pytest.mark.proves("TP710")
+@pytest.mark.proves("TP755")
 def test_torchscript_entry_points_warn_deprecated():
     model = torch.nn.Linear(2, 2)
     for make in (lambda: torch.jit.script(model), lambda: torch.jit.trace(model, torch.randn(1, 2))):

@@ -22,7 +22,7 @@ class DeprecatedTorchscript(ApiUse):
     `torch.compile(model)` for speed; both need the model's inputs and may surface graph breaks.
     """
 
-    code = "TP710"
+    code = "TP755"  # shared with export-check's finding of the same pattern (audit/export.py)
     category = Category.EXPORT
     severity = Severity.INFO
     message = "TorchScript (`torch.jit.script` / `trace`) is deprecated on torch 2.13"
