@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 from tests.watch.util import codes, watched
 

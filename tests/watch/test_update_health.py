@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 from tests.watch.util import codes, watched
 
@@ -19,7 +19,7 @@ class RebindingSGD(torch.optim.Optimizer):
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is not None:
-                    p = p - group["lr"] * p.grad  # noqa: PLW2901 - the bug: the model never sees it
+                    p = p - group["lr"] * p.grad
 
 
 def _model():

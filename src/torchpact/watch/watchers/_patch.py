@@ -8,9 +8,10 @@ gone, so a closed session leaves torch exactly as it found it.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-_ORIGINALS: dict[tuple[int, str], tuple[Any, Any, list["Patch"]]] = {}
+_ORIGINALS: dict[tuple[int, str], tuple[Any, Any, list[Patch]]] = {}
 
 
 class Patch:

@@ -8,7 +8,7 @@ from typing import Any
 from torchpact.watch.frames import user_frames
 from torchpact.watch.watchers._patch import Patch
 
-_SITES: "weakref.WeakKeyDictionary[Any, tuple[str, int]]" = weakref.WeakKeyDictionary()
+_SITES: weakref.WeakKeyDictionary[Any, tuple[str, int]] = weakref.WeakKeyDictionary()
 _users = 0
 _patch: Patch | None = None
 

@@ -242,7 +242,7 @@ class OutOfStep(Watcher):
         targets = {_storage(p): p for p in params}
 
         class _WriteSpy(TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+            def __torch_function__(self, func, types, args=(), kwargs=None):
                 name = getattr(func, "__name__", "")
                 if args and (name.endswith("_") and not name.endswith("__") or name == "__set__"):
                     target = targets.get(_storage(args[0])) if hasattr(args[0], "untyped_storage") else None

@@ -13,6 +13,7 @@ first ``SLICE`` elements of each parameter (one small clone, one ``tolist()`` pe
 
 from __future__ import annotations
 
+import math
 import weakref
 from typing import Any
 
@@ -165,7 +166,7 @@ class UpdateHealth(Watcher):
                                  for g, (_, w, _) in zip(grads, chosen)]).tolist()
         kept = []
         for (p, before, lr), (gmax, wmax) in zip(chosen, stats):
-            if gmax != gmax or gmax in (float("inf"), float("-inf")) or gmax == 0:
+            if not math.isfinite(gmax) or gmax == 0:
                 self._stale.pop(id(p), None)
                 continue
             # SGD moves a weight by lr·g: too small to show in float32 is not a lost update. Adaptive
