@@ -15,7 +15,11 @@ _ORIGINALS: dict[tuple[int, str], tuple[Any, Any, list[Patch]]] = {}
 
 
 class Patch:
-    """``owner.attr`` replaced by ``make(original)``; ``remove()`` undoes it (idempotent)."""
+    """``owner.attr`` replaced by ``make(original)``; ``remove()`` undoes it (idempotent).
+
+    While Dynamo traces (``torch.compile``), the wrapper calls the original directly, so compiled
+    graphs are the ones torch would build without torchpact.
+    """
 
     def __init__(self, owner: Any, attr: str, make: Callable[[Callable], Callable]) -> None:
         key = (id(owner), attr)
@@ -25,10 +29,11 @@ class Patch:
         self.active = True
         previous = getattr(owner, attr)
         inner = make(previous)
+        from torch.compiler import is_compiling
 
         @functools.wraps(previous)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if self.active:
+            if self.active and not is_compiling():  # Dynamo traces straight through to torch's own code
                 return inner(*args, **kwargs)
             return previous(*args, **kwargs)
 
