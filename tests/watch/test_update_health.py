@@ -49,7 +49,7 @@ def test_an_update_that_never_reaches_the_weights_is_reported_with_the_optimizer
     findings = watched(run, ["update_health"])
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # the consequence
     [f] = [f for f in findings if f.code == "TP454"]
-    assert "RebindingSGD created at test_update_health.py:" in f.message and f.line is not None
+    assert "step() of the RebindingSGD created at test_update_health.py:" in f.message and f.line is not None
     assert f.path.endswith("test_update_health.py") and "`0`" in f.message
 
 

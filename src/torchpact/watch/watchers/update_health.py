@@ -137,7 +137,7 @@ class UpdateHealth(Watcher):
             first = self.session.step - count + 1
             self.session.report(
                 ZERO_LR,
-                f"the learning rate of {_sites.label(optimizer)} has been exactly 0 in every parameter group "
+                f"the learning rate of the {_sites.label(optimizer)} has been exactly 0 in every parameter group "
                 f"for {count} consecutive steps (since step {first}): these steps do not train at all",
                 subject=f"{type(optimizer).__name__}.lr", path=path, line=line, key=("zero_lr", key),
                 fix="check the schedule's factor (`step / warmup`, not `step // warmup`) and print "
@@ -211,7 +211,7 @@ class UpdateHealth(Watcher):
         self.session.report(
             STALE_PARAMS,
             f"{count} parameter(s) of {listing} had a finite, non-zero gradient and lr={lrs[0]:g} but did "
-            f"not change across {_sites.label(optimizer)}.step() on {CONFIRM} sampled steps in a row "
+            f"not change across step() of the {_sites.label(optimizer)}, on {CONFIRM} sampled steps in a row "
             f"(last: step {self.session.step}): the update never reaches these weights",
             subject=next(iter(modules)), path=path, line=line, key=("stale", id(optimizer)),
             fix="make sure the optimizer holds the model's own parameter objects and that its step() "
