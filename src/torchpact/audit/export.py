@@ -241,9 +241,15 @@ class PathResult:
     def broken(self, kind: str | None = None) -> list[VariantResult]:
         return [v for v in self.variants if v.status in ("mismatch", "error") and (kind is None or v.kind == kind)]
 
+    def errors(self) -> list[dict[str, str]]:
+        """What the path raised: while building the artifact, then on each variant."""
+        out = [{"at": "build", "error": C.first_line(self.error, 300)}] if self.error is not None else []
+        return out + [{"at": v.name, "error": v.problem or ""} for v in self.variants if v.status == "error"]
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status, "reason": self.reason,
                                "max_abs_err": C.rounded(self.max_abs_err), "max_rel_err": C.rounded(self.max_rel_err),
+                               "errors": self.errors(),
                                "variants": [v.to_dict() for v in self.variants],
                                "latency_ms": self.latency_ms, "seconds": round(self.seconds, 3)}
         out.update(self.detail)
@@ -297,6 +303,22 @@ class _Eager:
             if v.kind == EXAMPLE:
                 self.foreign = foreign
             self.valid.append(v)
+
+
+def eager_inputs(model: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[Dims, list[Variant], _Eager]:
+    """The inferred dims (candidates eager rejects dropped), all variants, and eager's outputs.
+
+    A rejected variant along a dropped candidate axis (the features of an ``(N, T, F)`` input) was a
+    guess, not an input the model should take: it is not listed as invalid.
+    """
+    dims = infer_dims(args, kwargs)
+    variants = make_variants(args, kwargs, dims)
+    eager = _Eager(model, variants)
+    accepted = dims.accepted(eager.valid)
+    dropped = set(dims.dims) - set(accepted.dims)
+    by_name = {v.name: v for v in variants}
+    eager.invalid = {n: r for n, r in eager.invalid.items() if by_name[n].dim not in dropped}
+    return accepted, [v for v in variants if v.dim not in dropped], eager
 
 
 def _mode_dependent(model: Any) -> tuple[list[str], list[str]]:
@@ -372,6 +394,9 @@ class _Bound:
             def forward(self, *tensors):
                 from torch.utils import _pytree
 
+                if len(tensors) != len(index):
+                    raise ValueError(f"the artifact takes the example's input structure ({len(index)} tensors), "
+                                     f"not {len(tensors)}")
                 filled = list(leaves)
                 for i, t in zip(index, tensors):
                     filled[i] = t
@@ -575,22 +600,31 @@ def _run_variants(result: PathResult, run: Callable[[Variant], Any], eager: _Eag
                                              cmp.max_abs_err, cmp.max_rel_err, cmp.problem))
 
 
-def _latency(run: Callable[[Variant], Any], eager: Callable[[], Any], example: Variant) -> tuple[float | None, float | None]:
-    """Median ms of the artifact and of eager on the example, timed in alternating rounds so that both
-    see the same machine load."""
+LATENCY_ROUNDS = 3
+
+
+def _latency(run: Callable[[Variant], Any], eager: Callable[[], Any], example: Variant) -> dict[str, Any]:
+    """p50 / p99 ms of the artifact and of eager on the example, timed in alternating rounds so that
+    both see the same machine load; ``unstable`` says why the two cannot be compared, when so."""
     import torch
 
-    art: list[float] = []
-    ref: list[float] = []
+    art: list[list[float]] = []
+    ref: list[list[float]] = []
     try:
         with torch.no_grad(), C.quiet():
-            for i in range(2):
+            for i in range(LATENCY_ROUNDS):
                 # the first calls after a pause wake torch's thread pool (tens of ms on a busy machine)
-                ref += C.time_calls(eager, budget_s=0.05, min_calls=3, warmup=3 if i == 0 else 0)
-                art += C.time_calls(lambda: run(example), budget_s=0.05, min_calls=3, warmup=3 if i == 0 else 0)
+                ref.append(C.time_calls(eager, budget_s=0.05, min_calls=5, warmup=3 if i == 0 else 1))
+                art.append(C.time_calls(lambda: run(example), budget_s=0.05, min_calls=5, warmup=3 if i == 0 else 1))
     except Exception:
-        return None, C.median(ref) if ref else None
-    return C.median(art), C.median(ref)
+        art = []
+    a, e = C.latency_stats(art) if art else {}, C.latency_stats(ref) if ref else {}
+    out: dict[str, Any] = {"artifact": a.get("p50"), "eager": e.get("p50"),
+                           "artifact_p99": a.get("p99"), "eager_p99": e.get("p99")}
+    why = "; ".join(f"{who}: {x['unstable']}" for who, x in (("artifact", a), ("eager", e)) if x.get("unstable"))
+    if why:
+        out["unstable"] = why
+    return out
 
 
 def _run_path(name: str, build: Callable[[PathResult], Callable[[Variant], Any]], eager: _Eager,
@@ -610,8 +644,7 @@ def _run_path(name: str, build: Callable[[PathResult], Callable[[Variant], Any]]
     result.warnings = log.caught
     with C.WarningLog():
         _run_variants(result, run, eager)
-        ms, eager_ms = _latency(run, eager_call, example)
-    result.latency_ms = {"artifact": C.rounded(ms, 3), "eager": C.rounded(eager_ms, 3)}
+        result.latency_ms = _latency(run, eager_call, example)
     broken = result.broken()
     if broken:
         result.status = MISMATCH
@@ -637,7 +670,11 @@ def _failure_reason(name: str, exc: BaseException) -> str:
         return "the output holds an object the tracer cannot carry (only tensors, lists, tuples and dicts of tensors)"
     if "Could not guard on data-dependent expression" in text:
         return "forward branches on a tensor value, which torch.export cannot decide at export time"
-    if "Failed to get source for" in text or "could not get source code" in text:
+    m = re.search(r"Failed to get source for <function ([\w.<>]+)", text)
+    if m:
+        return (f"torch.jit.script needs the source of every function the model calls, and the source of "
+                f"{m.group(1)} is not available")
+    if "could not get source code" in text:
         return "torch.jit.script needs the source of every function the model calls, and some is not available"
     cause = exc.__cause__
     if name == "onnx" and cause is not None and type(exc).__name__ == "TorchExportError":
@@ -858,16 +895,15 @@ def _export_check(target: Target, paths: tuple[str, ...], strict_too: bool,
     start = time.perf_counter()
     note = progress or (lambda s: None)
     model = target.model
-    dims = infer_dims(target.args, target.kwargs)
-    variants = make_variants(target.args, target.kwargs, dims)
-    example = variants[0]
+    example = Variant(EXAMPLE, EXAMPLE, tuple(target.args), dict(target.kwargs))
     findings: list[Finding] = []
     path, line = _model_location(model)
     # the training-mode finding points at FUNC, which hands the model over
     mode = _training_mode(model, example, *((target.path, target.line) if target.line else (path, line)))
     if mode is not None:
         findings.append(mode)
-    eager = _Eager(model, variants)
+    dims, _, eager = eager_inputs(model, target.args, target.kwargs)
+    example = eager.valid[0]
 
     def eager_ms() -> Any:
         return model(*example.args, **example.kwargs)

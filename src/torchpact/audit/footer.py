@@ -19,7 +19,11 @@ def export_footer(summary: dict[str, Any], target: str) -> list[str]:
         line = f"  {name:<7} {p['status']:<9}"
         if p["status"] in ("ok", "mismatch") and p.get("latency_ms"):
             lat = p["latency_ms"]
-            line += f" {_ms(lat.get('artifact'))} vs eager {_ms(lat.get('eager'))};"
+            if lat.get("unstable"):
+                line += f" latency not comparable (unstable: {lat['unstable']});"
+            else:
+                line += (f" p50 {_ms(lat.get('artifact'))} (p99 {_ms(lat.get('artifact_p99'))}) vs eager "
+                         f"{_ms(lat.get('eager'))} (p99 {_ms(lat.get('eager_p99'))});")
         line += f" {p['reason']}"
         if name == "export" and p.get("strict"):
             line += f" [strict: {p['strict']['status']}]"
