@@ -227,6 +227,7 @@ class PathResult:
     error: BaseException | None = None
     warnings: list[C.CaughtWarning] = field(default_factory=list)
     detail: dict[str, Any] = field(default_factory=dict)
+    explained: set[str] = field(default_factory=set)  # broken variants a finding already explains
 
     @property
     def max_abs_err(self) -> float | None:
@@ -239,7 +240,8 @@ class PathResult:
         return max(errs) if errs else None
 
     def broken(self, kind: str | None = None) -> list[VariantResult]:
-        return [v for v in self.variants if v.status in ("mismatch", "error") and (kind is None or v.kind == kind)]
+        return [v for v in self.variants if v.status in ("mismatch", "error") and (kind is None or v.kind == kind)
+                and v.name not in self.explained]
 
     def errors(self) -> list[dict[str, str]]:
         """What the path raised: while building the artifact, then on each variant."""
@@ -568,8 +570,17 @@ def _build_onnx(model: Any, example: Variant, dims: Dims, result: PathResult) ->
     module, args, dynamic_shapes, _ = _exportable(model, example, dims)
     program = torch.onnx.export(module, args, dynamic_shapes=dynamic_shapes, verbose=False)
     program.initialize_inference_session(_ort_session)
-    # the ONNX graph takes the tensor inputs only (constants are folded in), in flattened order
-    return lambda v: program(*v.tensors())
+    inputs = len(program.model.graph.inputs)
+
+    def run(v: Variant) -> Any:
+        # the ONNX graph takes the tensor inputs only (constants are folded in), in flattened order;
+        # onnxruntime rejects inputs the graph does not declare, where ONNXProgram's zip would drop them
+        tensors = v.tensors()
+        if len(tensors) != inputs:
+            raise ValueError(f"the ONNX model declares {inputs} inputs and was fed {len(tensors)}")
+        return program(*tensors)
+
+    return run
 
 
 def _ort_session(model: Any) -> Any:
@@ -709,9 +720,9 @@ def _tracer_kind(message: str) -> str:
 def _trace_findings(trace: PathResult, where: tuple[str | None, int | None]) -> list[Finding]:
     import torch
 
-    if trace.status != MISMATCH:
-        return []
     shape_broken, value_broken = trace.broken(SHAPE), trace.broken(VALUE)
+    if trace.status != MISMATCH or not (shape_broken or value_broken):
+        return []
     first = (value_broken or shape_broken)[0]
     evidence = (f"the trace {'raises' if first.status == 'error' else 'differs from eager'} on {first.name}"
                 + (f" (max abs err {first.max_abs_err:.3g})" if first.max_abs_err is not None and first.status != "error" else "")
@@ -834,9 +845,9 @@ def _mismatch_findings(paths: dict[str, PathResult], covered: set[str]) -> list[
     out = []
     export = paths.get("export")
     for name, p in paths.items():
-        if p.status != MISMATCH or name in covered:
-            continue
         broken = p.broken()
+        if p.status != MISMATCH or name in covered or not broken:
+            continue
         first = broken[0]
         if name == "onnx" and export is not None and export.status == OK and all(v.status == MISMATCH for v in broken):
             out.append(_finding(ONNX_NUMERICS, f"onnxruntime's result differs from eager by up to {p.max_abs_err:.3g} "
@@ -850,6 +861,32 @@ def _mismatch_findings(paths: dict[str, PathResult], covered: set[str]) -> list[
         out.append(_finding(PATH_DIFFERS, f"{label} {verb} on {', '.join(v.name for v in broken)}: {first.problem}",
                             severity=severity, subject=name))
     return out
+
+
+def _structure_findings(paths: dict[str, PathResult], variants: list[Variant]) -> list[Finding]:
+    """One finding for the artifacts that raise on another number of images (a list input's length
+    is part of the input structure trace, torch.export and ONNX are built for); those variants are
+    then explained for the other findings."""
+    counts = {v.name for v in variants if v.dim == "images"}
+    if not counts:
+        return []
+    rejected: dict[str, list[str]] = {}
+    for name, p in paths.items():
+        names = [v.name for v in p.broken() if v.name in counts and v.status == "error"]
+        if names:
+            rejected[name] = names
+            p.explained.update(names)
+    if not rejected:
+        return []
+    n = next(len(flatten_inputs(v.args, v.kwargs)[0]) for v in variants if v.kind == EXAMPLE)
+    labels = " and ".join(_LABELS[p] for p in rejected)
+    tried = sorted({x for names in rejected.values() for x in names})
+    return [_finding(PATH_DIFFERS, f"{labels} {'take' if len(rejected) > 1 else 'takes'} only the example's "
+                     f"number of images: the length of a list input is part of the input structure the artifact "
+                     f"is built for, and {', '.join(tried)} raise{'s' * (len(tried) == 1)} where eager accepts them",
+                     severity=Severity.WARNING, subject="images",
+                     fix="batch the images into one padded [N, 3, H, W] tensor with a dynamic N, or build one "
+                         f"artifact per number of images you serve (this one takes {n} input tensors)")]
 
 
 def _deprecation_findings(paths: dict[str, PathResult]) -> list[Finding]:
@@ -933,6 +970,7 @@ def _export_check(target: Target, paths: tuple[str, ...], strict_too: bool,
                                               "seconds": round(strict.seconds, 3)}
             results[name].detail["mode"] = "non-strict"
 
+    findings += _structure_findings(results, eager.valid)
     output_findings = _output_type_findings(eager, results)
     covered = {n for n, p in results.items() if p.status == FAILED and any(
         f.code == OUTPUT_TYPE.code and f.severity != Severity.INFO for f in output_findings)

@@ -53,7 +53,7 @@ class Dims:
             out["images"] = self.images.count
         return out
 
-    def accepted(self, valid: list["Variant"]) -> "Dims":
+    def accepted(self, valid: list[Variant]) -> Dims:
         """These dims without the candidates along which eager accepted no other size."""
         varied = {v.dim for v in valid if v.dim}
         kept = {n: d for n, d in self.dims.items() if n not in self.candidates or n in varied}
