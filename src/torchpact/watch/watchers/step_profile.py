@@ -112,6 +112,7 @@ class StepProfile(Watcher):
     """torch.profiler over ``steps`` optimizer steps after ``warmup``; attribution, top operators, findings."""
 
     name = "profile"
+    unsampled_calls = "roots"
     checks = (DATA_BOUND, HOST_SYNCS, TINY_KERNELS)
     enabled_by_default = False
 
