@@ -67,8 +67,8 @@ class Category(str, enum.Enum):
 class Finding:
     """One problem, located as precisely as its source allows.
 
-    ``line``/``column`` are 1-based (as editors and SARIF count). ``cell`` is the 1-based code cell of
-    a Jupyter notebook, where ``line`` then counts inside that cell. ``rank``/``step`` are set by the
+    ``line``/``column`` are 1-based (as editors and SARIF count). ``cell`` is the 1-based cell of a
+    Jupyter notebook, counting every cell, markdown too, as ruff does; ``line`` then counts inside that cell. ``rank``/``step`` are set by the
     runtime watchers.
     """
 

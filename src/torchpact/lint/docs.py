@@ -25,10 +25,13 @@ No fix: repair or exclude the file (`exclude` in `[tool.torchpact]`, or `.gitign
     "TP002": """# TP002 — input: a rule failed on a file
 
 ## What it does
-Reports that one rule raised an unexpected error on one file. The other rules still ran on it.
+Reports that one rule raised an unexpected error on one file (a `warning`, with the rule's code and
+the line it was checking), or ran past its time budget of about one CPU-second on that file (an
+`info`). The other rules still ran on it.
 
 ## Why is this bad?
-That rule's check is missing for that file. It is a torchpact bug: please report it with the file.
+That rule's check is missing (or incomplete) for that file. It is a torchpact bug, not a problem with
+your code: please report it with the file.
 
 ## Fix safety
 No fix; `--ignore` the rule for the file meanwhile.

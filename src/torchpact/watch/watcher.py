@@ -25,6 +25,11 @@ class Watcher:
     name: ClassVar[str] = "watcher"
     checks: ClassVar[tuple[Check, ...]] = ()
     enabled_by_default: ClassVar[bool] = True
+    #: Which module calls ``on_forward_pre`` / ``on_forward`` see on steps that are not sampled:
+    #: ``"all"``, ``"roots"`` (the outermost calls only: ``session.depth == 1`` before, 0 after) or
+    #: ``"none"``. Sampled steps deliver every call. A watcher may change it on itself at run time; it
+    #: takes effect from the next step. Narrower is cheaper: every module call of the script pays it.
+    unsampled_calls: str = "all"
 
     def __init__(self) -> None:
         self.session: Session = None  # type: ignore[assignment]

@@ -85,6 +85,7 @@ class DdpUnusedWatcher(Watcher):
     """TP604 at runtime: DDP parameters without a gradient, named, with the option that fits."""
 
     name = "ddp_unused"
+    unsampled_calls = "roots"   # "all" once a DDP model ran
     checks = (UNUSED_UNDER_DDP,)
 
     def __init__(self) -> None:
@@ -103,6 +104,7 @@ class DdpUnusedWatcher(Watcher):
         rec = self._ddps.get(id(module))
         if rec is None or rec.ref() is not module:
             rec = self._ddps[id(module)] = self._index(module)
+            self.unsampled_calls = "all"  # every module called between DDP forwards matters now
         if not torch.is_grad_enabled() or not module.require_backward_grad_sync:
             self._called.add(id(module))
             return

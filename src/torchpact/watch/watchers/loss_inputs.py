@@ -514,6 +514,8 @@ class LossInputsWatcher(Watcher):
     def on_step_end(self, step: int) -> None:
         if self._mode is not None and (self._mode_off or step + 1 >= MODE_STEPS):
             self._drop_mode()
+        if self._mode is None:  # module calls matter on sampled steps only from now on
+            self.unsampled_calls = "none"
         if self._pending:
             self._flush()
 

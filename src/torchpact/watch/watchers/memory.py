@@ -532,6 +532,7 @@ class MemoryWatcher(Watcher):
     """Graphs kept alive across steps (TP101/TP102), growing memory (TP151), cached CUDA memory (TP152)."""
 
     name = "memory"
+    unsampled_calls = "none"
     checks = (GRAPH_ACCUMULATED, GRAPH_IN_CONTAINER, MEMORY_GROWS, CACHED_GAP)
 
     def __init__(self) -> None:
