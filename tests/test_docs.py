@@ -128,7 +128,7 @@ def test_severity_of_rule_page_cli_docs_and_sarif_agree(capsys):
         check = checks.get(rule.code)
         if check is not None:
             assert f"`{check.severity.value}` (`torchpact" in text.splitlines()[4]  # the header line says both
-            assert f"## At runtime (`" in text and f"Severity: `{check.severity.value}`" in text
+            assert "## At runtime (`" in text and f"Severity: `{check.severity.value}`" in text
             assert run_table[rule.code]["severity"] == check.severity.value
     for code, check in checks.items():
         assert run_table[code]["severity"] == check.severity.value
