@@ -271,7 +271,8 @@ def test_named_paths_are_linted_even_when_excluded(tmp_path, capsys, monkeypatch
         return [path for path, _, _ in _codes(out)], code, err
 
     assert linted(".") == ([], 0, "torchpact: warning: no Python files found under the given path(s)\n")
-    for named in ("vendor", "vendor/lib/train.py", "build", "build/train.py", ".venv/lib", ".venv/lib/train.py"):
+    for named in ("vendor", "vendor/lib/train.py", "build", "build/train.py", ".venv", ".venv/lib",
+                  ".venv/lib/train.py"):
         files, code, _ = linted(named)
         assert code == 1 and len(files) == 1, named
         assert linted(named, "--force-exclude") == (

@@ -116,6 +116,8 @@ def _force_excluded(raw: str, excluded: Excluded) -> bool:
     path = Path(os.path.abspath(raw))
     if excluded(str(path), path.is_dir()) or _ignored(str(path), path.is_dir(), _parent_gitignores(path)):
         return True
+    if path.is_dir() and (path.name in SKIPPED_DIRS or _is_virtualenv(str(path))):
+        return True
     cwd = Path.cwd()
     for folder in path.parents:
         if folder == cwd or cwd not in folder.parents:
