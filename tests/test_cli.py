@@ -160,10 +160,13 @@ def test_rule_and_rules_commands(capsys):
 
 
 def test_lint_never_imports_torch(leaky):
+    notebook = leaky.with_suffix(".ipynb")
+    notebook.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "!ls\n%time x = 1\n"}]}))
     script = (
         "import sys\nfrom torchpact.cli import main\n"
-        f"code = main(['lint', {str(leaky)!r}, '--format', 'json', '-o', '/dev/null', '-j', '1'])\n"
+        f"code = main(['lint', {str(leaky)!r}, {str(notebook)!r}, '--format', 'json', '-o', '/dev/null', '-j', '1'])\n"
         "assert 'torch' not in sys.modules, 'lint imported torch'\n"
+        "assert 'IPython' not in sys.modules, 'lint imported IPython: it must work without it'\n"
         "print(code)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
