@@ -320,3 +320,16 @@ def test_unknown_watcher_names_the_closest(tmp_path, capsys):
     script.write_text("raise SystemExit('the script must not run')\n")
     code, _, err = run_cli(["run", "--watchers", "gradient_flow,gradflow", script], capsys)
     assert code == 2 and "unknown watcher 'gradflow' (did you mean 'gradient_flow'?)" in err
+
+
+def test_parallel_lint_uses_each_files_config(tmp_path, capsys, monkeypatch):
+    leak = LEAKY.read_text()
+    (tmp_path / ".git").mkdir()
+    _tree(tmp_path, {"a/pyproject.toml": '[tool.torchpact]\nseverity = {TP101 = "info"}\n'})
+    _tree(tmp_path, {f"{project}/m{i}.py": leak for project in "ab" for i in range(15)})
+    monkeypatch.chdir(tmp_path)
+    serial = run_cli(["lint", ".", "--format", "json", "-j", "1"], capsys)[1]
+    parallel = run_cli(["lint", ".", "--format", "json", "-j", "2"], capsys)[1]
+    assert _codes(serial) == _codes(parallel)
+    assert {sev for path, _, sev in _codes(parallel) if path.startswith("a/")} == {"info"}
+    assert {sev for path, _, sev in _codes(parallel) if path.startswith("b/")} == {"error"}
