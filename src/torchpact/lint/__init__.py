@@ -75,15 +75,15 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
     config_of = (settings or Settings()).for_path if config is None else (lambda path: config)
     start = time.perf_counter()
     files = list(discover(paths or ["."], excluded_by(config_of), force_exclude=force_exclude))
-    jobs_list = [(path, config_of(path)) for path in files]
+    work = [(path, config_of(path)) for path in files]
     jobs = jobs or os.cpu_count() or 1
     if jobs > 1 and len(files) >= PARALLEL_MIN_FILES:
         ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
                                  initargs=(fix,)) as pool:
-            results = list(pool.map(_lint_in_worker, jobs_list, chunksize=max(1, len(files) // (jobs * 16))))
+            results = list(pool.map(_lint_in_worker, work, chunksize=max(1, len(files) // (jobs * 16))))
     else:
-        results = [lint_file(path, cfg, fix=fix) for path, cfg in jobs_list]
+        results = [lint_file(path, cfg, fix=fix) for path, cfg in work]
     if fix and write:
         for r in results:
             if r.fixed is not None:
