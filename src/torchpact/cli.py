@@ -56,6 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="skip excluded paths (and virtualenvs, ignored folders) even when named on the command line")
     lint.add_argument("--min-torch", metavar="X.Y", help="oldest torch the code must support")
     lint.add_argument("--jobs", "-j", type=int, default=None, help="parallel processes (default: all cores)")
+    lint.add_argument("--no-cache", action="store_true",
+                      help="lint every file again instead of reusing .torchpact_cache/ for unchanged ones")
     _add_output_options(lint, "warning")
 
     run = sub.add_parser(
@@ -247,7 +249,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
         if not os.path.lexists(p):
             raise UsageError(f"no such file or folder: {p}")
     result = lint_paths(args.paths or ["."], settings=lint_settings(args), fix=args.fix or args.diff,
-                        jobs=args.jobs, write=not args.diff, force_exclude=args.force_exclude)
+                        jobs=args.jobs, write=not args.diff, force_exclude=args.force_exclude,
+                        cache=not args.no_cache)
     if not result.files:
         # as ruff: say so, and exit 0 (a hook run on a change with no Python file must not fail)
         print("torchpact: warning: no Python files found under the given path(s)", file=sys.stderr)
@@ -289,6 +292,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.sample_first < 0 or args.sample_every < 1:
         raise UsageError("--sample-first must be >= 0 and --sample-every >= 1")
     sampler = Sampler(args.sample_first, args.sample_every)
+    for path in (args.output, args.html):  # before the script runs: not after hours of training
+        check_writable(path)
     watchers: list[Any] | None = _split(args.watchers) or None
     if watchers:
         from torchpact.watch import watcher_classes
@@ -334,31 +339,70 @@ def cmd_run(args: argparse.Namespace) -> int:
         from torchpact.docs import rule_table
 
         meta["rules"] = rule_table(include_runtime=True)
+    from torchpact.launch.footer import run_footer
+
+    footer = run_footer(outcome)
     if args.format == "text":
-        meta["footer"] = [f"{outcome.script}: {outcome.steps} optimizer steps in {outcome.seconds:.2f}s, "
-                          f"exit code {outcome.exit_code}"]
-        trace = (outcome.data.get("profile") or {}).get("trace")
-        if trace:
-            meta["footer"].append(f"profile trace: {trace} (Perfetto: ui.perfetto.dev; TensorBoard: "
-                                  f"tensorboard --logdir {os.path.dirname(trace) or '.'})")
+        meta["footer"] = footer
         if not args.output:
             sys.stdout.write("\n== torchpact report\n")
-    write_html(args.html, outcome.findings, meta)
-    emit(render(args.format, outcome.findings, meta), args.output)
-    if outcome.exit_code != 0:
-        return outcome.exit_code
-    return exit_code(outcome.findings, args.fail_on)
+    code = outcome.exit_code or exit_code(outcome.findings, args.fail_on)  # a failed script keeps its code
+    meta["summary"].update(torchpact_exit_code=code, fail_on=args.fail_on)
+    # The run is over: a report that cannot be written where asked goes to a temporary file instead,
+    # and the script's exit code stands (a usage error now would throw the run away).
+    if args.html:
+        write_report(args.html, render("html", outcome.findings, meta), what="HTML report")
+    if args.output:
+        if not write_report(args.output, render(args.format, outcome.findings, meta)):
+            sys.stdout.write(render("text", outcome.findings, {**meta, "footer": footer, "color": False}))
+    else:
+        emit(render(args.format, outcome.findings, meta), None)
+    return code
+
+
+def check_writable(path: str | None) -> None:
+    """A usage error, now, when ``path`` cannot receive a report: a folder, or a folder that is missing or read-only."""
+    if not path:
+        return
+    if os.path.isdir(path):
+        raise UsageError(f"cannot write {path}: it is a folder; give a file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"cannot write {path}: no folder {folder}")
+    target = path if os.path.exists(path) else folder
+    if not os.access(target, os.W_OK):
+        raise UsageError(f"cannot write {path}: permission denied")
+
+
+def write_report(path: str, text: str, what: str = "report") -> bool:
+    """Write ``text`` to ``path``; when that fails, to a temporary file whose path is printed. False then."""
+    import tempfile
+
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        suffix = os.path.splitext(path)[1] or ".txt"
+        fd, fallback = tempfile.mkstemp(prefix="torchpact-report-", suffix=suffix)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(f"torchpact: cannot write {path} ({exc.strerror or exc}); the {what} is in {fallback}",
+              file=sys.stderr)
+        return False
+    if what != "report":
+        print(f"torchpact: {what} written to {path}", file=sys.stderr)
+    return True
 
 
 def write_html(path: str | None, findings: list[Finding], meta: dict[str, Any]) -> None:
     """``--html FILE``: the self-contained page, beside whatever --format writes."""
     if not path:
         return
-    from torchpact.report.html import render_html
+    from torchpact.report import render
 
     try:
         with open(path, "w", encoding="utf-8") as fh:
-            fh.write(render_html(findings, meta))
+            fh.write(render("html", findings, meta))
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     print(f"torchpact: HTML report written to {path}", file=sys.stderr)
@@ -385,7 +429,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.format == "sarif":
         from torchpact.docs import rule_table
 
-        meta["rules"] = rule_table(include_runtime=False)
+        meta["rules"] = rule_table(include_runtime=True)  # a saved report may hold runtime codes
     if args.html:
         from torchpact.report.html import page
 
@@ -485,9 +529,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         meta["rules"] = rule_table(include_runtime=True)
     if args.format == "text":
         meta["footer"] = (footer.export_footer if export else footer.compile_footer)(summary, args.target)
+    code = exit_code(result.findings, args.fail_on)
+    meta["summary"].update(torchpact_exit_code=code, fail_on=args.fail_on)
     write_html(args.html, result.findings, meta)
     emit(render(args.format, result.findings, meta), args.output)
-    return exit_code(result.findings, args.fail_on)
+    return code
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
