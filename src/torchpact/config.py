@@ -156,6 +156,13 @@ def check_selectors(selectors: Iterable[str], codes: Collection[str], where: str
         raise ConfigError(f"unknown selector {sel!r} in {where}{hint}")
 
 
+def find_pyproject(start: Path) -> Path | None:
+    """The closest pyproject.toml at or above ``start`` (a file or a folder) with a ``[tool.torchpact]``
+    table: the one lint uses for the files there."""
+    start = start.resolve()
+    return Settings()._pyproject(start if start.is_dir() else start.parent)
+
+
 def _has_section(pyproject: Path) -> bool:
     try:
         raw = pyproject.read_bytes()
