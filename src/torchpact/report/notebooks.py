@@ -1,6 +1,7 @@
 """Where a notebook finding is in the .ipynb file itself, for formats that only know files and lines.
 
-Lint reports a notebook finding as (code cell, line in that cell): what the user sees. SARIF viewers
+Lint reports a notebook finding as (cell, line in that cell), the cell counted among all cells as
+ruff counts it: what the user sees. SARIF viewers
 show the raw file, so the line is mapped to the line of the raw JSON that holds that source line.
 """
 
@@ -16,7 +17,7 @@ _DECODER = json.JSONDecoder()
 
 
 class NotebookLines:
-    """Raw-file lines of the code cells of notebooks, read once per file."""
+    """Raw-file lines of the cells of notebooks, read once per file."""
 
     def __init__(self) -> None:
         self._maps: dict[str, list[list[int]] | None] = {}
@@ -28,7 +29,7 @@ class NotebookLines:
         if f.path not in self._maps:
             try:
                 with open(f.path, encoding="utf-8-sig") as fh:
-                    self._maps[f.path] = code_cell_lines(fh.read())
+                    self._maps[f.path] = cell_lines(fh.read())
             except (OSError, UnicodeDecodeError):
                 self._maps[f.path] = None
         cells = self._maps[f.path]
@@ -38,21 +39,18 @@ class NotebookLines:
         return lines[f.line - 1] if f.line <= len(lines) else None
 
 
-def code_cell_lines(text: str) -> list[list[int]] | None:
-    """For each code cell, the raw line (1-based) of each of its source lines; None when not a notebook."""
+def cell_lines(text: str) -> list[list[int]] | None:
+    """For each cell, the raw line (1-based) of each of its source lines (none for a cell that is not
+    code, so a finding's cell number indexes the list); None when not a notebook."""
     try:
         top = _object(text, _skip(text, 0))
         if "cells" not in top or text[top["cells"]] != "[":
             return None
         out = []
         for pos in _array(text, top["cells"]):
-            if text[pos] != "{":
-                continue
-            cell = _object(text, pos)
+            cell = _object(text, pos) if text[pos] == "{" else {}
             kind = _DECODER.raw_decode(text, cell["cell_type"])[0] if "cell_type" in cell else None
-            if kind != "code":
-                continue
-            out.append(_source_lines(text, cell.get("source")))
+            out.append(_source_lines(text, cell.get("source")) if kind == "code" else [])
         return out
     except (ValueError, IndexError, KeyError):
         return None
