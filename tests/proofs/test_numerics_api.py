@@ -266,3 +266,26 @@ def test_svd_returns_v_where_linalg_svd_returns_vh_and_full_factors():
     assert torch.allclose(U @ torch.diag(S) @ V.mT, A)
     assert torch.allclose(V.abs(), Vh.mH.abs()) and not torch.allclose(V, Vh, atol=1e-3)
     assert "deprecated" in torch.svd.__doc__
+
+
+@pytest.mark.proves("TP331")
+def test_clipping_scaled_gradients_shrinks_the_update_by_the_scale():
+    def update(unscale_first):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(8, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)
+        scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+        before = model.weight.detach().clone()
+        loss = model(torch.randn(4, 8)).pow(2).mean() * 10
+        scaler.scale(loss).backward()
+        if unscale_first:
+            scaler.unscale_(opt)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(opt)
+        return norm.item(), (model.weight.detach() - before).norm().item()
+
+    scaled_norm, small_step = update(False)
+    true_norm, right_step = update(True)
+    assert scaled_norm == pytest.approx(1024 * true_norm, rel=1e-4)  # clipping saw the scaled norm
+    assert true_norm > 1.0  # so clipping should have limited the update to norm ~1
+    assert small_step == pytest.approx(right_step / 1024, rel=1e-3)  # but it shrank it 1024 times more

@@ -154,3 +154,40 @@ def test_optimizer_recreated_each_step_loses_adam_state():
     assert opt.state[opt.param_groups[0]["params"][0]]["step"].item() == 1
     kept, _ = train(False)
     assert kept != pytest.approx(recreated)
+
+
+@pytest.mark.proves("TP420")
+def test_scheduler_stepped_first_skips_the_first_learning_rate():
+    factors = [1.0, 0.5, 0.25, 0.125]
+
+    def used_lrs(scheduler_first):
+        opt = _sgd()
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: factors[min(e, 3)])
+        lrs = []
+        for _ in range(3):
+            if scheduler_first:
+                sched.step()
+            lrs.append(opt.param_groups[0]["lr"])
+            opt.step()
+            if not scheduler_first:
+                sched.step()
+        return lrs
+
+    lrs, text = _warns(lambda: used_lrs(True), UserWarning)
+    assert "Detected call of `lr_scheduler.step()` before `optimizer.step()`" in text
+    assert lrs == [0.5, 0.25, 0.125]  # 1.0 is never used
+    assert used_lrs(False) == [1.0, 0.5, 0.25]
+
+
+def test_optimizer_built_before_module_to_still_updates_the_moved_parameters():
+    """Survey: the folklore "build the optimizer after .to()" is false on torch 2.13 for Module.to,
+    which converts parameters in place (the same Parameter objects)."""
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = model.weight
+    model.to(torch.float64)
+    assert model.weight is before and model.weight.dtype == torch.float64
+    model(torch.ones(1, 2, dtype=torch.float64)).sum().backward()
+    w = model.weight.detach().clone()
+    opt.step()
+    assert not torch.equal(w, model.weight.detach())
