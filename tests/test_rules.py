@@ -41,6 +41,7 @@ def test_invalid_example_is_reported(rule, example):
     mine = [f for f in findings if f.code == rule.code]
     assert len(mine) == example.count, findings
     assert all(f.line and f.column for f in mine)
+    assert {f.severity for f in mine} == {example.severity or rule.severity}, "severity policy: see CONTRIBUTING.md"
     if example.fixed is not None:
         assert fixed == textwrap.dedent(example.fixed)
         again, _ = lint_code(fixed, select=[rule.code])
