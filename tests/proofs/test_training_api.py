@@ -106,7 +106,7 @@ def test_tensor_methods_as_statements_leave_the_tensor_unchanged():
     assert m.weight.dtype == torch.float64
 
 
-@pytest.mark.proves("TP418")
+@pytest.mark.proves("TP458")
 def test_functional_dropout_keeps_dropping_after_eval():
     class Block(nn.Module):
         def __init__(self, fixed):
@@ -130,7 +130,7 @@ def test_functional_dropout_keeps_dropping_after_eval():
     assert torch.equal(a, b)  # the fix is identical in training mode
 
 
-@pytest.mark.proves("TP419")
+@pytest.mark.proves("TP460")
 def test_optimizer_recreated_each_step_loses_adam_state():
     torch.manual_seed(0)
     target = torch.tensor([3.0])
