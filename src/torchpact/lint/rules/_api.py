@@ -23,7 +23,8 @@ from torchpact.lint.rule import Hit, Rule
 
 # A test that picks code by torch version or feature: `if _TORCH_GREATER_EQUAL_2_4`,
 # `torch.__version__ >= "2.0"`, `if hasattr(nn.utils.parametrizations, "weight_norm")`.
-_VERSION_TEST = re.compile(r"version|GREATER|LESS|_TORCH_|TORCH_\d|_GE_|_LT_|hasattr", re.I)
+# Upper-case markers are matched as written: `is_torch_npu_available()` is a device test, not a version one.
+_VERSION_TEST = re.compile(r"(?i:version|hasattr)|GREATER|LESS|_TORCH_|TORCH_\d|_GE_|_LT_")
 
 
 class ApiUse(Rule):
