@@ -281,3 +281,48 @@ def test_clipping_scaled_gradients_shrinks_the_update_by_the_scale():
     assert scaled_norm == pytest.approx(1024 * true_norm, rel=1e-4)  # clipping saw the scaled norm
     assert true_norm > 1.0  # so clipping should have limited the update to norm ~1
     assert small_step == pytest.approx(right_step / 1024, rel=1e-3)  # but it shrank it 1024 times more
+
+
+@pytest.mark.proves("TP357")
+def test_nll_loss_on_probabilities_is_minus_p_not_the_log_likelihood():
+    import torch.nn.functional as F
+
+    logits = torch.tensor([[0.0, 10.0, 0.0], [50.0, 0.0, 0.0]], requires_grad=True)
+    y = torch.tensor([0, 0])
+    loss = F.nll_loss(F.softmax(logits, dim=1), y)
+    p = F.softmax(logits, dim=1).detach()
+    assert loss.item() == pytest.approx(-(p[0, 0] + p[1, 0]).item() / 2)
+    assert loss.item() < 0  # a "loss" of -0.5, where the real one is about 5
+    assert F.nll_loss(F.log_softmax(logits, dim=1), y).item() == pytest.approx(
+        F.cross_entropy(logits, y).item())
+
+
+@pytest.mark.proves("TP332")
+def test_kl_div_on_probabilities_is_not_a_divergence():
+    import torch.nn.functional as F
+
+    p = F.softmax(torch.tensor([[1.0, 2.0, 3.0]]), -1)
+    wrong = F.kl_div(p, p, reduction="batchmean")  # identical distributions
+    right = F.kl_div(p.log(), p, reduction="batchmean")
+    assert right.item() == pytest.approx(0.0, abs=1e-6)
+    assert wrong.item() != pytest.approx(0.0, abs=1e-2)
+    q = F.softmax(torch.tensor([[3.0, 0.0, -3.0]]), -1)
+    assert F.kl_div(q, p, reduction="batchmean").item() < 0  # negative "divergence"
+
+
+@pytest.mark.proves("TP333")
+def test_sigmoid_into_bce_with_logits_has_a_floor_and_vanishing_gradients():
+    import math
+
+    import torch.nn.functional as F
+
+    z = torch.tensor([20.0], requires_grad=True)
+    y = torch.tensor([1.0])
+    loss = F.binary_cross_entropy_with_logits(torch.sigmoid(z), y)
+    assert loss.item() == pytest.approx(math.log(1 + math.exp(-1)), rel=1e-5)  # 0.313, the floor
+    wrong = torch.tensor([-20.0], requires_grad=True)  # confidently wrong
+    F.binary_cross_entropy_with_logits(torch.sigmoid(wrong), y).backward()
+    assert abs(wrong.grad.item()) < 1e-8
+    right = torch.tensor([-20.0], requires_grad=True)
+    F.binary_cross_entropy_with_logits(right, y).backward()
+    assert right.grad.item() == pytest.approx(-1.0, abs=1e-6)
