@@ -228,7 +228,7 @@ class Projections(nn.Module):
             if d != hidden:
                 self.proj.append(nn.Conv2d(d, hidden, kernel_size=1))
             else:
-                self.proj.append(nn.Identity())
+                self.proj.append(nn.Sequential())
 """,
             fixed="""
 import torch.nn as nn
@@ -240,7 +240,7 @@ class Projections(nn.Module):
             if d != hidden:
                 self.proj.append(nn.Conv2d(d, hidden, kernel_size=1))
             else:
-                self.proj.append(nn.Identity())
+                self.proj.append(nn.Sequential())
 """,
             severity=Severity.WARNING,
         ),
@@ -336,6 +336,8 @@ def _construction(ctx: FileContext, expr: ast.expr, depth: int = 0) -> str | Non
                 "functional", "init", "utils") and parts[-1][:1].isupper():
             if parts[-1] == "Parameter":
                 return "parameter"
+            if parts[-1] in ("Sequential", "ModuleList", "ModuleDict") and not expr.args and not expr.keywords:
+                return "stateless"  # an empty container: the identity, nothing to register
             return "stateless" if parts[-1] in STATELESS else "module"
         return None
     if isinstance(expr.func, ast.Name) and expr.func.id in ctx.module_classes:
