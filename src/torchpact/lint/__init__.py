@@ -18,6 +18,7 @@ from torchpact.lint.cache import LintCache, content_hash, key
 from torchpact.lint.engine import FileResult, lint_file
 from torchpact.lint.files import discover
 from torchpact.lint.project import FileSummary, ProjectFacts
+from torchpact.lint.registry import all_rules
 
 # Below this many files a process pool costs more than it saves.
 PARALLEL_MIN_FILES = 24
@@ -53,9 +54,7 @@ _WORKER_PROJECT: ProjectFacts | None = None
 def _init_worker(config: Config, fix: bool, project: ProjectFacts | None = None) -> None:
     global _WORKER_CONFIG, _WORKER_FIX, _WORKER_PROJECT
     _WORKER_CONFIG, _WORKER_FIX, _WORKER_PROJECT = config, fix, project
-    from torchpact.lint.registry import all_rules
-
-    all_rules()  # import the rules once per worker, not per file
+    all_rules()  # import the rules once per worker, not per file (a no-op after a fork)
 
 
 def _lint_in_worker(path: str) -> FileResult:
@@ -110,6 +109,7 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
     files = list(discover(paths or ["."], config.exclude))
     jobs = jobs or os.cpu_count() or 1
     store = LintCache(cache_root) if cache and not fix else None
+    all_rules()  # imported once here: forked workers inherit the modules instead of importing them each
 
     results: dict[str, FileResult] = {}
     todo = files
