@@ -48,11 +48,17 @@ def _block(code: str) -> str:
     return "```python\n" + code.strip("\n") + "\n```"
 
 
-def rule_markdown(rule: type[Rule]) -> str:
-    """The rule's page: title, metadata, the docstring sections, example, use instead."""
+def rule_markdown(rule: type[Rule], runtime: tuple[str, str] | None = None) -> str:
+    """The rule's page: title, metadata, the docstring sections, example, use instead.
+
+    ``runtime`` is (command, severity) of the runtime check sharing the code, when there is one.
+    """
     sections = rule.sections()
     lines = [f"# {rule.code} — {rule.name()}", "", rule.summary(), ""]
-    meta = f"Category: `{rule.category.value}` · Severity: `{rule.severity.value}` · Autofix: {'yes' if rule.fixable else 'no'}"
+    severity = f"`{rule.severity.value}`"
+    if runtime is not None:
+        severity += f" (`torchpact lint`), `{runtime[1]}` (`{runtime[0]}`, below)"
+    meta = f"Category: `{rule.category.value}` · Severity: {severity} · Autofix: {'yes' if rule.fixable else 'no'}"
     lines += [meta, ""]
     lines += ["## What it does", sections.get("What it does", ""), ""]
     lines += ["## Why is this bad?", sections.get("Why is this bad?", ""), ""]

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from torchpact.config import Config, is_suppressed
 from torchpact.findings import Category, Finding, Severity, input_finding
 from torchpact.lint.context import BudgetExceeded, FileContext
-from torchpact.lint.edits import Edit, apply_edits
+from torchpact.lint.edits import Edit
 from torchpact.lint.project import ProjectFacts, mentions_facts, summarize_tree
 from torchpact.lint.registry import all_rules
 from torchpact.lint.rule import Hit, Rule
@@ -186,7 +186,7 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
                     if _suppressed(ctx, rule.code, hit.node):
                         continue
                     findings.append(_to_finding(rule, hit, ctx, config))
-                    if hit.edits and not source.notebook:
+                    if hit.edits:
                         edits.extend(hit.edits)
                 if not i & 127 and ctx.out_of_time():
                     raise BudgetExceeded
@@ -207,6 +207,11 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
     return findings, edits
 
 
+def _input_finding(path: str, exc: SourceError) -> Finding:
+    f = input_finding(path, str(exc), line=exc.line, column=exc.column)
+    return Finding(**{**f.__dict__, "cell": exc.cell}) if exc.cell is not None else f
+
+
 def lint_file(path: str, config: Config, fix: bool = False, display_path: str | None = None,
               project: ProjectFacts | None = None) -> FileResult:
     """Lint one file; never raises for bad input (it becomes a finding)."""
@@ -218,37 +223,35 @@ def lint_file(path: str, config: Config, fix: bool = False, display_path: str | 
         try:
             source = read_source(path)
         except SourceError as exc:
-            result.findings.append(input_finding(shown, str(exc), line=exc.line))
+            result.findings.append(_input_finding(shown, exc))
             return result
         source.path = shown
-        result.original = source.text
+        result.original = source.file_text
         result.lines = source.text.count("\n") + 1
         rules = enabled_rules(config, shown)
-        text = source.text
+        bad_cells = [_input_finding(shown, exc) for exc in source.errors]
         for attempt in range(MAX_FIX_PASSES if fix else 1):
             notes: dict = {}
             try:
                 findings, edits = lint_source(source, config, rules, project, notes)
             except SourceError as exc:
                 cell, line = source.locate(exc.line) if exc.line else (None, None)
-                f = input_finding(shown, str(exc), line=line, column=exc.column)
-                if cell is not None:
-                    f = Finding(**{**f.__dict__, "cell": cell})
-                result.findings = [f]
+                exc.cell, exc.line = cell, line
+                result.findings = [_input_finding(shown, exc)]
                 return result
-            result.findings = findings
+            result.findings = bad_cells + findings
             if attempt == 0:
                 result.summary, result.asked = notes.get("summary", {}), notes.get("asked", [])
             if not (fix and edits):
                 break
-            new_text, applied = apply_edits(text, edits)
-            if new_text == text:
+            fixed, applied = source.apply(edits)
+            if fixed.text == source.text:
                 break
             result.fixes_applied += applied
-            text = new_text
-            source = Source(path=shown, text=text)
-        if text != result.original:
-            result.fixed = text
+            fixed.path = shown
+            source = fixed
+        if source.file_text != result.original:
+            result.fixed = source.file_text
         return result
     finally:
         if gc_was_enabled:

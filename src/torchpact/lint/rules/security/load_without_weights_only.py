@@ -27,7 +27,8 @@ class LoadWithoutWeightsOnly(Rule):
     ## What it does
     Flags `torch.load(...)` calls that do not pass `weights_only`, when the oldest torch the
     project supports is below 2.6: `min-torch` in `[tool.torchpact]`, `--min-torch`, or the torch
-    floor in `[project] dependencies` (e.g. `"torch>=2.1"`), or that of the file's own inline
+    floor the file's closest project declares (e.g. `"torch>=2.1"` in `[project] dependencies`,
+    `setup.cfg`, `setup.py`'s `install_requires` or `requirements*.txt`), or that of the file's own inline
     script metadata (a PEP 723 `# /// script` block). With none of these the code is assumed to run
     on the installed torch (2.13) and the rule is silent. Calls passing
     `pickle_module` or `**kwargs` are left to TP951 / not judged. Not flagged either: loads in test
