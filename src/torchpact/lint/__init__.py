@@ -18,7 +18,7 @@ from torchpact.lint.cache import LintCache, content_hash, key
 from torchpact.lint.engine import FileResult, lint_file
 from torchpact.lint.files import discover, excluded_by
 from torchpact.lint.project import FileSummary, ProjectFacts
-from torchpact.lint.registry import all_rules
+from torchpact.lint.registry import all_rules, declared_codes
 
 # Below this many files a process pool costs more than it saves.
 PARALLEL_MIN_FILES = 24
@@ -61,8 +61,10 @@ def _lint_in_worker(job: tuple[str, Config]) -> FileResult:
 
 
 def rule_codes() -> set[str]:
-    """Every code lint can report: its rules' and the input problems'."""
-    return {r.code for r in all_rules()} | {INPUT_CODE, "TP002"}
+    """Every code lint can report: its rules' and the input problems'. Read from the rule files'
+    ``code = "TPnnn"`` lines, without importing them: a fully cached run imports no rule at all
+    (tests/test_lint_project.py checks this agrees with the registry)."""
+    return declared_codes() | {INPUT_CODE, "TP002"}
 
 
 def _hash_file(path: str) -> str:
@@ -116,7 +118,6 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
     configs = {p: config_of(p) for p in files}
     jobs = jobs or os.cpu_count() or 1
     store = LintCache(cache_root) if cache and not fix else None
-    all_rules()  # imported once here: forked workers inherit the modules instead of importing them each
 
     results: dict[str, FileResult] = {}
     todo = files
@@ -135,6 +136,8 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
                 results[p] = FileResult(path=p, findings=cached[0], lines=cached[1],
                                         summary=entry.get("summary") or {},
                                         asked=[tuple(a) for a in entry.get("asked") or []])
+    if todo:
+        all_rules()  # imported once here: forked workers inherit the modules instead of importing them each
     for p, r in zip(todo, _map(_lint_in_worker, [(p, configs[p]) for p in todo], jobs, (fix, None), _init_worker)):
         results[p] = r
         if store is not None and keys[p]:
