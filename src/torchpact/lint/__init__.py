@@ -76,6 +76,8 @@ def _hash_file(path: str) -> str:
 
 
 def _map(fn, items: list, jobs: int, initargs: tuple | None = None, initializer=None) -> list:
+    if not items:
+        return []  # nothing to lint: no pool, and no rule imported by the initializer
     if jobs > 1 and len(items) >= PARALLEL_MIN_FILES:
         ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=initializer,
