@@ -142,7 +142,8 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
         all_rules()  # imported once here: forked workers inherit the modules instead of importing them each
     for p, r in zip(todo, _map(_lint_in_worker, [(p, configs[p]) for p in todo], jobs, (fix, None), _init_worker)):
         results[p] = r
-        if store is not None and keys[p]:
+        # a rule that failed or ran out of time (TP002) may not next time: not cached
+        if store is not None and keys[p] and not any(f.code == "TP002" for f in r.findings):
             store.put(p, key=keys[p], lines=r.lines, findings=[f.to_dict() for f in r.findings],
                       summary=r.summary, asked=[list(a) for a in r.asked])
 
