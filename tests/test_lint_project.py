@@ -111,3 +111,9 @@ def test_cli_cache_flag(tmp_path, monkeypatch, flag):
     monkeypatch.chdir(tmp_path)
     main(["lint", "train.py", *flag])
     assert (tmp_path / CACHE_DIR).exists() == (not flag)
+
+
+def test_codes_read_from_the_rule_files_are_the_registry_s():
+    from torchpact.lint.registry import all_rules, declared_codes
+
+    assert declared_codes() == {r.code for r in all_rules()}

@@ -18,6 +18,7 @@ from torchpact.lint.cache import LintCache, content_hash, key
 from torchpact.lint.engine import FileResult, lint_file
 from torchpact.lint.files import discover, excluded_by
 from torchpact.lint.project import FileSummary, ProjectFacts
+from torchpact.lint.registry import all_rules, declared_codes
 
 # Below this many files a process pool costs more than it saves.
 PARALLEL_MIN_FILES = 24
@@ -52,9 +53,7 @@ _WORKER_PROJECT: ProjectFacts | None = None
 def _init_worker(fix: bool, project: ProjectFacts | None = None) -> None:
     global _WORKER_FIX, _WORKER_PROJECT
     _WORKER_FIX, _WORKER_PROJECT = fix, project
-    from torchpact.lint.registry import all_rules
-
-    all_rules()  # import the rules once per worker, not per file
+    all_rules()  # import the rules once per worker, not per file (a no-op after a fork)
 
 
 def _lint_in_worker(job: tuple[str, Config]) -> FileResult:
@@ -62,10 +61,10 @@ def _lint_in_worker(job: tuple[str, Config]) -> FileResult:
 
 
 def rule_codes() -> set[str]:
-    """Every code lint can report: its rules' and the input problems'."""
-    from torchpact.lint.registry import all_rules
-
-    return {r.code for r in all_rules()} | {INPUT_CODE, "TP002"}
+    """Every code lint can report: its rules' and the input problems'. Read from the rule files'
+    ``code = "TPnnn"`` lines, without importing them: a fully cached run imports no rule at all
+    (tests/test_lint_project.py checks this agrees with the registry)."""
+    return declared_codes() | {INPUT_CODE, "TP002"}
 
 
 def _hash_file(path: str) -> str:
@@ -77,6 +76,8 @@ def _hash_file(path: str) -> str:
 
 
 def _map(fn, items: list, jobs: int, initargs: tuple | None = None, initializer=None) -> list:
+    if not items:
+        return []  # nothing to lint: no pool, and no rule imported by the initializer
     if jobs > 1 and len(items) >= PARALLEL_MIN_FILES:
         ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=initializer,
@@ -137,9 +138,12 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
                 results[p] = FileResult(path=p, findings=cached[0], lines=cached[1],
                                         summary=entry.get("summary") or {},
                                         asked=[tuple(a) for a in entry.get("asked") or []])
+    if todo:
+        all_rules()  # imported once here: forked workers inherit the modules instead of importing them each
     for p, r in zip(todo, _map(_lint_in_worker, [(p, configs[p]) for p in todo], jobs, (fix, None), _init_worker)):
         results[p] = r
-        if store is not None and keys[p]:
+        # a rule that failed or ran out of time (TP002) may not next time: not cached
+        if store is not None and keys[p] and not any(f.code == "TP002" for f in r.findings):
             store.put(p, key=keys[p], lines=r.lines, findings=[f.to_dict() for f in r.findings],
                       summary=r.summary, asked=[list(a) for a in r.asked])
 

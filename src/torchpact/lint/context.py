@@ -771,7 +771,10 @@ class FileContext:
 
     # ------------------------------------------------------------------ text
     def segment(self, node: ast.AST) -> str:
-        return ast.get_source_segment(self.source.text, node) or ""
+        # not ast.get_source_segment: it splits the whole file into lines on every call
+        if getattr(node, "end_lineno", None) is None or getattr(node, "lineno", None) is None:
+            return ""
+        return self.locator.source(node)
 
 
 NO_GRAD_CONTEXTS = {

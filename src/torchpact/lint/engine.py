@@ -54,6 +54,17 @@ def parse(source: Source) -> ast.Module:
         raise SourceError(f"cannot parse: {exc}") from None
 
 
+# Nodes without child nodes (half of every tree), and the fields that can hold children of the
+# commonest others: the walk skips the rest (names, numbers, contexts) without looking.
+LEAVES = frozenset({ast.Name, ast.Constant, ast.alias, ast.Pass, ast.Break, ast.Continue, ast.Global,
+                    ast.Nonlocal})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {
+    ast.Attribute: ("value",), ast.Call: ("func", "args", "keywords"), ast.keyword: ("value",),
+    ast.arg: ("annotation",), ast.Subscript: ("value", "slice"), ast.Expr: ("value",),
+    ast.Assign: ("targets", "value"), ast.BinOp: ("left", "right"), ast.Return: ("value",),
+}
+
+
 def index(ctx: FileContext) -> None:
     """The single walk: parents and a by-type index. Iterative, so deep nesting cannot overflow it.
     Pre-order, left to right; the ``Load``/``Store`` context markers are shared singletons, not
@@ -71,8 +82,10 @@ def index(ctx: FileContext) -> None:
             by_type[t] = [node]
         else:
             bucket.append(node)
+        if t in LEAVES:
+            continue
         children = []
-        for name in node._fields:
+        for name in _CHILD_FIELDS.get(t) or node._fields:
             value = getattr(node, name, None)
             if type(value) is list:
                 for item in value:

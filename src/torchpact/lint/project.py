@@ -22,7 +22,7 @@ SET_EPOCH = "set_epoch"
 EVAL = "eval"
 SAVE = "save"
 
-_TRIGGERS = ("zero_grad", ".grad", "set_epoch", ".eval(", "save(")
+_TRIGGERS = ("zero_grad", ".grad =", ".grad=", "set_epoch", ".eval()", "torch.save(")
 _PROPAGATION_ROUNDS = 4
 
 
@@ -58,31 +58,34 @@ def mentions_facts(text: str) -> bool:
 
 
 def summarize_tree(tree: ast.Module) -> FileSummary:
-    """The facts of the functions of an already parsed file (lint's own parse: no second one)."""
+    """The facts of the functions of an already parsed file (lint's own parse: no second one).
+    One walk; each node is attributed to its innermost function."""
     out = FileSummary()
-    modules = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
-    for fn in ast.walk(tree):
-        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        facts: set[str] = set()
-        calls: set[str] = set()
-        stack: list[ast.AST] = list(fn.body)
-        while stack:
-            node = stack.pop()
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-                continue
+    modules = {(a.asname or a.name).split(".")[0] for n in tree.body if isinstance(n, ast.Import) for a in n.names}
+    facts: dict[str, set[str]] = {}
+    calls: dict[str, set[str]] = {}
+    AST, CONTEXT = ast.AST, ast.expr_context
+    stack: list[tuple[ast.AST, str | None]] = [(tree, None)]
+    while stack:
+        node, fn = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            fn = node.name
+        elif isinstance(node, (ast.ClassDef, ast.Lambda)):
+            fn = None if isinstance(node, ast.ClassDef) else fn
+        elif fn is not None:
             if isinstance(node, ast.Call):
-                _call_facts(node, facts, calls, modules)
-            elif isinstance(node, (ast.Assign, ast.Delete)):
-                targets = node.targets
-                if any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in targets):
-                    facts.add(ZERO_GRAD)  # ``p.grad = None``
-            stack.extend(ast.iter_child_nodes(node))
-        if facts:
-            out.facts.setdefault(fn.name, [])
-            out.facts[fn.name] = sorted(set(out.facts[fn.name]) | facts)
-        if calls:
-            out.calls[fn.name] = sorted(set(out.calls.get(fn.name, [])) | calls)
+                _call_facts(node, facts.setdefault(fn, set()), calls.setdefault(fn, set()), modules)
+            elif isinstance(node, (ast.Assign, ast.Delete)) and any(
+                    isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets):
+                facts.setdefault(fn, set()).add(ZERO_GRAD)  # ``p.grad = None``
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                stack.extend((item, fn) for item in value if isinstance(item, AST))
+            elif isinstance(value, AST) and not isinstance(value, CONTEXT):
+                stack.append((value, fn))
+    out.facts = {k: sorted(v) for k, v in facts.items() if v}
+    out.calls = {k: sorted(v) for k, v in calls.items() if v}
     return out
 
 

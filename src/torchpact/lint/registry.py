@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 from functools import lru_cache
+from pathlib import Path
 
 from torchpact.lint.rule import CODE_PATTERN, Rule
 
@@ -30,6 +32,21 @@ def all_rules() -> tuple[type[Rule], ...]:
                     raise RegistryError(f"{obj.code} is used by {found[obj.code].__qualname__} and {obj.__qualname__}")
                 found[obj.code] = obj
     return tuple(found[c] for c in sorted(found))
+
+
+_CODE_LINE = re.compile(r'^    code = "(TP\d{3})"', re.M)
+
+
+@lru_cache(maxsize=1)
+def declared_codes() -> frozenset[str]:
+    """The rules' codes read from their files' ``code = "TPnnn"`` lines, without importing them."""
+    import torchpact.lint.rules as package
+
+    codes = set()
+    for folder in package.__path__:
+        for path in Path(folder).rglob("*.py"):
+            codes.update(_CODE_LINE.findall(path.read_text(encoding="utf-8")))
+    return frozenset(codes)
 
 
 def rule_by_code(code: str) -> type[Rule] | None:

@@ -182,11 +182,14 @@ class Runner:
         return result
 
     def _evaluate(self, loop: ast.AST, ctx: FileContext) -> ast.Call | None:
+        scope = ctx.scope(loop)
+        first_eval = _first_eval_switch(scope, ctx)
+        if first_eval is None or first_eval > (loop.end_lineno or 0, loop.end_col_offset or 0):  # type: ignore[attr-defined]
+            return None  # no .eval() before or in it: the cheap test first, the dataflow only if needed
         body = [*loop.body, *([loop.test] if isinstance(loop, ast.While) else [])]  # type: ignore[attr-defined]
         forwards = [n for n in ctx.walk_scope(body) if _is_forward(n, ctx) and not ctx.grad_disabled(n)]
         if not forwards:
             return None
-        scope = ctx.scope(loop)
         fn = ctx.enclosing_function(loop)
         if fn is not None and (_LIGHTNING_EVAL_HOOKS.match(fn.name) and ctx.enclosing_class(fn) is not None):
             return None
@@ -244,6 +247,15 @@ def _mode_before(forward: ast.Call, scope: ast.AST, ctx: FileContext) -> str | N
         if mode is not None and where <= _position(n) < _position(forward):
             last, where = mode, _position(n)
     return last
+
+
+def _first_eval_switch(scope: ast.AST, ctx: FileContext) -> tuple[int, int] | None:
+    """Where the scope first switches something to eval mode (memoised per scope)."""
+    key = ("first_eval_switch", id(scope))
+    if key not in ctx.memo:
+        body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]
+        ctx.memo[key] = min((_position(n) for n in ctx.walk_scope(body) if _mode_switch(n) == "eval"), default=None)
+    return ctx.memo[key]  # type: ignore[return-value]
 
 
 def _switches_inside(loop: ast.AST, ctx: FileContext) -> bool:

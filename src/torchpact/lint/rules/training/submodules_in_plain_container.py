@@ -34,7 +34,9 @@ class SubmodulesInPlainContainer(Rule):
     constructions and the container is never wrapped (`nn.ModuleList(self.layers)`,
     `nn.Sequential(*self.layers)`) nor registered by `add_module` / `register_module` / `setattr`.
     Lists of parameter-free, mode-free modules (activations, pooling, and local module classes that
-    create no parameter, buffer or stateful submodule) are not flagged.
+    create no parameter, buffer or stateful submodule) are not flagged. An empty list filled with a
+    module with parameters on one branch and a parameter-free one on another is a `warning`: only
+    the paths through the first branch lose anything.
 
     ## Why is this bad?
     `nn.Module.__setattr__` registers `Module` and `Parameter` values, not lists or dicts of them.
@@ -215,6 +217,33 @@ class Gates(torch.nn.Module):
         self.gates = torch.nn.ModuleList([torch.nn.Linear(4, 1), torch.nn.Linear(4, 1)])
 """,
         ),
+        Invalid(
+            """
+import torch.nn as nn
+class Projections(nn.Module):
+    def __init__(self, dims, hidden):
+        super().__init__()
+        self.proj = []
+        for d in dims:
+            if d != hidden:
+                self.proj.append(nn.Conv2d(d, hidden, kernel_size=1))
+            else:
+                self.proj.append(nn.Sequential())
+""",
+            fixed="""
+import torch.nn as nn
+class Projections(nn.Module):
+    def __init__(self, dims, hidden):
+        super().__init__()
+        self.proj = nn.ModuleList()
+        for d in dims:
+            if d != hidden:
+                self.proj.append(nn.Conv2d(d, hidden, kernel_size=1))
+            else:
+                self.proj.append(nn.Sequential())
+""",
+            severity=Severity.WARNING,
+        ),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -250,8 +279,15 @@ class Gates(torch.nn.Module):
         edits = self._fix(ctx, cls, target.attr, value, is_dict, params) if complete and same_kind else []
         container = ("ParameterDict" if is_dict else "ParameterList") if params else (
             "ModuleDict" if is_dict else "ModuleList")
+        # ``[]`` filled with a stateful module on one branch and a stateless one on another: only
+        # the first path loses anything
+        some_paths = not _elements(value)[0] and "stateless" in later
         yield self.hit(target, subject=f"self.{target.attr}", edits=edits,
-                       fix_hint=f"use nn.{container}(...): it registers its elements")
+                       fix_hint=f"use nn.{container}(...): it registers its elements",
+                       severity=Severity.WARNING if some_paths else None,
+                       message=("submodules kept in a plain list are not registered on the paths that add a module with "
+                                "parameters: those are not trained, not saved in the state_dict and not moved by .to()")
+                       if some_paths else None)
 
     @staticmethod
     def _fix(ctx: FileContext, cls: ast.ClassDef, attr: str, value: ast.expr, is_dict: bool, params: bool):
@@ -300,6 +336,8 @@ def _construction(ctx: FileContext, expr: ast.expr, depth: int = 0) -> str | Non
                 "functional", "init", "utils") and parts[-1][:1].isupper():
             if parts[-1] == "Parameter":
                 return "parameter"
+            if parts[-1] in ("Sequential", "ModuleList", "ModuleDict") and not expr.args and not expr.keywords:
+                return "stateless"  # an empty container: the identity, nothing to register
             return "stateless" if parts[-1] in STATELESS else "module"
         return None
     if isinstance(expr.func, ast.Name) and expr.func.id in ctx.module_classes:
