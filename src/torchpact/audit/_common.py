@@ -16,7 +16,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from torchpact.watch.frames import is_user_file
+from torchpact.userframes import is_user_file
 
 # Outputs agree when max |artifact - eager| <= ATOL + RTOL * max |eager|, per output tensor.
 RTOL, ATOL = 1e-4, 1e-5

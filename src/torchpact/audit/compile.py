@@ -24,7 +24,7 @@ from torchpact.audit import _common as C
 from torchpact.audit.target import Target
 from torchpact.audit.variants import Dims, Variant
 from torchpact.findings import Category, Finding, Severity
-from torchpact.watch.watcher import Check
+from torchpact.checks import Check
 
 CPU_MODES = ("default", "max-autotune-no-cudagraphs")
 CUDA_MODES = ("reduce-overhead", "max-autotune")
@@ -52,6 +52,7 @@ or keep the break where it is cheap (outside the hot loop).""" + _RUNTIME)
 
 RECOMPILE = Check(
     code="TP852", category=Category.COMPILE, severity=Severity.INFO,
+    severity_note="`warning` when the recompilations hit torch._dynamo's recompile_limit, so the function runs eagerly from then on",
     summary="torch.compile recompiled the model for another input; the failed guard is named.",
     doc="""## What it does
 Runs the compiled model on the varied inputs and reports each recompilation with the guard that
@@ -69,6 +70,7 @@ Mark the varying dimensions dynamic up front (`torch._dynamo.mark_dynamic(x, 0)`
 
 COMPILE_PARITY = Check(
     code="TP853", category=Category.COMPILE, severity=Severity.ERROR,
+    severity_note="`warning` when the compiled model raises on the varied inputs instead of returning values that differ from eager",
     summary="The compiled model gives other results than eager.",
     doc="""## What it does
 Compares the compiled model's outputs with eager's on every variant, per mode, with the tolerance

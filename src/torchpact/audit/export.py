@@ -32,7 +32,7 @@ from torchpact.audit.variants import (
     make_variants,
 )
 from torchpact.findings import Category, Finding, Severity
-from torchpact.watch.watcher import Check
+from torchpact.checks import Check
 
 PATHS = ("trace", "script", "export", "onnx")
 OK, MISMATCH, FAILED, SKIPPED = "ok", "mismatch", "failed", "skipped"
@@ -42,6 +42,7 @@ _RUNTIME = "\n\n(Found by `torchpact export-check`, which builds the artifact an
 
 TRACE_BRANCH = Check(
     code="TP701", category=Category.EXPORT, severity=Severity.ERROR,
+    severity_note="`warning` when trace or export raises on a data-dependent branch (it fails loudly instead of baking the branch in)",
     summary="The traced model gives other results than eager on other inputs: trace baked in a branch or number taken from tensor values.",
     doc="""## What it does
 `torchpact export-check` traces the model on the example, runs the trace on other values of the
@@ -96,6 +97,7 @@ loops over a dimension, or use `torch.export.export` with dynamic shapes.""" + _
 
 EXPORT_SPECIALISED = Check(
     code="TP752", category=Category.EXPORT, severity=Severity.WARNING,
+    severity_note="`error` when the ONNX model accepts the other sizes but returns wrong results",
     summary="torch.export silently fixed a dimension torchpact marked dynamic (Dim.AUTO) to the example's size.",
     doc="""## What it does
 Exports with the batch and sequence dimensions marked `torch.export.Dim.AUTO` and reads the exported
@@ -114,6 +116,7 @@ with the reason; if one size is intended, mark the dimension `Dim.STATIC`.""" + 
 
 OUTPUT_TYPE = Check(
     code="TP753", category=Category.EXPORT, severity=Severity.WARNING,
+    severity_note="`info` when the output is a dict, which torch.jit.trace refuses by default: torchpact traced with strict=False",
     summary="The model returns an object (cache, dict) that an export path cannot carry.",
     doc="""## What it does
 Inspects the eager output for objects that are not tensors, plain containers or types registered
@@ -161,6 +164,7 @@ Ship with `torch.export.export` (or the default `torch.onnx.export`, built on it
 
 PATH_FAILED = Check(
     code="TP756", category=Category.EXPORT, severity=Severity.WARNING,
+    severity_note="`info` when the failed path is torch.jit.trace or torch.jit.script (deprecated), `warning` for torch.export and ONNX",
     summary="An export path raised while building the artifact.",
     doc="""## What it does
 Reports the error a path raised on the example (torch.export, ONNX: warning; the deprecated
@@ -174,6 +178,7 @@ Follow the reason; torch.export failures are listed in `torch.export.draft_expor
 
 PATH_DIFFERS = Check(
     code="TP757", category=Category.EXPORT, severity=Severity.ERROR,
+    severity_note="`warning` when the path raises on the varied inputs instead of returning wrong values",
     summary="An artifact gives other results than eager (or raises) on an input eager accepts.",
     doc="""## What it does
 Reports a disagreement between an artifact and eager on a variant that no more specific finding
