@@ -182,10 +182,13 @@ PATH_DIFFERS = Check(
     summary="An artifact gives other results than eager (or raises) on an input eager accepts.",
     doc="""## What it does
 Reports a disagreement between an artifact and eager on a variant that no more specific finding
-explains.
+explains. Artifacts that raise on another number of images in a list input are reported once, for
+all paths together.
 
 ## Why is this bad?
-The shipped model would return other results than the one tested in Python.
+The shipped model would return other results than the one tested in Python. On torch 2.13 the
+length of a list input is part of the input structure trace, torch.export and ONNX are built for:
+a detector exported on two images raises on one or five, where eager takes any number.
 
 ## How to fix
 Reproduce with the variant named in the finding and compare the intermediate outputs.""" + _RUNTIME)
