@@ -117,6 +117,11 @@ def main() -> None:
           f"{len(report.variants)} input variants per path)")
     for name, p in report.paths.items():
         print(f"    {name:<7} {p.status:<9} {p.seconds:6.2f}s  {p.reason}")
+        lat = p.latency_ms or {}
+        if lat:
+            print(f"            latency p50 {lat.get('artifact')} ms (p99 {lat.get('artifact_p99')}) vs eager "
+                  f"{lat.get('eager')} ms (p99 {lat.get('eager_p99')})"
+                  + (f"; unstable: {lat['unstable']}" if lat.get("unstable") else ""))
     status = "OK" if checked < 120 else "TOO SLOW"
     print(f"{status}: export-check {checked:.1f}s (target < 120s)")
     sys.exit(0 if checked < 120 else 1)

@@ -35,7 +35,7 @@ class Tagger(nn.Module):
 
     def __init__(self, rnn: type[nn.RNNBase]):
         super().__init__()
-        self.rnn = rnn(6, 16, num_layers=2, batch_first=True)
+        self.rnn = rnn(6, 16, batch_first=True)
         self.head = nn.Linear(16, 3)
 
     def forward(self, x):

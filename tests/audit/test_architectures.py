@@ -165,6 +165,8 @@ def test_float_sequences_get_their_time_axis_varied():
     f = [f for f in r.findings if f.code == "TP752"]
     assert len(f) == 1 and "x.shape[1] (time, marked Dim.AUTO) to the example's 10" in f[0].message
     assert f[0].path.endswith("arch_targets.py") and "self.rnn(x)" in f[0].message
+    assert "onnxruntime accepts time=5, time=20 and matches eager" in f[0].message
+    assert "fixes the time length an nn.LSTM / nn.GRU / nn.RNN runs over" in f[0].fix
     # trace records aten::lstm, which takes any length; so does the ONNX LSTM op
     assert r.paths["trace"].status == "ok" and r.paths["onnx"].status == "ok"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import time
 
 import pytest
 
@@ -13,11 +12,9 @@ pytest.importorskip("transformers")
 from tests.audit.util import codes, export_report, only
 
 
-def test_tiny_gpt2_shipped_without_cache_is_clean_and_fast():
-    start = time.perf_counter()
+def test_tiny_gpt2_shipped_without_cache_is_clean():
+    # its speed is measured in bench/export_check.py: a test on a shared machine asserts no timing
     report = export_report("gpt2", file="hf_targets.py")
-    elapsed = time.perf_counter() - start
-    assert elapsed < 120, f"export-check of a tiny GPT-2 took {elapsed:.0f}s"
     assert codes(report, "warning") == []
     paths = report.summary()["paths"]
     assert {n: paths[n]["status"] for n in ("trace", "export", "onnx")} == {"trace": "ok", "export": "ok", "onnx": "ok"}
@@ -27,6 +24,10 @@ def test_tiny_gpt2_shipped_without_cache_is_clean_and_fast():
     # TorchScript cannot compile transformers' code: reported, as info
     assert paths["script"]["status"] == "failed"
     assert only(report, "TP756").severity.value == "info"
+    # the function whose source torch.jit.script could not get is named, as torch names it
+    assert "the source of GPT2Config.__init__ is not available" in paths["script"]["reason"]
+    assert paths["script"]["errors"][0]["at"] == "build"
+    assert "Failed to get source for <function GPT2Config.__init__" in paths["script"]["errors"][0]["error"]
 
 
 def test_gpt2_default_output_carries_a_cache_object():
@@ -39,9 +40,9 @@ def test_gpt2_default_output_carries_a_cache_object():
     assert "DynamicCache" in report.paths["export"].reason
 
 
-@pytest.mark.parametrize("func", ["bert", "vit"])
-def test_bert_and_vit_are_clean(func):
-    report = export_report(func, file="hf_targets.py", paths=("trace", "export", "onnx"), strict_too=False)
+def test_bert_is_clean_on_every_path():
+    # trace and torch.export of ViT and more architectures: test_architectures.py, against ground truth
+    report = export_report("bert", file="hf_targets.py", paths=("trace", "export", "onnx"), strict_too=False)
     assert codes(report, "warning") == []
     assert {n: p.status for n, p in report.paths.items() if n != "script"} == {
         "trace": "ok", "export": "ok", "onnx": "ok"}

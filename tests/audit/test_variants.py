@@ -42,3 +42,35 @@ def test_images_get_a_batch_dim_and_value_variants():
 
 def test_one_dimensional_input_has_no_batch_guess():
     assert infer_dims((torch.randn(3),), {}).describe() == {}
+
+
+def test_float_sequences_get_candidate_time_axes():
+    x = torch.randn(2, 10, 6)
+    dims = infer_dims((x,), {})
+    assert dims.describe() == {"batch": 2, "time": 10, "length": 6}
+    assert dims.candidates == {"time", "length"}
+    names = [v.name for v in make_variants((x,), {}, dims)]
+    assert {"time=5", "time=20", "length=3", "length=12"} <= set(names)
+    # eager accepted only other time lengths (an LSTM over 6 features): the feature axis is dropped
+    kept = dims.accepted([v for v in make_variants((x,), {}, dims) if v.dim != "length"])
+    assert kept.describe() == {"batch": 2, "time": 10}
+    audio = infer_dims((torch.randn(2, 400),), {})
+    assert audio.describe() == {"batch": 2, "time": 400}
+
+
+def test_token_inputs_make_no_float_candidates():
+    ids = torch.randint(3, 100, (2, 8))
+    dims = infer_dims((ids, torch.randn(2, 8, 4)), {})
+    assert dims.describe() == {"batch": 2, "seq": 8} and not dims.candidates
+
+
+def test_a_list_of_images_is_never_a_batch_of_channels():
+    images = [torch.rand(3, 32, 24), torch.rand(3, 16, 16)]
+    dims = infer_dims((images,), {})
+    assert dims.describe() == {"height": 32, "width": 24, "images": 2}
+    variants = {v.name: v for v in make_variants((images,), {}, dims)}
+    assert [t.shape[0] for t in variants["images=5"].args[0]] == [3] * 5
+    assert torch.equal(variants["images=5"].args[0][2], images[0])
+    assert [tuple(t.shape) for t in variants["image size x2"].args[0]] == [(3, 64, 48), (3, 32, 32)]
+    assert [tuple(t.shape) for t in variants["image size x0.5"].args[0]] == [(3, 16, 12), (3, 8, 8)]
+    assert isinstance(variants["images=1"].args[0], list) and len(variants["images=1"].args[0]) == 1

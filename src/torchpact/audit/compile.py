@@ -266,15 +266,30 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _timed(fn: Callable[[], Any], device: str, budget_s: float) -> dict[str, Any]:
-    """p50/p99 over ``REPEATS`` repeats of about ``budget_s / REPEATS`` each, after a warm-up."""
-    def call() -> None:
-        fn()
-        _sync(device)
+def _timed(fns: dict[str, Callable[[], Any]], device: str, budget_s: float) -> dict[str, dict[str, Any]]:
+    """p50/p99 per label over ``REPEATS`` repeats of about ``budget_s / REPEATS`` each, after a warm-up.
 
-    repeats = [C.time_calls(call, budget_s=budget_s / REPEATS, max_calls=200, min_calls=10,
-                            warmup=5 if i == 0 else 1) for i in range(REPEATS)]
-    return C.latency_stats(repeats)
+    The repeats go round the labels, so that a stretch of machine load lands in one repeat of each
+    (and shows as spread) rather than in every call of one label.
+    """
+    repeats: dict[str, list[list[float]]] = {label: [] for label in fns}
+    errors: dict[str, str] = {}
+    for i in range(REPEATS):
+        for label, fn in fns.items():
+            if label in errors:
+                continue
+
+            def call(fn: Callable[[], Any] = fn) -> None:
+                fn()
+                _sync(device)
+
+            try:
+                repeats[label].append(C.time_calls(call, budget_s=budget_s / REPEATS, max_calls=200, min_calls=10,
+                                                   warmup=5 if i == 0 else 1))
+            except Exception as exc:
+                errors[label] = C.first_line(exc, 160)
+    return {label: ({"p50": None, "p99": None, "error": errors[label]} if label in errors
+                    else C.latency_stats(repeats[label])) for label in fns}
 
 
 def _run_mode(mode: str, model: Any, variants: list[Variant], refs: dict[str, list], timing: dict[str, Variant],
@@ -324,11 +339,8 @@ def _run_mode(mode: str, model: Any, variants: list[Variant], refs: dict[str, li
                 if m.fail_reason and "recompile_limit" in str(m.fail_reason):
                     result.hit_limit = True
             seen = len(metrics)
-        for label, v in timing.items():
-            try:
-                result.latency_ms[label] = _timed(lambda v=v: compiled(*v.args, **v.kwargs), device, budget_s)
-            except Exception as exc:
-                result.latency_ms[label] = {"p50": None, "p99": None, "error": C.first_line(exc, 160)}
+        result.latency_ms = _timed({label: (lambda v=v: compiled(*v.args, **v.kwargs)) for label, v in timing.items()},
+                                   device, budget_s)
     if any("recompile_limit" in w.message for w in log.caught):
         result.hit_limit = True
     bad = [p for p in result.parity if p["status"] != "ok"]
@@ -430,10 +442,9 @@ def _compile_check(target: Target, modes: tuple[str, ...] | None, budget_s: floa
     dims, _, eager = eager_inputs(model, target.args, target.kwargs)
     timing = _latency_inputs(eager.valid, dims)
     note("eager latency")
-    eager_ms: dict[str, dict[str, Any]] = {}
     with torch.no_grad(), C.quiet():
-        for label, v in timing.items():
-            eager_ms[label] = _timed(lambda v=v: model(*v.args, **v.kwargs), device, budget_s)
+        eager_ms = _timed({label: (lambda v=v: model(*v.args, **v.kwargs)) for label, v in timing.items()},
+                          device, budget_s)
     note("graph breaks")
     try:
         graph_count, breaks, break_findings = _graph_breaks(model, eager.valid[0])
@@ -446,7 +457,8 @@ def _compile_check(target: Target, modes: tuple[str, ...] | None, budget_s: floa
     if graph_count == 0:
         finding = _nothing_compiled(model)
         findings.append(finding)
-        results = {m: ModeResult(m, "skipped", "dynamo captured no graph: " + finding.message) for m in modes}
+        results = {m: ModeResult(m, "skipped", "dynamo captured no graph, so this mode would run eagerly (TP855)")
+                   for m in modes}
         recommendation = {"all": "no recommendation: torch.compile captured no graph, so every mode runs "
                                  "the model eagerly (see TP855)"}
     else:

@@ -182,10 +182,13 @@ PATH_DIFFERS = Check(
     summary="An artifact gives other results than eager (or raises) on an input eager accepts.",
     doc="""## What it does
 Reports a disagreement between an artifact and eager on a variant that no more specific finding
-explains.
+explains. Artifacts that raise on another number of images in a list input are reported once, for
+all paths together.
 
 ## Why is this bad?
-The shipped model would return other results than the one tested in Python.
+The shipped model would return other results than the one tested in Python. On torch 2.13 the
+length of a list input is part of the input structure trace, torch.export and ONNX are built for:
+a detector exported on two images raises on one or five, where eager takes any number.
 
 ## How to fix
 Reproduce with the variant named in the finding and compare the intermediate outputs.""" + _RUNTIME)
@@ -755,7 +758,12 @@ def _trace_findings(trace: PathResult, where: tuple[str | None, int | None]) -> 
     return out
 
 
-def _export_findings(export: PathResult, onnx: PathResult | None) -> list[Finding]:
+_RNN_FIX = ("torch.export on torch 2.13 fixes the time length an nn.LSTM / nn.GRU / nn.RNN runs over, whatever "
+            "the dynamic_shapes say: pad sequences to one length, or export one program per length you serve")
+
+
+def _export_findings(export: PathResult, onnx: PathResult | None, rnn: bool = False) -> list[Finding]:
+    """TP752 per dimension the exported program fixed; ``rnn``: the model runs a recurrent module."""
     out = []
     strict_ok = export.detail.get("strict", {}).get("status") == OK
     for item in export.detail.get("specialised", []):
@@ -765,6 +773,10 @@ def _export_findings(export: PathResult, onnx: PathResult | None) -> list[Findin
         rejected = [v.name for v in onnx_broke if v.status == "error"]
         wrong = [v for v in onnx_broke if v.status != "error"]
         onnx_text = f"; the ONNX model rejects {', '.join(rejected)}" if rejected else ""
+        onnx_ok = [v.name for v in (onnx.variants if onnx is not None and onnx.status != FAILED else [])
+                   if v.name in broke and v.status == OK]
+        if onnx_ok:
+            onnx_text += f"; the ONNX model run in onnxruntime accepts {', '.join(onnx_ok)} and matches eager"
         if wrong:
             errs = [v.max_abs_err for v in wrong if v.max_abs_err is not None]
             onnx_text += (f"; the ONNX model accepts {', '.join(v.name for v in wrong)} but returns wrong results ("
@@ -778,7 +790,8 @@ def _export_findings(export: PathResult, onnx: PathResult | None) -> list[Findin
         severity = Severity.ERROR if wrong else None  # a silently wrong ONNX model, not just a refusal
         out.append(_finding(EXPORT_SPECIALISED, message, severity=severity, path=item.get("path"), line=item.get("line"),
                             subject=f"{item['input']}.shape[{item['dim']}]",
-                            fix="remove the size-specific code, or mark the dimension Dim.STATIC if one size is intended"))
+                            fix=_RNN_FIX if rnn and item["name"] in ("time", "seq", "length") else
+                            "remove the size-specific code, or mark the dimension Dim.STATIC if one size is intended"))
     return out
 
 
@@ -933,6 +946,7 @@ def export_check(target: Target, paths: tuple[str, ...] = PATHS, strict_too: boo
 
 def _export_check(target: Target, paths: tuple[str, ...], strict_too: bool,
                   progress: Callable[[str], None] | None) -> ExportReport:
+    import torch
 
     start = time.perf_counter()
     note = progress or (lambda s: None)
@@ -987,7 +1001,8 @@ def _export_check(target: Target, paths: tuple[str, ...], strict_too: bool,
         if tf:
             covered.add("trace")
     if "export" in results:
-        ef = _export_findings(results["export"], results.get("onnx"))
+        rnn = any(isinstance(m, torch.nn.RNNBase) for m in model.modules())
+        ef = _export_findings(results["export"], results.get("onnx"), rnn)
         findings += ef
         if ef:
             covered.add("export")
