@@ -77,6 +77,96 @@ def test_training_is_bit_identical_under_watchers(tmp_path):
         assert torch.equal(a[k], b[k]), k
 
 
+TRAIN_THROUGH_WRAPPED_FUNCTIONS = """
+import sys
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset
+
+class Noisy(Dataset):
+    def __init__(self):
+        self.rng = np.random.default_rng(0)
+        self.gen = torch.Generator().manual_seed(1)
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        x = torch.randn(8, generator=self.gen) + float(self.rng.normal())
+        return x, int(i % 3)
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.head = nn.Linear(8, 3)
+        self.apply(self._init)
+
+    def _init(self, m):
+        if isinstance(m, nn.Linear):
+            nn.init.xavier_uniform_(m.weight)
+            m.bias.data.zero_()
+
+    def train(self, mode=True):
+        super().train(mode)
+        return self
+
+    def forward(self, x):
+        q, k, v = self.qkv(x[:, None, :]).chunk(3, -1)
+        h = F.scaled_dot_product_attention(q, k, v, dropout_p=0.2 if self.training else 0.0)[:, 0]
+        return self.head(F.dropout(h, 0.1, training=self.training))
+
+def seed_worker(worker_id):
+    info = torch.utils.data.get_worker_info()
+    info.dataset.rng = np.random.default_rng(info.seed)
+    info.dataset.gen = torch.Generator().manual_seed(info.seed)
+
+torch.manual_seed(0)
+model = Net()
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8)
+loader = DataLoader(Noisy(), batch_size=8, num_workers=2, worker_init_fn=seed_worker,
+                    generator=torch.Generator().manual_seed(0), shuffle=True)
+model.train()
+for epoch in range(2):
+    for x, y in loader:
+        opt.zero_grad()
+        scaler.scale(F.cross_entropy(model(x), y)).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(opt)
+        scaler.update()
+    model.eval()
+    with torch.no_grad():
+        model(torch.randn(4, 8))
+    model.train()
+torch.save(model.state_dict(), sys.argv[1])
+"""
+
+
+def test_training_through_wrapped_functions_is_bit_identical(tmp_path):
+    """nn.init, Module.apply/train, F.dropout/SDPA/cross_entropy, clipping, unscale_ and DataLoader workers."""
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_THROUGH_WRAPPED_FUNCTIONS)
+    plain = tmp_path / "plain.pt"
+    subprocess.run([sys.executable, str(script), str(plain)], check=True, timeout=120)
+    watched = tmp_path / "watched.pt"
+    out = subprocess.run([sys.executable, "-m", "torchpact", "run", "--quiet", "--sample-every", "1",
+                          "--format", "json", str(script), str(watched)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert [f for f in report["findings"] if f["severity"] != "info"] == []
+    a, b = torch.load(plain), torch.load(watched)
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    import torch.nn.functional as F
+    from torch.nn import init
+    assert F.dropout.__module__ == "torch.nn.functional" and init.normal_.__module__ == "torch.nn.init"
+
+
 def test_hooks_are_removed_after_a_crash(tmp_path):
     before = _global_hook_counts()
     outcome = run_source(tmp_path, """

@@ -65,6 +65,7 @@ class DdpStragglerWatcher(Watcher):
     """TP654: the rank and phase that hold a DDP job back."""
 
     name = "ddp_straggler"
+    unsampled_calls = "none"
     checks = (STRAGGLER,)
 
     def __init__(self) -> None:

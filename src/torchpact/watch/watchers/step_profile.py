@@ -65,6 +65,7 @@ images; check `prefetch_factor`.""" + _RUNTIME)
 
 HOST_SYNCS = Check(
     code="TP912", category=Category.PERFORMANCE, severity=Severity.WARNING,
+    severity_note="`info` on CPU, where reading a tensor's value is cheap but each read becomes a host-device sync on a GPU",
     summary="Many host-device syncs per step: the host waits for the device again and again.",
     doc="""## What it does
 Counts, in each profiled step, the points where the host waits for the device: on CUDA the
@@ -86,6 +87,7 @@ Keep values on the device (`running += loss.detach()`), read them only when logg
 
 TINY_KERNELS = Check(
     code="TP913", category=Category.PERFORMANCE, severity=Severity.INFO,
+    severity_note="`warning` on a GPU busy for at most half the step: kernel launch overhead sets the step time",
     summary="Steps are made of many tiny operators or kernels: per-call overhead dominates the step.",
     doc="""## What it does
 Counts, in each profiled step, the operators the host dispatches (top-level `aten::` calls) and, on
@@ -110,6 +112,7 @@ class StepProfile(Watcher):
     """torch.profiler over ``steps`` optimizer steps after ``warmup``; attribution, top operators, findings."""
 
     name = "profile"
+    unsampled_calls = "roots"
     checks = (DATA_BOUND, HOST_SYNCS, TINY_KERNELS)
     enabled_by_default = False
 
