@@ -61,7 +61,7 @@ def reported_severities() -> dict[str, set[str]]:
                         and call.args[0].id in checks):
                     continue
                 name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-                if name not in ("report", "_finding"):
+                if name not in ("report", "_finding", "Verdict"):  # Verdict: the profile's pure judge()
                     continue
                 code, default = checks[call.args[0].id]
                 given = next((k.value for k in call.keywords if k.arg == "severity"), None)
