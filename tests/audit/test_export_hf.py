@@ -17,7 +17,9 @@ def test_tiny_gpt2_shipped_without_cache_is_clean_and_fast():
     start = time.perf_counter()
     report = export_report("gpt2", file="hf_targets.py")
     elapsed = time.perf_counter() - start
-    assert elapsed < 120, f"export-check of a tiny GPT-2 took {elapsed:.0f}s"
+    # a bound against the pathological (minutes spent on a cache or retries), not a speed test: a loaded
+    # 2-core machine takes several times as long as a quiet one
+    assert elapsed < 600, f"export-check of a tiny GPT-2 took {elapsed:.0f}s"
     assert codes(report, "warning") == []
     paths = report.summary()["paths"]
     assert {n: paths[n]["status"] for n in ("trace", "export", "onnx")} == {"trace": "ok", "export": "ok", "onnx": "ok"}
