@@ -41,7 +41,7 @@ def test_failures_and_time_outs_are_reported_and_the_rest_go_on(samples_importab
     names = ["hangs", "raises", "dies", "bad_verdict", "holds"]
     start = time.monotonic()
     outcomes = {o.fact.id: o for o in run_facts([_sample(n) for n in names], jobs=2)}
-    assert time.monotonic() - start < 30
+    assert time.monotonic() - start < 300  # cut by the 3 s time-out, not the 600 s sleep (a loaded machine is slow)
     assert [o.fact.id for o in outcomes.values()] == ["hangs", "raises", "dies", "bad-verdict", "holds"]
 
     assert outcomes["holds"].verdict == "true" and outcomes["holds"].evidence == "1 + 1 == 2"

@@ -3,6 +3,7 @@ every way a script can end still gives a report with the script's exit code."""
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import re
@@ -20,6 +21,7 @@ import torch
 from tests.watch.util import run_source
 from torchpact.cli import main
 from torchpact.launch.single import run_script
+from torchpact.watch import Sampler
 
 TRAIN_WITH_DROPOUT = """
 import sys
@@ -414,3 +416,56 @@ def test_warnings_point_at_the_user_line_not_at_torchpact(tmp_path):
         run_script(str(script), [], live=False)
     [softmax] = [w for w in seen if "Implicit dimension" in str(w.message)]
     assert (softmax.filename, softmax.lineno) == (str(script), 4)
+
+
+# ---------------------------------------------------------------------------------- references
+RELEASED = """
+import gc, sys, weakref
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def mark(name):
+    with open(sys.argv[1], "a") as fh:
+        fh.write(name + "\\n")
+
+
+def main():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(inplace=True), nn.BatchNorm2d(4), nn.Flatten(),
+                          nn.Dropout(0.1), nn.Linear(144, 3))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for step in range(4):
+        opt.zero_grad()
+        out = model(torch.randn(8, 1, 8, 8))
+        loss = F.cross_entropy(out, torch.randint(0, 3, (8,))) + nn.MSELoss()(out, torch.zeros_like(out))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+    for obj, name in ((model, "model"), (out, "output"), (loss, "loss"), (opt, "optimizer")):
+        weakref.finalize(obj, mark, name).atexit = False  # out and loss: graph-attached tensors
+
+
+main()
+if sys.argv[2:] == ["collect"]:
+    gc.collect()  # torch leaves reference cycles even under plain python: released at the next collection
+    mark("collected")
+"""
+
+
+def test_the_script_s_models_and_graphs_are_released_once_the_run_is_over(tmp_path):
+    # A watcher that kept the script's modules or graph-attached tensors after the run would keep, under DDP,
+    # the Reducer and its process group alive into the interpreter's teardown, where ~ProcessGroupGloo can
+    # block joining gloo's threads: a rank that never exits. Plain python releases them.
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(RELEASED))
+    plain_marks, marks = tmp_path / "plain.txt", tmp_path / "watched.txt"
+    plain = subprocess.run([sys.executable, str(script), str(plain_marks), "collect"], capture_output=True,
+                           text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    assert sorted(plain_marks.read_text().split()) == ["collected", "loss", "model", "optimizer", "output"]
+    outcome = run_script(str(script), [str(marks)], live=False, sampler=Sampler(first=100, every=1))
+    assert outcome.exit_code == 0, outcome.error
+    gc.collect()
+    assert sorted(marks.read_text().split()) == ["loss", "model", "optimizer", "output"]

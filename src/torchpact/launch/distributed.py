@@ -34,7 +34,9 @@ RANK_FAILED = Check(
     doc="""## What it does
 Reports the rank (and exit code) that ended a `torchpact run --nproc N` job, and the ranks that the
 launcher then stopped. The failing rank's own error, explained where torchpact knows the cause, is
-reported beside it (TP003).
+reported beside it (TP003). As a warning: a rank whose script had finished but whose process was
+still alive 60 s after every rank's script had (`TORCHPACT_EXIT_GRACE`), stuck at interpreter exit;
+torchpact stops it (SIGTERM, then SIGKILL of its session) instead of waiting forever.
 
 ## Why is this bad?
 When one rank dies, the others block in their next collective until a timeout (30 minutes by default

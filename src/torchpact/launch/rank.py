@@ -8,6 +8,7 @@ finding and at the end, so a rank killed by the launcher still leaves what it sa
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import signal
@@ -82,7 +83,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     state.update(finished=True, exit_code=outcome.exit_code, error=outcome.error, seconds=outcome.seconds)
     save(outcome.session, outcome.data)  # the watchers' series only at the end: reading them costs a sync
-    return outcome.exit_code
+    code = outcome.exit_code
+    # Release what the run still references (the session, through it any watcher state) and the script's
+    # garbage cycles now, in a running interpreter: a DDP Reducer and its process group freed during the
+    # interpreter's teardown can block it (~ProcessGroupGloo joining its threads).
+    del outcome
+    gc.collect()
+    return code
 
 
 if __name__ == "__main__":

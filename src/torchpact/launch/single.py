@@ -204,8 +204,8 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
     sys.path[0:1] = [os.path.dirname(path)]
     outcome = RunOutcome(script=script, exit_code=0, session=session)
     start = time.perf_counter()
-    previous_sigterm = _catch_sigterm()
     session.start()
+    previous_sigterm = _catch_sigterm()
     try:
         with warnings_at_user_lines():
             runpy.run_path(path, run_name="__main__")
@@ -225,9 +225,14 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
         _print_user_traceback(exc)
         _report_crash(session, exc, path)
     finally:
+        late: list[int] = []
+        if previous_sigterm is not None:  # a SIGTERM while the hooks come off must not cut that short
+            signal.signal(signal.SIGTERM, lambda signum, frame: late.append(signum))
         session.close()
         if previous_sigterm is not None:
             signal.signal(signal.SIGTERM, previous_sigterm)
+        if late and outcome.exit_code == 0:
+            outcome.exit_code, outcome.error = 128 + signal.SIGTERM, "terminated (SIGTERM)"
         sys.argv[:] = saved_argv
         sys.path[:] = saved_path
         outcome.seconds = time.perf_counter() - start

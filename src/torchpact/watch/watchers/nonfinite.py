@@ -869,6 +869,11 @@ class NonFinite(Watcher):
             self._check_pending(pending)
         self._pending.clear()
         self._report_unlocated(force=True)
+        # The last iterations' calls hold the script's modules and graph-attached tensors: under DDP the
+        # Reducer and its process group would live on into the interpreter's teardown, where
+        # ~ProcessGroupGloo can block joining its threads (a rank that never exits).
+        self._stack, self._calls, self._entries, self._by_id = [], [], [], {}
+        self._bw, self._bw_prev = _BwTable(open=False), None
 
     def _poll(self) -> None:
         while self._pending and self._pending[0].ready():

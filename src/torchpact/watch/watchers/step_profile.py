@@ -292,7 +292,7 @@ def judge(result: dict[str, Any], *, device: bool) -> list[Verdict]:
         out.append(Verdict(
             HOST_SYNCS, message, "keep values on the device (`running += loss.detach()`), read them only when "
             "logging, and replace `if` on tensors by torch.where; torch.cuda.set_sync_debug_mode('warn') names "
-            "each line", "syncs", severity, {"syncs_per_step": syncs}))
+            "each line", "syncs", severity=severity, extra={"syncs_per_step": syncs}))
     tiny = _granularity(steps, step_s, device)
     if tiny is not None:
         out.append(tiny)
@@ -308,8 +308,8 @@ def _granularity(steps: list[dict[str, Any]], step_s: float, device: bool) -> Ve
             return Verdict(
                 TINY_KERNELS, f"each step launches {kernels:.0f} GPU kernels with a median of {kmed:.1f} µs, and "
                 f"the GPU is busy for only {busy / step_s:.0%} of the step: launch overhead, not compute, sets "
-                "the step time", _TINY_FIX, "tiny", Severity.WARNING,
-                {"kernels_per_step": kernels, "kernel_median_us": kmed})
+                "the step time", _TINY_FIX, "tiny", severity=Severity.WARNING,
+                extra={"kernels_per_step": kernels, "kernel_median_us": kmed})
         return None
     ops = P.median_of(steps, "ops")
     omed = P.median_of(steps, "op_median_us")
