@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ import torch
 
 from tests.watch.util import run_source
 from torchpact.cli import main
+from torchpact.launch.single import run_script
 
 TRAIN_WITH_DROPOUT = """
 import sys
@@ -70,6 +73,96 @@ def test_training_is_bit_identical_under_watchers(tmp_path):
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
+
+
+TRAIN_THROUGH_WRAPPED_FUNCTIONS = """
+import sys
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, Dataset
+
+class Noisy(Dataset):
+    def __init__(self):
+        self.rng = np.random.default_rng(0)
+        self.gen = torch.Generator().manual_seed(1)
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        x = torch.randn(8, generator=self.gen) + float(self.rng.normal())
+        return x, int(i % 3)
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.head = nn.Linear(8, 3)
+        self.apply(self._init)
+
+    def _init(self, m):
+        if isinstance(m, nn.Linear):
+            nn.init.xavier_uniform_(m.weight)
+            m.bias.data.zero_()
+
+    def train(self, mode=True):
+        super().train(mode)
+        return self
+
+    def forward(self, x):
+        q, k, v = self.qkv(x[:, None, :]).chunk(3, -1)
+        h = F.scaled_dot_product_attention(q, k, v, dropout_p=0.2 if self.training else 0.0)[:, 0]
+        return self.head(F.dropout(h, 0.1, training=self.training))
+
+def seed_worker(worker_id):
+    info = torch.utils.data.get_worker_info()
+    info.dataset.rng = np.random.default_rng(info.seed)
+    info.dataset.gen = torch.Generator().manual_seed(info.seed)
+
+torch.manual_seed(0)
+model = Net()
+opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 8)
+loader = DataLoader(Noisy(), batch_size=8, num_workers=2, worker_init_fn=seed_worker,
+                    generator=torch.Generator().manual_seed(0), shuffle=True)
+model.train()
+for epoch in range(2):
+    for x, y in loader:
+        opt.zero_grad()
+        scaler.scale(F.cross_entropy(model(x), y)).backward()
+        scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(opt)
+        scaler.update()
+    model.eval()
+    with torch.no_grad():
+        model(torch.randn(4, 8))
+    model.train()
+torch.save(model.state_dict(), sys.argv[1])
+"""
+
+
+def test_training_through_wrapped_functions_is_bit_identical(tmp_path):
+    """nn.init, Module.apply/train, F.dropout/SDPA/cross_entropy, clipping, unscale_ and DataLoader workers."""
+    script = tmp_path / "train.py"
+    script.write_text(TRAIN_THROUGH_WRAPPED_FUNCTIONS)
+    plain = tmp_path / "plain.pt"
+    subprocess.run([sys.executable, str(script), str(plain)], check=True, timeout=120)
+    watched = tmp_path / "watched.pt"
+    out = subprocess.run([sys.executable, "-m", "torchpact", "run", "--quiet", "--sample-every", "1",
+                          "--format", "json", str(script), str(watched)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert [f for f in report["findings"] if f["severity"] != "info"] == []
+    a, b = torch.load(plain), torch.load(watched)
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    import torch.nn.functional as F
+    from torch.nn import init
+    assert F.dropout.__module__ == "torch.nn.functional" and init.normal_.__module__ == "torch.nn.init"
 
 
 def test_hooks_are_removed_after_a_crash(tmp_path):
@@ -221,3 +314,128 @@ def test_loss_series_of_a_functional_loss(tmp_path):
 
     expected = torch.load(tmp_path / "train.py.expected.pt")
     assert outcome.data["progress"]["loss"] == list(enumerate(expected))
+
+
+# ---------------------------------------------------------------------------------- report paths
+@pytest.mark.parametrize("where", ["missing-folder", "a-folder", "html-missing-folder"])
+def test_an_unwritable_report_path_fails_before_the_script_runs(tmp_path, capsys, where):
+    script = tmp_path / "train.py"
+    script.write_text("open(__file__ + '.ran', 'w').close()\n")
+    missing = str(tmp_path / "nonexistent" / "r.json")
+    args = {"missing-folder": ["--html", str(tmp_path / "nonexistent" / "r.html"), "--output", missing],
+            "a-folder": ["--output", str(tmp_path)],
+            "html-missing-folder": ["--html", str(tmp_path / "nonexistent" / "r.html")]}[where]
+    assert main(["run", "-q", *args, str(script)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("torchpact: error: cannot write"), err
+    assert not (tmp_path / "train.py.ran").exists()  # the script never started
+
+
+def test_a_report_that_cannot_be_written_at_the_end_goes_to_a_temporary_file(tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(f"""
+        import shutil, sys, torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+        shutil.rmtree({str(out_dir)!r})  # the report's folder is gone by the end of the run
+        sys.exit(3)
+    """))
+    code = main(["run", "-q", "--format", "json", "--output", str(out_dir / "r.json"),
+                 "--html", str(out_dir / "r.html"), str(script)])
+    assert code == 3  # the script's exit code, not a usage error
+    captured = capsys.readouterr()
+    moved = dict(re.findall(r"cannot write (\S+) \(.*\); the (?:HTML )?report is in (\S+)", captured.err))
+    assert set(moved) == {str(out_dir / "r.json"), str(out_dir / "r.html")}, captured.err
+    try:
+        doc = json.loads(Path(moved[str(out_dir / "r.json")]).read_text())
+        assert doc["summary"]["exit_code"] == 3 and doc["summary"]["steps"] == 1
+        assert "<html" in Path(moved[str(out_dir / "r.html")]).read_text().lower()
+    finally:
+        for path in moved.values():
+            os.unlink(path)
+    assert "exit code 3" in captured.out  # the findings, as text, on the screen instead
+
+
+# ---------------------------------------------------------------------------------- SIGTERM
+def test_sigterm_gives_a_report_like_ctrl_c(tmp_path):
+    script = tmp_path / "loop.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i in range(10**9):
+            opt.zero_grad(); model(torch.randn(2, 4)).sum().backward(); opt.step()
+            if i == 3:
+                print("ready", flush=True)
+    """))
+    report = tmp_path / "report.json"
+    proc = subprocess.Popen([sys.executable, "-m", "torchpact", "run", "--quiet", "--format", "json",
+                             "--output", str(report), str(script)], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        proc.stdout.close()
+    doc = json.loads(report.read_text())
+    assert doc["summary"]["steps"] >= 4 and "SIGTERM" in doc["summary"]["error"]
+
+
+def test_sigterm_removes_the_hooks_and_restores_the_handler(tmp_path):
+    before, handler = _global_hook_counts(), signal.getsignal(signal.SIGTERM)
+    outcome = run_source(tmp_path, """
+        import os, signal, torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("not reached")
+    """)
+    assert outcome.exit_code == 143 and outcome.steps == 1 and outcome.error == "terminated (SIGTERM)"
+    assert _global_hook_counts() == before and signal.getsignal(signal.SIGTERM) == handler
+
+
+# ---------------------------------------------------------------------------------- the user's traceback
+LOSS_ERROR = """
+import torch
+import torch.nn.functional as F
+
+
+def loss_of(logits, target):
+    return F.cross_entropy(logits, target)  # through the loss_inputs watcher's __torch_function__
+
+
+loss_of(torch.randn(4, 3), torch.tensor([0, 1, 2, 5]))
+"""
+
+
+@pytest.mark.parametrize("source", ["import torch\nx = 1\ndef f(:\n    pass\n", LOSS_ERROR],
+                         ids=["syntax-error", "error-inside-a-loss"])
+def test_the_traceback_is_the_one_python_prints(tmp_path, capsys, source):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(source))
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    outcome = run_script(str(script), [], live=False)
+    assert outcome.exit_code == plain.returncode == 1
+    assert capsys.readouterr().err == plain.stderr  # no torchpact, runpy or mode-dispatch frames
+    [crash] = [f for f in outcome.findings if f.code == "TP003"]
+    assert crash.path == str(script) and crash.line == (3 if "def f(:" in source else 7)  # the innermost line of the script
+
+
+def test_warnings_point_at_the_user_line_not_at_torchpact(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nimport torch.nn.functional as F\n\nF.softmax(torch.randn(4, 3))\n")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        run_script(str(script), [], live=False)
+    [softmax] = [w for w in seen if "Implicit dimension" in str(w.message)]
+    assert (softmax.filename, softmax.lineno) == (str(script), 4)

@@ -17,7 +17,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, TextIO
 
-from torchpact.findings import Category, Finding, Severity
+from torchpact.findings import Category, Finding, Severity, relative_path
 from torchpact.watch.dynamo import DynamoGuard
 from torchpact.watch.frames import user_location
 from torchpact.watch.naming import Names
@@ -316,7 +316,7 @@ class Session:
     def report_raw(self, finding: Finding) -> None:
         self.findings.append(finding)
         if self.live:
-            where = f" {finding.path}:{finding.line}" if finding.path and finding.line else ""
+            where = f" {relative_path(finding.path)}:{finding.line}" if finding.path and finding.line else ""
             step = f" step {finding.step}" if finding.step is not None else ""
             rank = f" rank {finding.rank}" if finding.rank is not None else ""
             print(f"torchpact: {finding.code} {finding.severity.value}{rank}{step}{where}: {finding.message}",

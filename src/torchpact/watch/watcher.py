@@ -9,28 +9,14 @@ user's autograd graph — and they must be cheap on steps that are not sampled
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from torchpact.findings import Category, Severity
+from torchpact.checks import Check
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchpact.watch.session import Session
 
-
-@dataclass(frozen=True)
-class Check:
-    """One runtime check: its stable code and its documentation page.
-
-    ``doc`` holds the sections "What it does", "Why is this bad?" and "How to fix" (``## `` headings).
-    A check that shares a code with a lint rule documents the runtime side of the same pattern.
-    """
-
-    code: str
-    category: Category
-    severity: Severity
-    summary: str
-    doc: str
+__all__ = ["Check", "Watcher"]  # Check lives in torchpact.checks; watchers import it from here
 
 
 class Watcher:

@@ -35,6 +35,8 @@ UNUSED_UNDER_DDP = Check(
     code="TP604",
     category=Category.DISTRIBUTED,
     severity=Severity.ERROR,
+    severity_note=("`info` when `find_unused_parameters=True` is set but not needed (every parameter got a gradient, "
+                   "or the same ones never do, which `static_graph=True` handles): a cost per step, not a failure"),
     summary="Parameters got no gradient under DDP: named at the step they miss it, with the DDP option that fits.",
     doc="""## What it does
 Under `DistributedDataParallel` without `find_unused_parameters` / `static_graph`, asks DDP's reducer

@@ -86,6 +86,7 @@ VANISHING = Check(
     code="TP354",
     category=Category.NUMERICS,
     severity=Severity.WARNING,
+    severity_note="`info` when the optimizer rescales each update (Adam-like) and its eps does not dominate: the layer still moves",
     summary="A layer's gradients are a thousandth or less of the median layer's, step after step.",
     doc="""## What it does
 On sampled steps, compares every layer's gradient with the median layer's, both per element (RMS)

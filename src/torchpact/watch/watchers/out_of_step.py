@@ -1,0 +1,299 @@
+"""Parameters that change outside ``optimizer.step()``: re-initialisation, in-place edits, corruption.
+
+Only parameters that an optimizer holds and has already stepped count: EMA / teacher models are
+other modules, BatchNorm running statistics are buffers, and clipping, schedulers and a GradScaler's
+skipped step never write into parameters.
+
+Three ways in, from cheapest to most precise:
+
+- ``nn.init.*`` and ``Module.apply`` are wrapped (a rare call, O(1) otherwise): an init function that
+  writes into a trained parameter, or an ``apply(fn)`` that changes the trained parameters of the
+  module, is reported at once with the user's line.
+- After each sampled step, a checksum (norm and sum) of each optimizer's parameters is kept; the next
+  ``step()`` of that optimizer compares it (one ``tolist()``). A mismatch means something else wrote
+  into them during that iteration.
+- On a mismatch, a write detector (a ``TorchFunctionMode`` that looks only at in-place ops on the
+  parameters' storages) is armed for the next iteration, to name the line and the op. Bounds on a
+  weight (``clamp_``: WGAN clipping), masks (``mul_``: pruning) and ``load_state_dict`` (rolling back
+  to a checkpoint) are changes made on purpose and stay silent.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import weakref
+from typing import Any
+
+from torchpact.findings import Category, Severity
+from torchpact.watch.frames import user_location
+from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers._patch import Patch, remove_all
+
+MAX_ARMED = 3   # iterations the write detector may run in one job
+_INIT_FUNCTIONS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_", "dirac_",
+                   "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_",
+                   "sparse_")
+_ON_PURPOSE = ("clamp_", "clamp_min_", "clamp_max_", "clip_", "mul_", "div_", "renorm_", "masked_fill_")
+_ON_PURPOSE_CALLERS = ("load_state_dict", "_load_from_state_dict", "update_parameters", "swap_tensors")
+
+CHANGED_OUTSIDE_STEP = Check(
+    code="TP456",
+    category=Category.TRAINING,
+    severity=Severity.WARNING,
+    summary="Parameters an optimizer trains are changed outside optimizer.step() (re-initialised or overwritten).",
+    doc="""## What it does
+At runtime, watches the parameters that an optimizer holds once it has stepped. It reports when they
+change between two `step()` calls: an `nn.init` function or a `model.apply(init_fn)` that writes into
+them, or a checksum taken after a step that no longer matches before the next one — then it names
+the line and the op that wrote (`normal_`, `copy_`, `.data = ...`) when it can see it. Weight
+clipping (`clamp_`), pruning masks (`mul_`) and `load_state_dict` are treated as deliberate and not
+reported. EMA / teacher models, BatchNorm buffers, gradient clipping, schedulers and skipped
+GradScaler steps never count.
+
+## Why is this bad?
+In torch 2.13 nothing protects a parameter from in-place writes under `no_grad` or through `.data`:
+an initialisation that runs again after training started (a `post_init()`/`apply(_init_weights)` or
+`reset_parameters()` called on a trained model, as in transformers#17877) silently throws away
+what was learned, and Adam's moment estimates no longer match the weights. The loss jumps back up
+and the run looks merely "unstable".
+
+## How to fix
+Initialise once, before the optimizer is created; when loading or resizing a model, skip the
+initialisation of weights that are already trained (`_is_hf_initialized`, `init_weights=False`).
+If the write is deliberate, do it through the optimizer's parameters and reset its state.""",
+)
+
+
+def _storage(t: Any) -> int | None:
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:
+        return None
+
+
+def _deliberate_caller() -> bool:
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_code.co_name in _ON_PURPOSE_CALLERS:
+            return True
+        frame = frame.f_back
+    return False
+
+
+class OutOfStep(Watcher):
+    """TP456: trained parameters written outside ``optimizer.step()``."""
+
+    name = "out_of_step"
+    checks = (CHANGED_OUTSIDE_STEP,)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._patches: list[Patch] = []
+        self._trained: dict[int, tuple[weakref.ref, int]] = {}   # storage ptr -> (param, step first trained)
+        self._sums: dict[int, tuple[weakref.ref, list[weakref.ref], Any, int]] = {}
+        self._spy: Any = None
+        self._armed = 0
+        self._spy_hits: list[tuple[str, str | None, int | None, Any]] = []
+        self._in_apply = 0
+        self._explained: set[int] = set()   # params an nn.init / apply report already covered
+        self._arm_after_step: list[Any] = []
+        self._unknown: tuple[list[Any], int, int] | None = None   # a change whose writer is being looked for
+        self._settled: set[int] = set()     # params whose writer was named (a bug reported, or on purpose)
+
+    def attach(self, session: Any) -> None:
+        super().attach(session)
+        import torch
+        from torch.nn import init
+
+        for name in _INIT_FUNCTIONS:
+            if hasattr(init, name):
+                self._patches.append(Patch(init, name, self._wrap_init(name)))
+        self._patches.append(Patch(torch.nn.Module, "apply", self._wrap_apply))
+
+    def on_close(self) -> None:
+        self._disarm()
+        unknown, self._unknown = self._unknown, None
+        if unknown is not None and not self._spy_hits:
+            self._report_unknown(unknown)
+        remove_all(self._patches)
+
+    # ------------------------------------------------------------------ direct: nn.init / apply
+    def _wrap_init(self, name: str) -> Any:
+        def make(original: Any) -> Any:
+            def wrapper(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+                if self._trained and not self._in_apply and not self.session.closed:
+                    entry = self._trained.get(_storage(tensor))
+                    if entry is not None and entry[0]() is not None:
+                        self._report_direct(f"torch.nn.init.{name}", [entry[0]()], user_location(2))
+                return original(tensor, *args, **kwargs)
+            return wrapper
+        return make
+
+    def _wrap_apply(self, original: Any) -> Any:
+        def apply(module: Any, fn: Any) -> Any:
+            if self._in_apply or not self._trained or self.session.closed:
+                return original(module, fn)
+            params = [p for p in module.parameters() if self._is_trained(p)]
+            if not params:
+                return original(module, fn)
+            before = self._checksum(params)
+            self._in_apply += 1
+            try:
+                result = original(module, fn)
+            finally:
+                self._in_apply -= 1
+            changed = [p for p, same in zip(params, self._same(before, self._checksum(params))) if not same]
+            if changed:
+                what = getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
+                self._report_direct(f"{type(module).__name__}.apply({what})", changed, user_location(2))
+            return result
+        return apply
+
+    def _is_trained(self, p: Any) -> bool:
+        entry = self._trained.get(_storage(p))
+        return entry is not None and entry[0]() is p
+
+    # ------------------------------------------------------------------ checksums around steps
+    def on_step_pre(self, optimizer: Any) -> None:
+        spied = self._spy is not None
+        if spied:
+            self._disarm()
+        explained, self._explained = self._explained, set()
+        entry = self._sums.pop(id(optimizer), None)
+        if entry is None or entry[0]() is not optimizer:
+            return
+        params = [r() for r in entry[1]]
+        if any(p is None for p in params):
+            return
+        same = self._same(entry[2], self._checksum(params))
+        changed = [p for p, s in zip(params, same)
+                   if not s and id(p) not in explained and id(p) not in self._settled]
+        hits, self._spy_hits = self._spy_hits, []
+        hits = [h for h in hits if any(p is h[3] for p in changed)]
+        unknown, self._unknown = self._unknown, None
+        if hits:
+            self._settled.update(id(p) for p in changed)  # the writer is known: do not look again
+            op, path, line, _ = hits[0]
+            if op not in _ON_PURPOSE and op != "on purpose":
+                self._report(changed, f"`{op}` at {os.path.basename(path or '?')}:{line}", path, line,
+                             unknown[1] if unknown else entry[3])
+            return
+        if unknown is not None and (spied or not changed):
+            self._report_unknown(unknown)  # the writer did not show again, or wrote out of the spy's sight
+        if changed and unknown is None:
+            if self._armed < MAX_ARMED:
+                self._unknown = (changed, entry[3], self.session.step)
+                self._arm_after_step = changed  # armed once this step() is over: the step itself writes too
+            else:
+                self._report_unknown((changed, entry[3], self.session.step))
+
+    def on_step(self, optimizer: Any) -> None:
+        import torch
+
+        arming = bool(self._arm_after_step)
+        if arming:
+            targets, self._arm_after_step = self._arm_after_step, []
+            self._arm(targets)
+        if not (self.session.sampled or arming):
+            return
+        params = [p for g in optimizer.param_groups for p in g["params"]]
+        step = self.session.step
+        for p in params:
+            ptr = _storage(p)
+            if ptr is not None and (ptr not in self._trained or self._trained[ptr][0]() is not p):
+                self._trained[ptr] = (weakref.ref(p), step)
+        ids = {id(p) for p in params}
+        for key, (ref, prefs, _, _) in list(self._sums.items()):  # another optimizer moved shared params
+            if key != id(optimizer) and any(id(r()) in ids for r in prefs):
+                del self._sums[key]
+        if not params:
+            return
+        with torch.no_grad():
+            self._sums[id(optimizer)] = (weakref.ref(optimizer), [weakref.ref(p) for p in params],
+                                         self._checksum(params), step)
+
+    def _report_unknown(self, unknown: tuple[list[Any], int, int]) -> None:
+        params = [p for p in unknown[0] if p is not None]
+        if params:
+            self._report(params, None, None, None, unknown[1], severity=Severity.INFO, until=unknown[2])
+
+    @staticmethod
+    def _checksum(params: list[Any]) -> Any:
+        import torch
+
+        with torch.no_grad():
+            flat = [p.detach() for p in params]
+            return torch.stack([torch.stack(torch._foreach_norm(flat)).float(),
+                                torch.stack([t.sum() for t in flat]).float()])
+
+    @staticmethod
+    def _same(a: Any, b: Any) -> list[bool]:
+        import torch
+
+        with torch.no_grad():
+            return (a == b).all(dim=0).tolist()
+
+    # ------------------------------------------------------------------ the write detector
+    def _arm(self, params: list[Any]) -> None:
+        from torch.overrides import TorchFunctionMode
+
+        watcher = self
+        targets = {_storage(p): p for p in params}
+
+        class _WriteSpy(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                name = getattr(func, "__name__", "")
+                if args and (name.endswith("_") and not name.endswith("__") or name == "__set__"):
+                    target = targets.get(_storage(args[0])) if hasattr(args[0], "untyped_storage") else None
+                    if target is not None and len(watcher._spy_hits) < 8:
+                        op = "on purpose" if _deliberate_caller() else (".data = ..." if name == "__set__" else name)
+                        watcher._spy_hits.append((op, *user_location(2), target))
+                return func(*args, **(kwargs or {}))
+
+        self._armed += 1
+        self._spy = _WriteSpy()
+        self._spy.__enter__()
+
+    def _disarm(self) -> None:
+        spy, self._spy = self._spy, None
+        if spy is not None:
+            try:
+                spy.__exit__(None, None, None)
+            except Exception:  # the script left its own mode on top of ours
+                pass
+
+    # ------------------------------------------------------------------ findings
+    def _modules(self, params: list[Any]) -> list[str]:
+        out: list[str] = []
+        for p in params:
+            name = self.session.names.param(p)
+            module = name.rsplit(".", 1)[0] if "." in name else name
+            if module not in out:
+                out.append(module)
+        return out
+
+    def _report_direct(self, what: str, params: list[Any], site: tuple[str | None, int | None]) -> None:
+        self._explained.update(id(p) for p in params)
+        modules = self._modules(params)
+        listing = ", ".join(f"`{m}`" for m in modules[:4]) + (f" and {len(modules) - 4} more" if len(modules) > 4 else "")
+        self.session.report(
+            CHANGED_OUTSIDE_STEP,
+            f"{what} overwrote {len(params)} trained parameter(s) of {listing} after {self.session.step} optimizer "
+            "steps: what they learned is thrown away and the optimizer's state no longer matches them",
+            subject=modules[0], path=site[0], line=site[1], key=("direct", site),
+            fix="initialise once, before the optimizer is created; do not re-run the init on a trained model")
+
+    def _report(self, params: list[Any], cause: str | None, path: str | None, line: int | None, since: int,
+                severity: Severity | None = None, until: int | None = None) -> None:
+        modules = self._modules(params)
+        listing = ", ".join(f"`{m}`" for m in modules[:4]) + (f" and {len(modules) - 4} more" if len(modules) > 4 else "")
+        by = f" by {cause}" if cause else " (the writer did not show again, so its line is unknown)"
+        self.session.report(
+            CHANGED_OUTSIDE_STEP,
+            f"{len(params)} trained parameter(s) of {listing} changed between optimizer steps {since} and "
+            f"{self.session.step if until is None else until}{by}: a write outside optimizer.step() throws away what they learned",
+            subject=modules[0], path=path, line=line, severity=severity, key=("sum", cause is None, modules[0]),
+            step=until,
+            fix="find what writes into the weights during the iteration (re-initialisation, .data edits, "
+                "copy_ from another model) and remove it, or do it before the optimizer is created")

@@ -1,0 +1,218 @@
+"""Update health: optimizer steps that do not move the weights.
+
+- TP454: on sampled steps, parameters that have a finite, non-zero gradient, sit in a parameter
+  group with lr > 0, and yet do not change across ``optimizer.step()`` — twice in a row. The step
+  computes an update that never reaches the weights (a compiled or custom step writing to copies,
+  parameters swapped after the optimizer was built, an lr too small to move float32 weights).
+- TP455: the learning rate of every group is exactly 0 for many consecutive steps (a schedule bug:
+  an integer division in a ``LambdaLR``, a warmup that never starts).
+
+Cost: TP455 reads the groups' ``lr`` floats every step; TP454 only works on sampled steps, on the
+first ``SLICE`` elements of each parameter (one small clone, one ``tolist()`` per step).
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from typing import Any
+
+from torchpact.findings import Category, Severity
+from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers import _sites
+
+SLICE = 512             # elements of each parameter compared across a sampled step
+CONFIRM = 2             # sampled steps in a row a parameter must stay unchanged
+ZERO_LR_STEPS = 20      # consecutive steps with lr == 0 in every group
+RELATIVE_FLOOR = 1e-6   # lr·|grad| below this fraction of |weight| cannot move float32 weights
+
+STALE_PARAMS = Check(
+    code="TP454",
+    category=Category.TRAINING,
+    severity=Severity.WARNING,
+    summary="optimizer.step() does not change parameters that have a non-zero gradient and lr > 0.",
+    doc="""## What it does
+At runtime, on sampled steps, compares a slice of each parameter just before and just after
+`optimizer.step()`. When a parameter has a finite, non-zero gradient, its group's learning rate is
+above 0, the expected update is large enough to show in its dtype, and yet the parameter is exactly
+the same after the step — on two sampled steps in a row — it reports the module, the step and the
+line where the optimizer was created.
+
+## Why is this bad?
+torch 2.13's optimizers update every parameter whose `.grad` is not None in place. A parameter that
+keeps its value although it has a gradient and a learning rate means the update is lost: a
+compiled or custom step that writes into copies (the torch 2.2 dynamo bug pytorch#115607), an
+optimizer that holds clones of the parameters, or an update too small for the weights' dtype. The
+loss still moves (other parameters train), so the run looks normal.
+
+## How to fix
+Check that the optimizer holds the very parameter objects the model uses
+(`optimizer.param_groups[i]["params"][j] is model.layer.weight`), that a custom `step()` updates
+them in place (`p.add_(...)`, not `p = p - ...`), and that the learning rate is large enough for the
+parameters' dtype (bf16 / fp16 weights need an fp32 master copy).""",
+)
+
+ZERO_LR = Check(
+    code="TP455",
+    category=Category.TRAINING,
+    severity=Severity.WARNING,
+    summary="The learning rate is exactly 0 in every parameter group for many consecutive steps.",
+    doc=f"""## What it does
+At runtime, reads the `lr` of every parameter group at each `optimizer.step()`. When it is exactly 0
+in every group for {ZERO_LR_STEPS} consecutive steps, it reports the optimizer and the steps.
+
+## Why is this bad?
+With lr = 0, torch 2.13's SGD and Adam steps leave the weights unchanged (AdamW's decoupled weight
+decay is also multiplied by lr): every step of that stretch is wasted compute. A warmup starting at
+0 lasts one step; a long run of zeros is a schedule bug, typically integer division in a
+`LambdaLR` factor (`lambda s: s // warmup`), a scheduler stepped with the wrong unit, or a cosine
+schedule whose period ended long ago.
+
+## How to fix
+Print `scheduler.get_last_lr()` for the first steps and fix the factor (`s / warmup`, not
+`s // warmup`), or give the schedule a minimum (`eta_min`, `min_lr`).""",
+)
+
+
+def _lr(group: dict) -> float | None:
+    lr = group.get("lr")
+    if isinstance(lr, (int, float)):
+        return float(lr)
+    try:
+        return float(lr)  # a tensor lr (capturable / fused optimizers): only read on sampled steps
+    except Exception:
+        return None
+
+
+class UpdateHealth(Watcher):
+    """TP454 and TP455: steps that leave the weights where they were."""
+
+    name = "update_health"
+    checks = (STALE_PARAMS, ZERO_LR)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pending: dict[int, tuple[weakref.ref, list[tuple[Any, Any, float]]]] = {}
+        self._stale: dict[int, int] = {}          # param id -> sampled steps in a row without change
+        self._zero_lr: dict[int, int] = {}        # optimizer id -> consecutive steps with lr == 0
+
+    def attach(self, session: Any) -> None:
+        super().attach(session)
+        _sites.install()
+
+    def on_close(self) -> None:
+        _sites.uninstall()
+
+    def on_step_pre(self, optimizer: Any) -> None:
+        self._check_zero_lr(optimizer)
+        if self.session.sampled:
+            self._snapshot(optimizer)
+
+    def on_step(self, optimizer: Any) -> None:
+        entry = self._pending.pop(id(optimizer), None)
+        if entry is None or entry[0]() is not optimizer or not entry[1]:
+            return
+        self._compare(optimizer, entry[1])
+
+    # ------------------------------------------------------------------ TP455
+    def _check_zero_lr(self, optimizer: Any) -> None:
+        zero = True
+        for group in optimizer.param_groups:
+            lr = group.get("lr")
+            if not isinstance(lr, (int, float)):
+                if not self.session.sampled:
+                    return  # a tensor lr is read on sampled steps only (no sync per step)
+                lr = _lr(group)
+            if lr is None or lr != 0:
+                zero = False
+                break
+        key = id(optimizer)
+        if not zero:
+            self._zero_lr.pop(key, None)
+            return
+        count = self._zero_lr.get(key, 0) + 1
+        self._zero_lr[key] = count
+        if count == ZERO_LR_STEPS:
+            path, line = _sites.creation_site(optimizer)
+            first = self.session.step - count + 1
+            self.session.report(
+                ZERO_LR,
+                f"the learning rate of the {_sites.label(optimizer)} has been exactly 0 in every parameter group "
+                f"for {count} consecutive steps (since step {first}): these steps do not train at all",
+                subject=f"{type(optimizer).__name__}.lr", path=path, line=line, key=("zero_lr", key),
+                fix="check the schedule's factor (`step / warmup`, not `step // warmup`) and print "
+                    "scheduler.get_last_lr() for the first steps")
+
+    # ------------------------------------------------------------------ TP454
+    def _snapshot(self, optimizer: Any) -> None:
+        import torch
+
+        chosen: list[tuple[Any, Any, float]] = []
+        grads: list[Any] = []
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                lr = _lr(group)
+                if not lr or lr <= 0:
+                    continue
+                for p in group["params"]:
+                    g = p.grad
+                    if g is None or not p.requires_grad or g.is_sparse or p.numel() == 0:
+                        continue
+                    chosen.append((p, p.detach().reshape(-1)[:SLICE].clone(), lr))
+                    grads.append(g.detach().reshape(-1)[:SLICE])
+            if not chosen:
+                return
+            stats = torch.stack([torch.stack([g.abs().max().float(), w.abs().max().float()])
+                                 for g, (_, w, _) in zip(grads, chosen)]).tolist()
+        kept = []
+        for (p, before, lr), (gmax, wmax) in zip(chosen, stats):
+            if not math.isfinite(gmax) or gmax == 0:
+                self._stale.pop(id(p), None)
+                continue
+            # SGD moves a weight by lr·g: too small to show in float32 is not a lost update. Adaptive
+            # optimizers move by about lr whatever the gradient; lr alone must then show.
+            if max(lr * gmax, lr) < RELATIVE_FLOOR * wmax:
+                continue
+            kept.append((weakref.ref(p), before, lr))
+        self._pending[id(optimizer)] = (weakref.ref(optimizer), kept)
+
+    def _compare(self, optimizer: Any, pending: list[tuple[weakref.ref, Any, float]]) -> None:
+        import torch
+
+        alive = [(ref(), before, lr) for ref, before, lr in pending if ref() is not None]
+        if not alive:
+            return
+        with torch.no_grad():
+            moved = torch.stack([(p.detach().reshape(-1)[:SLICE] != before).any()
+                                 for p, before, _ in alive]).tolist()
+        stale = []
+        for (p, _, lr), changed in zip(alive, moved):
+            if changed:
+                self._stale.pop(id(p), None)
+                continue
+            count = self._stale.get(id(p), 0) + 1
+            self._stale[id(p)] = count
+            if count >= CONFIRM:
+                stale.append((p, lr))
+        if stale:
+            self._report_stale(optimizer, stale)
+
+    def _report_stale(self, optimizer: Any, stale: list[tuple[Any, float]]) -> None:
+        names = self.session.names
+        modules: dict[str, list[str]] = {}
+        for p, _ in stale:
+            name = names.param(p)
+            module = name.rsplit(".", 1)[0] if "." in name else name
+            modules.setdefault(module, []).append(name)
+        lrs = sorted({lr for _, lr in stale})
+        listing = ", ".join(f"`{m}`" for m in list(modules)[:4]) + (" and more" if len(modules) > 4 else "")
+        count = sum(len(v) for v in modules.values())
+        path, line = _sites.creation_site(optimizer)
+        self.session.report(
+            STALE_PARAMS,
+            f"{count} parameter(s) of {listing} had a finite, non-zero gradient and lr={lrs[0]:g} but did "
+            f"not change across step() of the {_sites.label(optimizer)}, on {CONFIRM} sampled steps in a row "
+            f"(last: step {self.session.step}): the update never reaches these weights",
+            subject=next(iter(modules)), path=path, line=line, key=("stale", id(optimizer)),
+            fix="make sure the optimizer holds the model's own parameter objects and that its step() "
+                "updates them in place; check the lr against the weights' dtype")

@@ -1,0 +1,127 @@
+"""Runtime TP456: trained parameters written outside optimizer.step()."""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+
+from tests.watch.util import codes, watched
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = nn.Linear(8, 16)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.head(torch.relu(self.body(x)))
+
+    def _init_weights(self, module):  # transformers-style: tensor methods, not nn.init
+        if isinstance(module, nn.Linear):
+            module.weight.data.normal_(mean=0.0, std=0.02)
+            module.bias.data.zero_()
+
+
+def _batch():
+    return torch.randn(16, 8), torch.randint(0, 3, (16,))
+
+
+def _step(model, opt):
+    x, y = _batch()
+    opt.zero_grad()
+    loss = nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def test_init_weights_applied_again_to_a_trained_model_names_the_apply_line():
+    torch.manual_seed(0)
+    model = Net()
+
+    def run():
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        for step in range(12):
+            _step(model, opt)
+            if step == 6:
+                trained = model.head.weight.clone()
+                model.apply(model._init_weights)  # the bug: post_init() once more on a trained model
+                assert not torch.equal(trained, model.head.weight)  # the consequence: learning thrown away
+    findings = watched(run, ["out_of_step"])
+    [f] = [f for f in findings if f.code == "TP456"]
+    assert "Net.apply(Net._init_weights)" in f.message and "`body`" in f.message and "`head`" in f.message
+    assert f.severity.value == "warning" and f.path.endswith("test_out_of_step.py")
+
+
+def test_nn_init_on_a_trained_parameter_is_reported_at_the_call():
+    torch.manual_seed(0)
+    model = Net()
+
+    def run():
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(6):
+            _step(model, opt)
+            if step == 3:
+                nn.init.xavier_uniform_(model.body.weight)
+    [f] = [f for f in watched(run, ["out_of_step"]) if f.code == "TP456"]
+    assert "torch.nn.init.xavier_uniform_" in f.message and "`body`" in f.message
+
+
+def test_a_copy_into_the_trained_network_every_iteration_is_traced_to_its_line():
+    torch.manual_seed(0)
+    online = Net()
+    target = copy.deepcopy(online)
+
+    def run():
+        opt = torch.optim.Adam(online.parameters(), lr=1e-2)
+        for _ in range(8):
+            _step(online, opt)
+            with torch.no_grad():
+                for p, tp in zip(online.parameters(), target.parameters()):
+                    p.data.copy_(tp.data)  # the bug: the target-network sync goes the wrong way
+    found = [f for f in watched(run, ["out_of_step"]) if f.code == "TP456"]
+    assert [f.severity.value for f in found] == ["warning"]
+    assert "`copy_` at test_out_of_step.py:" in found[0].message and found[0].line is not None
+    assert torch.equal(online.head.weight, target.head.weight)  # the consequence: it never learns
+
+
+def test_a_one_off_overwrite_by_an_unseen_writer_is_info():
+    torch.manual_seed(0)
+    model = Net()
+
+    def run():
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(8):
+            _step(model, opt)
+            if step == 4:
+                with torch.no_grad():
+                    model.head.weight.mul_(0.0)  # once: gone before the spy is armed
+    [f] = [f for f in watched(run, ["out_of_step"]) if f.code == "TP456"]
+    assert f.severity.value == "info" and "`head`" in f.message and "between optimizer steps 4 and 5" in f.message
+
+
+def test_deliberate_writes_and_other_models_are_silent():
+    torch.manual_seed(0)
+    critic, ema = Net(), Net()
+    best = copy.deepcopy(critic.state_dict())
+
+    def run():
+        opt = torch.optim.RMSprop(critic.parameters(), lr=5e-3)
+        for step in range(25):
+            x, y = _batch()
+            opt.zero_grad()
+            nn.functional.cross_entropy(critic(x), y).backward()
+            nn.utils.clip_grad_norm_(critic.parameters(), 1.0)
+            opt.step()
+            with torch.no_grad():
+                for p in critic.parameters():
+                    p.clamp_(-0.05, 0.05)  # WGAN weight clipping
+                for e, p in zip(ema.parameters(), critic.parameters()):
+                    e.mul_(0.9).add_(p, alpha=0.1)  # EMA model: in no optimizer
+            if step == 12:
+                critic.load_state_dict(best)  # roll back to a checkpoint
+            ema.apply(lambda m: None)
+    assert codes(watched(run, ["out_of_step"])) == []

@@ -1,0 +1,88 @@
+"""Runtime TP454 / TP455: steps that leave the weights where they were."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from tests.watch.util import codes, watched
+
+
+class RebindingSGD(torch.optim.Optimizer):
+    """A hand-written SGD whose update rebinds a local name instead of writing into the parameter."""
+
+    def __init__(self, params, lr):
+        super().__init__(params, {"lr": lr})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    p = p - group["lr"] * p.grad
+
+
+def _model():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Dropout(0.1), nn.Linear(16, 3))
+
+
+def _train(model, opt, sched=None, steps=30, clip=False):
+    for _ in range(steps):
+        x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
+        opt.zero_grad()
+        nn.functional.cross_entropy(model(x), y).backward()
+        if clip:
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        if sched is not None:
+            sched.step()
+
+
+def test_an_update_that_never_reaches_the_weights_is_reported_with_the_optimizer_line():
+    model = _model()
+    before = [p.clone() for p in model.parameters()]
+
+    def run():
+        opt = RebindingSGD(model.parameters(), lr=0.1)
+        _train(model, opt)
+    findings = watched(run, ["update_health"])
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # the consequence
+    [f] = [f for f in findings if f.code == "TP454"]
+    assert "step() of the RebindingSGD created at test_update_health.py:" in f.message and f.line is not None
+    assert f.path.endswith("test_update_health.py") and "`0`" in f.message
+
+
+def test_integer_division_in_a_warmup_factor_keeps_lr_at_zero():
+    model = _model()
+    start = [p.clone() for p in model.parameters()]
+
+    def run():
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1, s // 100))  # 0 for 100 steps
+        _train(model, opt, sched, steps=25)
+    findings = watched(run, ["update_health"])
+    assert all(torch.equal(a, b) for a, b in zip(start, model.parameters()))  # AdamW: nothing moved
+    [f] = [f for f in findings if f.code == "TP455"]
+    assert "20 consecutive steps" in f.message and f.path.endswith("test_update_health.py")
+
+
+def test_clean_runs_with_warmup_schedulers_weight_decay_and_clipping_are_silent():
+    model = _model()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    warm = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, s / 10))  # lr 0 at step 0 only
+    assert codes(watched(lambda: _train(model, opt, warm, clip=True), ["update_health"])) == []
+    model = _model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9, weight_decay=5e-4)
+    cos = torch.optim.lr_scheduler.CosineAnnealingLR(opt, 30)
+    assert codes(watched(lambda: _train(model, opt, cos), ["update_health"])) == []
+    torch.manual_seed(0)
+    cnn = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.Linear(8 * 36, 3))
+    opt = torch.optim.Adam(cnn.parameters(), lr=1e-4)
+
+    def train_cnn():
+        for _ in range(25):
+            opt.zero_grad()
+            nn.functional.cross_entropy(cnn(torch.randn(4, 3, 8, 8)), torch.randint(0, 3, (4,))).backward()
+            opt.step()
+    assert codes(watched(train_cnn, ["update_health"])) == []
