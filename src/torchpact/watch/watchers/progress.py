@@ -7,7 +7,7 @@ the frame that stepped or one of its callers (``loss = F.cross_entropy(...)`` in
 Lightning's closure result. It is kept as detached 0-d tensors and read once at the end, so no
 host-device sync is added during training. Memory is the CUDA allocator's
 ``memory_allocated`` / ``memory_reserved`` when CUDA is in use (no sync), else the process's
-resident set size from /proc/self/statm.
+resident set size from /proc/self/statm, both on sampled steps.
 """
 
 from __future__ import annotations
@@ -67,6 +67,17 @@ class Progress(Watcher):
             self._loss_values.append(value.detach())
 
     def on_step_end(self, step: int) -> None:
+        if self.session.sampled:  # a /proc read on every step is a visible share of a tiny step
+            self._read_memory(step)
+        session = self.session
+        now = time.perf_counter()
+        if session.live and now - self._last_line >= LINE_EVERY_S and _is_tty(session.stream):
+            self._last_line = now
+            self._line_shown = True
+            print(f"\rtorchpact: step {step + 1}, {len(session.findings)} finding(s) so far",
+                  end="", file=session.stream, flush=True)
+
+    def _read_memory(self, step: int) -> None:
         import torch
 
         if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -77,13 +88,6 @@ class Progress(Watcher):
             rss = _rss_bytes()
             if rss is not None:
                 self.memory.append((step, rss))
-        session = self.session
-        now = time.perf_counter()
-        if session.live and now - self._last_line >= LINE_EVERY_S and _is_tty(session.stream):
-            self._last_line = now
-            self._line_shown = True
-            print(f"\rtorchpact: step {step + 1}, {len(session.findings)} finding(s) so far",
-                  end="", file=session.stream, flush=True)
 
     def on_close(self) -> None:
         if self._line_shown:
