@@ -57,7 +57,9 @@ def main() -> int:
         for name in names:
             script = str(WORKLOADS[name][0])
             for variant, cmd in (("plain", [PY, script]), ("torchpact", [*TORCHPACT, script])):
-                runs.setdefault((name, variant), []).append(measure(cmd))
+                cpu, wall = measure(cmd)
+                runs.setdefault((name, variant), []).append((cpu, wall))
+                print(f"  {name} {variant}: {cpu:.2f} CPU-s, {wall:.2f} s", file=sys.stderr, flush=True)
     print(f"median of {args.repeat} interleaved runs per variant; CPU = process tree, user + system")
     print(f"{'workload':<9} {'plain cpu':>9} {'tp cpu':>8} {'cpu ratio':>9} {'plain wall':>10} {'tp wall':>8} "
           f"{'wall ratio':>10} {'target':>7}")

@@ -58,6 +58,7 @@ def test_fit_is_watched_and_findings_handed_over(tmp_path):
     assert _hooks() == before
     assert "TP301" in {f.code for f in cb.findings}
     assert cb.fit.steps == 8 and len(cb.data["progress"]["step_time"]) == 8
+    assert [s for s, _ in cb.data["progress"]["loss"]] == list(range(8))  # training_step's F.cross_entropy
     assert {"0", "2"} <= set(cb.data["grad_health"]["series"])  # named from the module the step calls: self.net
     doc = json.loads((tmp_path / "report.json").read_text())
     assert doc["command"] == "lightning fit" and any(f["code"] == "TP301" for f in doc["findings"])

@@ -56,6 +56,8 @@ def test_train_is_watched_and_report_written(tmp_path):
     transformers.Trainer(model=model, args=args, train_dataset=Rows(), callbacks=[cb]).train()
     assert _hooks() == before and not cb.fit.active
     assert cb.fit.steps == 6
+    assert [s for s, _ in cb.data["progress"]["loss"]] == list(range(6))  # the model output's `loss`
+    assert "Loss (checked steps)" in (tmp_path / "report.html").read_text()
     layers = set(cb.data["grad_health"]["series"])
     assert any(name.startswith("bert.encoder.layer.0") for name in layers), sorted(layers)[:5]
     assert not [f for f in cb.findings if f.severity.value == "error"], [f.message for f in cb.findings]

@@ -293,6 +293,31 @@ def test_steps_keep_counting_when_the_optimizer_is_rebuilt(tmp_path):
     assert outcome.steps == 6
 
 
+def test_loss_series_of_a_functional_loss(tmp_path):
+    outcome = run_source(tmp_path, """
+        import torch
+        import torch.nn.functional as F
+
+        torch.manual_seed(0)
+        model = torch.nn.Linear(4, 3)
+        opt = torch.optim.SGD(model.parameters(), lr=0.5)
+        x, y = torch.randn(32, 4), torch.randint(0, 3, (32,))
+        expected = []
+        for _ in range(5):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)   # no nn.*Loss module for the hooks to see
+            loss.backward()
+            opt.step()
+            expected.append(loss.item())
+        torch.save(expected, __file__ + ".expected.pt")
+    """, watchers=["progress"])
+    assert outcome.exit_code == 0, outcome.error
+    import torch
+
+    expected = torch.load(tmp_path / "train.py.expected.pt")
+    assert outcome.data["progress"]["loss"] == list(enumerate(expected))
+
+
 # ---------------------------------------------------------------------------------- report paths
 @pytest.mark.parametrize("where", ["missing-folder", "a-folder", "html-missing-folder"])
 def test_an_unwritable_report_path_fails_before_the_script_runs(tmp_path, capsys, where):

@@ -151,7 +151,12 @@ def stop_session(pid: int, grace: float = 5.0) -> bool:
 
 
 def merge(rank_docs: list[dict[str, Any]]) -> list[Finding]:
-    """One finding per (code, subject, place) with the ranks that saw it (``extra["ranks"]``)."""
+    """One finding per (code, subject, place) with the ranks that saw it (``extra["ranks"]``).
+
+    Where ranks word the same finding differently, the message kept is the one seen first in the
+    run (the earliest step; then the most severe; then the lowest rank): a rank that compared only
+    at the end of the run sees the consequence (parameters differ), one that compared at the step it
+    began sees the cause (gradients differ)."""
     merged: dict[tuple, Finding] = {}
     ranks: dict[tuple, list[int]] = {}
     for doc in sorted(rank_docs, key=lambda d: d["rank"]):
@@ -161,6 +166,8 @@ def merge(rank_docs: list[dict[str, Any]]) -> list[Finding]:
             if key not in merged:
                 merged[key] = f
                 ranks[key] = []
+            elif _earlier(f, merged[key]):
+                merged[key] = f
             if doc["rank"] not in ranks[key]:
                 ranks[key].append(doc["rank"])
     out = []
@@ -169,6 +176,14 @@ def merge(rank_docs: list[dict[str, Any]]) -> list[Finding]:
         extra = dict(f.extra, ranks=seen)
         out.append(Finding(**{**f.__dict__, "rank": seen[0] if len(seen) == 1 else None, "extra": extra}))
     return out
+
+
+def _earlier(a: Finding, b: Finding) -> bool:
+    """Whether ``a`` was seen before ``b`` (or, at the same step, is more severe)."""
+    order = {"error": 0, "warning": 1, "info": 2}
+    def place(f: Finding) -> tuple:
+        return (f.step if f.step is not None else float("inf"), order.get(f.severity.value, 3))
+    return place(a) < place(b)
 
 
 def run_distributed(script: str, argv: Iterable[str], *, nproc: int, nnodes: int = 1, node_rank: int = 0,

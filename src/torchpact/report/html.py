@@ -462,7 +462,7 @@ def _run_sections(summary: dict[str, Any]) -> list[str]:
     charts = []
     loss = _finite_points(progress.get("loss"))
     if loss:
-        charts.append(line_chart("Loss (nn.*Loss modules, checked steps)", [("loss", loss)]))
+        charts.append(line_chart("Loss (checked steps)", [("loss", loss)]))
     times = _finite_points(progress.get("step_time"))
     if times:
         charts.append(line_chart("Step time", [("step time", times)], y_format=_seconds))

@@ -16,7 +16,8 @@ what no event covers is ``idle`` (Python between the phases: logging, metrics, t
 - communication: c10d / NCCL / gloo collectives and their waits;
 - sync: the host waiting for the device (``cuda*Synchronize``, blocking ``cudaMemcpy``), and on CPU
   ``aten::_local_scalar_dense`` — what ``.item()``, ``float(t)`` and ``if t:`` call, each a
-  host-device sync once the tensor lives on a GPU.
+  host-device sync once the tensor lives on a GPU; not inside the DataLoader, whose dataset and
+  collate read CPU tensors that never live on a GPU (that time is the DataLoader's).
 """
 
 from __future__ import annotations
@@ -84,6 +85,8 @@ def attribute(events: list[Event], lo: float, hi: float) -> dict[str, float]:
         phase = phase_of(ev.name)
         if phase is None:
             continue
+        if phase == "sync" and _in_loader(ev):
+            phase = "dataloader"
         s, t = max(ev.start, lo), min(ev.end, hi)
         if t > s:
             edges.append((s, 1, phase))
@@ -121,9 +124,10 @@ def analyse(events: list[Event], *, has_device: bool) -> dict[str, Any]:
         inside = [ev for ev in events if ev.end > lo and ev.start < hi]
         phases = attribute(inside, lo, hi)
         host_syncs = [ev for ev in inside if not ev.device and ev.start >= lo and ev.name in _DEVICE_SYNC]
-        reads = [ev for ev in inside if not ev.device and ev.start >= lo and ev.name == SCALAR_READ]
+        reads = [ev for ev in inside if not ev.device and ev.start >= lo and ev.name == SCALAR_READ
+                 and not _in_loader(ev)]
         ops = [ev for ev in inside if ev.top_op and ev.start >= lo and ev.name.startswith("aten::")
-               and not any(p.startswith("enumerate(DataLoader)") for p in ev.parents)]
+               and not _in_loader(ev)]
         kernels = [ev for ev in inside if ev.device and ev.start >= lo and not ev.name.startswith(("Memcpy", "Memset"))]
         compute = phases["forward"] + phases["backward"] + phases["optimizer"] + phases["idle"]
         info: dict[str, Any] = {
@@ -147,6 +151,12 @@ def analyse(events: list[Event], *, has_device: bool) -> dict[str, Any]:
             })
         steps.append(info)
     return {"steps": steps, "median": _median_phases(steps)}
+
+
+def _in_loader(ev: Event) -> bool:
+    """Whether ``ev`` ran inside the DataLoader's ``__next__``: the dataset's and collate's own work on
+    CPU tensors (an ``.item()`` there reads host memory and never waits for a device)."""
+    return any(p.startswith("enumerate(DataLoader)") for p in ev.parents)
 
 
 def _sync_sources(reads: list[Event]) -> dict[str, int]:

@@ -79,6 +79,7 @@ class Session:
         self._pre_inner: tuple[tuple[Watcher, Callable], ...] = ()
         self._post_root: tuple[tuple[Watcher, Callable], ...] = ()
         self._post_inner: tuple[tuple[Watcher, Callable], ...] = ()
+        self._steps: dict[str, tuple[tuple[Watcher, Callable], ...]] = {}   # step callbacks, bound
         self._sampled_calls = 0      # module calls made on sampled steps: the sampler's budget
         self._sampled_steps = 0
         self._dynamo_guard: DynamoGuard | None = None
@@ -117,6 +118,8 @@ class Session:
                 level = 2 if self._sampled else wanted.get(w.unsampled_calls, 0)
                 if level:
                     out.append((w, getattr(w, cb), level))
+        self._steps = {cb: tuple((w, getattr(w, cb)) for w in self._subscribers.get(cb, ()))
+                       for cb in ("on_step_pre", "on_step", "on_step_end")}
         self._pre_root = tuple((w, f) for w, f, _ in pre)
         self._pre_inner = tuple((w, f) for w, f, level in pre if level == 2)
         self._post_root = tuple((w, f) for w, f, _ in post)
@@ -252,15 +255,24 @@ class Session:
             self._primary = weakref.ref(optimizer)
         if not any(r() is optimizer for r in self._optimizers):
             self._optimizers.append(weakref.ref(optimizer))
-        for w in self._subscribers["on_step_pre"]:
-            self._call(w, "on_step_pre", optimizer)
+        for w, callback in self._steps["on_step_pre"]:
+            try:
+                callback(optimizer)
+            except Exception as exc:  # a watcher bug must never break the user's training
+                self._failed(w, "on_step_pre", exc)
 
     def _step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
-        for w in self._subscribers["on_step"]:
-            self._call(w, "on_step", optimizer)
+        for w, callback in self._steps["on_step"]:
+            try:
+                callback(optimizer)
+            except Exception as exc:
+                self._failed(w, "on_step", exc)
         if self._primary is not None and self._primary() is optimizer:
-            for w in self._subscribers["on_step_end"]:
-                self._call(w, "on_step_end", self.step)
+            for w, callback in self._steps["on_step_end"]:
+                try:
+                    callback(self.step)
+                except Exception as exc:
+                    self._failed(w, "on_step_end", exc)
             now = time.perf_counter()
             self.step_times.append(now - self._step_started)
             self._step_started = now

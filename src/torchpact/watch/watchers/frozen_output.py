@@ -60,6 +60,7 @@ class FrozenOutput(Watcher):
     """TP459: the output layer is frozen at its random initialisation."""
 
     name = "frozen_output"
+    unsampled_calls = "none"
     checks = (FROZEN_OUTPUT,)
 
     def __init__(self) -> None:

@@ -1,10 +1,13 @@
 """Progress: per-step time, loss and memory as plain data for reports, and a live progress line.
 
-It reports no finding. The loss is what ``nn.*Loss`` modules return (functional losses are not
-seen by module hooks); it is kept as detached 0-d tensors on sampled steps and read once at the
-end, so no host-device sync is added during training. Memory is the CUDA allocator's
+It reports no finding. The loss of a sampled step is, first found: what an ``nn.*Loss`` module
+returns; the ``loss`` of a model's output (Hugging Face models given labels, as the HF Trainer
+calls them); else, after ``optimizer.step()``, a 0-d tensor held under a name containing "loss" by
+the frame that stepped or one of its callers (``loss = F.cross_entropy(...)`` in a plain loop), or
+Lightning's closure result. It is kept as detached 0-d tensors and read once at the end, so no
+host-device sync is added during training. Memory is the CUDA allocator's
 ``memory_allocated`` / ``memory_reserved`` when CUDA is in use (no sync), else the process's
-resident set size from /proc/self/statm.
+resident set size from /proc/self/statm, both on sampled steps.
 """
 
 from __future__ import annotations
@@ -48,12 +51,33 @@ class Progress(Watcher):
         session = self.session
         if not session.sampled or self._loss_step == session.step:
             return
-        if type(module).__name__.endswith("Loss") and getattr(output, "ndim", None) == 0:
-            self._loss_step = session.step
-            self._loss_steps.append(session.step)
-            self._loss_values.append(output.detach())
+        if type(module).__name__.endswith("Loss"):
+            self._record(output)
+        elif session.depth == 0:
+            self._record(output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None))
+
+    def on_step(self, optimizer: Any) -> None:
+        if self.session.sampled and self._loss_step != self.session.step:
+            self._record(_loss_in_frames(sys._getframe(1)))
+
+    def _record(self, value: Any) -> None:
+        if getattr(value, "ndim", None) == 0 and value.is_floating_point():
+            self._loss_step = self.session.step
+            self._loss_steps.append(self.session.step)
+            self._loss_values.append(value.detach())
 
     def on_step_end(self, step: int) -> None:
+        if self.session.sampled:  # a /proc read on every step is a visible share of a tiny step
+            self._read_memory(step)
+        session = self.session
+        now = time.perf_counter()
+        if session.live and now - self._last_line >= LINE_EVERY_S and _is_tty(session.stream):
+            self._last_line = now
+            self._line_shown = True
+            print(f"\rtorchpact: step {step + 1}, {len(session.findings)} finding(s) so far",
+                  end="", file=session.stream, flush=True)
+
+    def _read_memory(self, step: int) -> None:
         import torch
 
         if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -64,13 +88,6 @@ class Progress(Watcher):
             rss = _rss_bytes()
             if rss is not None:
                 self.memory.append((step, rss))
-        session = self.session
-        now = time.perf_counter()
-        if session.live and now - self._last_line >= LINE_EVERY_S and _is_tty(session.stream):
-            self._last_line = now
-            self._line_shown = True
-            print(f"\rtorchpact: step {step + 1}, {len(session.findings)} finding(s) so far",
-                  end="", file=session.stream, flush=True)
 
     def on_close(self) -> None:
         if self._line_shown:
@@ -90,6 +107,24 @@ class Progress(Watcher):
         if self.reserved:
             out["memory_reserved"] = self.reserved
         return out
+
+
+def _loss_in_frames(frame: Any, depth: int = 40) -> Any:
+    """A 0-d floating tensor named like a loss in ``frame`` or its callers, or Lightning's closure result."""
+    import torch
+
+    while frame is not None and depth > 0:
+        for name, value in list(frame.f_locals.items()):
+            if isinstance(value, torch.Tensor):
+                if "loss" in name.lower() and value.ndim == 0 and value.is_floating_point():
+                    return value
+            elif type(value).__name__ == "Closure":  # lightning's automatic optimization: its last result
+                result = getattr(value, "_result", None)
+                loss = getattr(result, "loss", None)
+                if isinstance(loss, torch.Tensor) and loss.ndim == 0:
+                    return loss
+        frame, depth = frame.f_back, depth - 1
+    return None
 
 
 def _is_tty(stream: Any) -> bool:
