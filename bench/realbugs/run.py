@@ -40,7 +40,7 @@ CASES = (
     Case("transformers_17877", "init re-run over trained weights", ("TP456",)),
     Case("transformers_33844", "attention dropout on in eval mode", ("TP458",)),
     Case("stackoverflow_67180955", "same RNG state in every DataLoader worker", ("TP550",)),
-    Case("pytorch_104336", "DDP parameters moved after wrapping", ("TP601",), nproc=2),
+    Case("pytorch_104336", "DDP model converted after wrapping: hooks lost", ("TP657",), nproc=2),
     Case("x_jxmnop_ddp_out_of_sync", "model only sometimes wrapped in DDP", ("TP602", "TP652"), nproc=2),
     Case("deepspeed_1801", "rank-local clipping desynchronises replicas", ("TP652",), nproc=2),
 )
