@@ -6,16 +6,23 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup chromium demo test docs bench clean
 
-setup: $(STAMP) chromium
+setup: $(STAMP)
 
-# The HTML report tests render pages in headless Chromium (Debian's `chromium`). Installed only when
-# missing, as root with apt; anything else leaves a note, never a failed setup: those tests then skip
-# and say why.
+# Optional, never part of setup: the HTML report tests render pages in headless Chromium and skip
+# without it. This target says what it installs before installing it, and installs nothing unless
+# run as root with apt-get.
 chromium:
-	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
-	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
-	    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium; } >/dev/null 2>&1; } || \
-	  echo "note: Chromium is not installed (as root: apt-get install chromium); the HTML report tests will skip"
+	@if command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1; then \
+	  echo "Chromium is already installed ($$(command -v chromium || command -v chromium-browser))."; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  echo "Installing Debian's 'chromium' package and its dependencies (apt-get update; apt-get install -y chromium),"; \
+	  echo "used only by the HTML report tests to render pages headless."; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	else \
+	  echo "make chromium installs Debian's 'chromium' package as root with apt-get; install Chromium yourself"; \
+	  echo "(for example: sudo apt-get install chromium). Without it the HTML report tests skip and say why."; \
+	  exit 1; \
+	fi
 
 $(STAMP): pyproject.toml requirements-dev.txt constraints.txt
 	$(PYTHON) -m venv $(VENV)

@@ -60,25 +60,26 @@ def test_json_report_matches_golden(leaky, capsys):
     _check_golden("leaky_train.json", doc)
 
 
-def test_sarif_report_matches_golden(leaky, capsys):
+def test_sarif_report_matches_golden(leaky, capsys, monkeypatch):
+    monkeypatch.chdir(leaky.parent)
     code, out, _ = run_cli(["lint", leaky, "--format", "sarif"], capsys)
     assert code == 1
     doc = json.loads(out)
     assert doc["version"] == "2.1.0"
     run = doc["runs"][0]
     rule_ids = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    assert rule_ids == ["TP101"]  # only the rules of this run's results
     result = run["results"][0]
     assert result["ruleId"] == "TP101" and rule_ids[result["ruleIndex"]] == "TP101"
     region = result["locations"][0]["physicalLocation"]["region"]
     assert region == {"startLine": 14, "startColumn": 5, "endLine": 14, "endColumn": 18}
+    assert run["originalUriBaseIds"]["%SRCROOT%"]["uri"] == leaky.parent.as_uri() + "/"
+    run["originalUriBaseIds"]["%SRCROOT%"]["uri"] = "file:///<cwd>/"
     run["tool"]["driver"]["version"] = "<version>"
-    run["tool"]["driver"]["rules"] = [r for r in run["tool"]["driver"]["rules"] if r["id"] == "TP101"]
-    assert "Why is this bad?" in run["tool"]["driver"]["rules"][0]["help"]["markdown"]
-    for r in run["tool"]["driver"]["rules"]:  # the rule page has its own test
-        r.pop("help"), r.pop("fullDescription")
-    for r in run["results"]:
-        r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] = "train.py"
-        r["ruleIndex"] = 0
+    rule = run["tool"]["driver"]["rules"][0]
+    assert "Why is this bad?" in rule["help"]["markdown"]
+    assert rule["fullDescription"]["text"].startswith("Flags ")
+    rule.pop("help"), rule.pop("fullDescription")  # the rule page has its own test
     _check_golden("leaky_train.sarif", doc)
 
 
@@ -174,3 +175,145 @@ def test_console_script_and_module_entry(leaky):
     out = subprocess.run([sys.executable, "-m", "torchpact", "lint", str(leaky), "--format", "json"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and json.loads(out.stdout)["findings"][0]["code"] == "TP101"
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def _codes(out: str) -> list[tuple[str, str, str]]:
+    """(path relative to the run, code, severity) of each finding of a JSON report."""
+    return sorted((Path(f["path"]).as_posix(), f["code"], f["severity"]) for f in json.loads(out)["findings"])
+
+
+def test_each_file_uses_its_closest_config(tmp_path, capsys, monkeypatch):
+    leak = LEAKY.read_text()
+    (tmp_path / ".git").mkdir()
+    _tree(tmp_path, {
+        "pyproject.toml": '[tool.torchpact]\nseverity = {TP101 = "info"}\n',
+        "a/pyproject.toml": '[tool.torchpact]\nexclude = ["gen/"]\nper-file-ignores = {"sub/*" = ["memory"]}\n',
+        "a/train.py": leak, "a/gen/train.py": leak, "a/sub/train.py": leak,
+        "b/train.py": leak,
+        # a pyproject.toml without [tool.torchpact] does not stop the search, as in ruff
+        "c/pyproject.toml": '[project]\nname = "c"\n', "c/train.py": leak,
+    })
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(["lint", ".", "--format", "json", "--fail-on", "info"], capsys)
+    assert code == 1
+    assert _codes(out) == [("a/train.py", "TP101", "error"), ("b/train.py", "TP101", "info"),
+                           ("c/train.py", "TP101", "info")]
+    # --config names one configuration for every file; its exclude is relative to its folder
+    code, out, _ = run_cli(["lint", ".", "--format", "json", "--config", "a/pyproject.toml"], capsys)
+    assert _codes(out) == [("a/train.py", "TP101", "error"), ("b/train.py", "TP101", "error"),
+                           ("c/train.py", "TP101", "error")]
+    # the command line goes on top of each file's settings
+    code, out, _ = run_cli(["lint", ".", "--format", "json", "--ignore", "TP1"], capsys)
+    assert code == 0 and _codes(out) == []
+
+
+LOAD = "import torch\nstate = torch.load('checkpoint.pt')\n"
+
+
+@pytest.mark.parametrize("declaration", [
+    {"pyproject.toml": '[project]\nname = "p"\ndependencies = ["numpy", "torch>={v}"]\n'},
+    {"setup.py": 'from setuptools import setup\nsetup(name="p", install_requires=["torch>={v}"])\n'},
+    {"setup.py": 'import setuptools\nREQ = ["numpy", "torch >= {v}"]\nsetuptools.setup(install_requires=REQ)\n'},
+    {"setup.cfg": "[metadata]\nname = p\n[options]\ninstall_requires =\n    numpy\n    torch>={v}\n"},
+    {"requirements.txt": "# pinned\nnumpy\ntorch>={v}  # cpu\n"},
+    # [project] without torch: the requirements file beside it still counts
+    {"pyproject.toml": '[project]\nname = "p"\ndependencies = ["numpy"]\n', "requirements-gpu.txt": "torch=={v}.0\n"},
+    # a declaration lint cannot read (computed, broken) states nothing; the next one counts
+    {"setup.py": "from setuptools import setup\nsetup(install_requires=read_reqs(),\n",
+     "setup.cfg": "[options\n", "requirements.txt": "torch>={v}\n"},
+])
+def test_tp952_reads_the_torch_floor_wherever_it_is_declared(tmp_path, capsys, monkeypatch, declaration):
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    for version, expected in (("2.1", ["TP952"]), ("2.6", [])):
+        _tree(tmp_path, {name: text.replace("{v}", version) for name, text in declaration.items()})
+        _tree(tmp_path, {"pkg/load.py": LOAD})
+        _, out, _ = run_cli(["lint", ".", "--format", "json", "--select", "TP952"], capsys)
+        assert [code for _, code, _ in _codes(out) if code != "TP001"] == expected, (version, out)
+
+
+@pytest.mark.parametrize("args, pyproject, expected", [
+    (["--select", "TP1011"], None, "unknown selector 'TP1011' in --select (did you mean 'TP101'?)"),
+    (["--ignore", "memroy"], None, "unknown selector 'memroy' in --ignore (did you mean 'memory'?)"),
+    (["--select", "AL"], None, "(did you mean 'ALL'?)"),
+    ([], "selct = ['ALL']", "unknown key tool.torchpact.selct (did you mean 'select'?)"),
+    ([], "ignore = ['TP9999']", "tool.torchpact.ignore"),
+    ([], "per-file-ignores = {'tests/*' = ['securty']}", "(did you mean 'security'?)"),
+    ([], "severity = {TP10 = 'info'}", "unknown code 'TP10'"),
+    ([], "per-file-ignores = {'a.py' = 3}", "per-file-ignores values must be lists of codes"),
+    ([], "[tool.torchpact.select]", "tool.torchpact.select must be a list of strings"),
+])
+def test_unknown_keys_and_selectors_are_usage_errors(tmp_path, capsys, args, pyproject, expected):
+    target = tmp_path / "train.py"
+    shutil.copy(LEAKY, target)
+    if pyproject:
+        (tmp_path / "pyproject.toml").write_text(f"[tool.torchpact]\n{pyproject}\n")
+    code, out, err = run_cli(["lint", target, *args], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1 and expected in err, err
+
+
+def test_named_paths_are_linted_even_when_excluded(tmp_path, capsys, monkeypatch):
+    leak = LEAKY.read_text()
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, timeout=60)
+    _tree(tmp_path, {"pyproject.toml": '[tool.torchpact]\nexclude = ["vendor/"]\n', ".gitignore": "build/\n",
+                     "vendor/lib/train.py": leak, "build/train.py": leak, ".venv/pyvenv.cfg": "home = /usr\n",
+                     ".venv/lib/train.py": leak, "README.md": "# no Python here\n"})
+    monkeypatch.chdir(tmp_path)
+
+    def linted(*args):
+        code, out, err = run_cli(["lint", *args, "--format", "json"], capsys)
+        return [path for path, _, _ in _codes(out)], code, err
+
+    assert linted(".") == ([], 0, "torchpact: warning: no Python files found under the given path(s)\n")
+    for named in ("vendor", "vendor/lib/train.py", "build", "build/train.py", ".venv/lib", ".venv/lib/train.py"):
+        files, code, _ = linted(named)
+        assert code == 1 and len(files) == 1, named
+        assert linted(named, "--force-exclude") == (
+            [], 0, "torchpact: warning: no Python files found under the given path(s)\n"), named
+    assert linted("README.md")[1] == 0  # a named non-Python file is read as Python, as before
+
+
+def test_runtime_codes_are_known_selectors_too(tmp_path, capsys):
+    target = tmp_path / "train.py"
+    shutil.copy(LEAKY, target)
+    (tmp_path / "pyproject.toml").write_text('[tool.torchpact]\nignore = ["TP913"]\nseverity = {TP351 = "info"}\n')
+    assert run_cli(["lint", target, "--ignore", "TP91"], capsys)[0] == 1
+
+
+def test_pre_commit_hooks_keep_the_project_exclusions():
+    # pre-commit names each file: without --force-exclude, `exclude` would not apply to them
+    text = (Path(__file__).parents[1] / ".pre-commit-hooks.yaml").read_text()
+    entries = [ln.split(":", 1)[1].strip() for ln in text.splitlines() if ln.strip().startswith("entry:")]
+    assert entries and all("--force-exclude" in entry for entry in entries)
+
+
+def test_another_projects_broken_pyproject_is_not_lints_business(tmp_path, capsys, monkeypatch):
+    (tmp_path / ".git").mkdir()
+    _tree(tmp_path, {"vendored/pyproject.toml": "[tool.black\n", "vendored/train.py": LEAKY.read_text()})
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(["lint", ".", "--format", "json"], capsys)
+    assert code == 1 and _codes(out) == [("vendored/train.py", "TP101", "error")]
+    (tmp_path / "vendored/pyproject.toml").write_text("[tool.torchpact\n")  # meant for us: an error
+    code, _, err = run_cli(["lint", "."], capsys)
+    assert code == 2 and "cannot read" in err and err.count("\n") == 1
+
+
+def test_unknown_export_paths_and_compile_modes_name_the_closest(capsys):
+    code, _, err = run_cli(["export-check", "model.py:make", "--paths", "trace,onx"], capsys)
+    assert code == 2 and "unknown path(s): onx (did you mean 'onnx'?)" in err
+    code, _, err = run_cli(["compile-check", "model.py:make", "--modes", "max-autotune-no-cudagraph"], capsys)
+    assert code == 2 and "(did you mean 'max-autotune-no-cudagraphs'?)" in err
+
+
+def test_unknown_watcher_names_the_closest(tmp_path, capsys):
+    script = tmp_path / "s.py"
+    script.write_text("raise SystemExit('the script must not run')\n")
+    code, _, err = run_cli(["run", "--watchers", "gradient_flow,gradflow", script], capsys)
+    assert code == 2 and "unknown watcher 'gradflow' (did you mean 'gradient_flow'?)" in err

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from torchpact.cli import build_parser
 
@@ -35,3 +40,102 @@ def test_example_workflow_commands_parse():
     for run in runs:
         args = build_parser().parse_args(shlex.split(run)[1:])
         assert args.command == "lint" and args.format in ("sarif", "github")
+
+
+# ------------------------------------------------------------------------------ installing torchpact
+def _project() -> dict:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+
+
+def _install_targets(text: str) -> list[str]:
+    return [shlex.split(line.split("pip install", 1)[1])[-1] for line in text.splitlines()
+            if "pip install" in line and "torchpact" in line and not line.lstrip().startswith("#")]
+
+
+def _check_installable(target: str) -> None:
+    """A pip target for torchpact that exists: a git URL or a wheel built from this project, valid extras."""
+    from packaging.requirements import Requirement
+
+    project = _project()
+    if target.endswith("]") and ".whl[" in target:
+        wheel, extras = target[:-1].split("[", 1)
+        assert Path(wheel).name == f"torchpact-{project['version']}-py3-none-any.whl", target
+        extras_set = set(extras.split(","))
+    else:
+        req = Requirement(target)
+        assert req.name == "torchpact" and req.url and req.url.startswith("git+https://"), target
+        assert req.url.split("@")[0] == "git+" + _repo_url(), target
+        extras_set = set(req.extras)
+    assert extras_set <= set(project["optional-dependencies"]), target
+
+
+def _repo_url() -> str:
+    from torchpact.report.links import PROJECT_URL
+
+    return PROJECT_URL
+
+
+def test_example_workflow_installs_what_exists():
+    targets = _install_targets((ROOT / "docs" / "ci" / "github-actions.yml").read_text())
+    assert targets, "the workflow installs nothing"
+    for target in targets:
+        _check_installable(target)
+
+
+def test_readme_says_how_to_install_into_a_project():
+    readme = (ROOT / "README.md").read_text()
+    targets = _install_targets(readme)
+    assert any("[torch]" in t and t.endswith("]") for t in targets)  # the wheel, with the torch extra
+    assert any(t.startswith("torchpact[torch] @ git+") for t in targets)
+    for target in targets:
+        _check_installable(target)
+
+
+def test_readme_pre_commit_snippet_names_the_repo_rev_and_real_hooks():
+    readme = (ROOT / "README.md").read_text()
+    block = next(b for b in readme.split("```yaml")[1:] if "repos:" in b).split("```")[0]
+    assert _yaml_values_text(block, "repo") == [_repo_url()]
+    assert len(_yaml_values_text(block, "rev")) == 1 and _yaml_values_text(block, "rev")[0]
+    hooks = set(_yaml_values(ROOT / ".pre-commit-hooks.yaml", "id"))
+    ids = [v.split("#")[0].strip() for v in _yaml_values_text(block, "id")]
+    assert ids and set(ids) <= hooks
+
+
+def _yaml_values_text(text: str, key: str) -> list[str]:
+    return [line.strip().lstrip("- ").split(":", 1)[1].split(" #")[0].strip() for line in text.splitlines()
+            if line.strip().lstrip("- ").startswith(f"{key}:")]
+
+
+def test_the_project_lints_itself_clean():
+    done = subprocess.run([sys.executable, "-m", "torchpact", "lint"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "No findings." in done.stdout
+
+
+# ------------------------------------------------------------------------------------------- Chromium
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_make_setup_installs_no_system_package():
+    done = subprocess.run(["make", "-n", "-B", "setup"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "apt-get" not in done.stdout and "chromium" not in done.stdout
+
+
+def test_make_chromium_says_what_it_installs_before_installing():
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = makefile.split("\nchromium:\n", 1)[1].split("\n\n", 1)[0]
+    assert recipe.index('echo "Installing') < recipe.index("apt-get install")
+    assert 'id -u)" = 0' in recipe  # as root only; otherwise it says how and installs nothing
+    assert "make chromium" in (ROOT / "README.md").read_text()
+
+
+def test_html_tests_skip_with_a_reason_without_chromium(tmp_path, monkeypatch):
+    from tests.report import chromium
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(pytest.skip.Exception, match="make chromium"):
+        chromium.require()

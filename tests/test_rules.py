@@ -16,7 +16,9 @@ RULES = all_rules()
 CATEGORY_PREFIX = {
     Category.MEMORY: "TP1", Category.AUTOGRAD: "TP2", Category.NUMERICS: "TP3", Category.TRAINING: "TP4",
     Category.DATA: "TP5", Category.DISTRIBUTED: "TP6", Category.EXPORT: "TP7", Category.COMPILE: "TP8",
-    Category.PERFORMANCE: "TP90", Category.SECURITY: "TP95",
+    # performance takes TP900-TP949, security TP950-TP999
+    Category.PERFORMANCE: ("TP90", "TP91", "TP92", "TP93", "TP94"),
+    Category.SECURITY: ("TP95", "TP96", "TP97", "TP98", "TP99"),
 }
 
 
@@ -39,6 +41,7 @@ def test_invalid_example_is_reported(rule, example):
     mine = [f for f in findings if f.code == rule.code]
     assert len(mine) == example.count, findings
     assert all(f.line and f.column for f in mine)
+    assert {f.severity for f in mine} == {example.severity or rule.severity}, "severity policy: see CONTRIBUTING.md"
     if example.fixed is not None:
         assert fixed == textwrap.dedent(example.fixed)
         again, _ = lint_code(fixed, select=[rule.code])

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from torchpact.config import Config, ConfigError, find_pyproject, load_config, parse_version
+from torchpact.config import Codes, ConfigError, Overrides, Settings, check_selectors, closest, parse_version
 from torchpact.findings import Finding, Severity
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
@@ -49,9 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
     lint.add_argument("--ignore", metavar="CODES", help="comma-separated codes, prefixes or categories to skip")
     lint.add_argument("--fix", action="store_true", help="apply safe fixes in place")
     lint.add_argument("--diff", action="store_true", help="print the safe fixes as a diff; change nothing")
-    lint.add_argument("--config", metavar="PYPROJECT", help="pyproject.toml to read [tool.torchpact] from")
+    lint.add_argument("--config", metavar="PYPROJECT",
+                      help="pyproject.toml to read [tool.torchpact] from, for every file "
+                           "(default: each file's closest pyproject.toml with a [tool.torchpact] table)")
+    lint.add_argument("--force-exclude", action="store_true",
+                      help="skip excluded paths (and virtualenvs, ignored folders) even when named on the command line")
     lint.add_argument("--min-torch", metavar="X.Y", help="oldest torch the code must support")
     lint.add_argument("--jobs", "-j", type=int, default=None, help="parallel processes (default: all cores)")
+    lint.add_argument("--no-cache", action="store_true",
+                      help="lint every file again instead of reusing .torchpact_cache/ for unchanged ones")
     _add_output_options(lint, "warning")
 
     run = sub.add_parser(
@@ -163,23 +169,31 @@ def _split(value: str | None) -> list[str]:
     return [v.strip() for v in value.split(",") if v.strip()] if value else []
 
 
-def lint_config(args: argparse.Namespace) -> Config:
-    if args.config:
-        if not os.path.isfile(args.config):
-            raise UsageError(f"config file not found: {args.config}")
-        config = load_config(Path(args.config))
-    else:
-        first = args.paths[0] if args.paths else "."
-        config = load_config(find_pyproject(Path(first)) if os.path.exists(first) else None)
-    if args.select:
-        config.select = _split(args.select)
-    if args.ignore:
-        config.ignore = config.ignore + _split(args.ignore)
+def _runtime_codes() -> list[str]:
+    from torchpact.docs import runtime_checks
+
+    return list(runtime_checks())
+
+
+def lint_settings(args: argparse.Namespace) -> Settings:
+    """Each file's configuration, with the command line's options on top; a selector that selects
+    nothing is a usage error, as in ruff (a typo must not turn checks off)."""
+    from torchpact.lint import rule_codes
+
+    # a [tool.torchpact] shared with `run` may name runtime checks' codes: known too, loaded only if needed
+    codes = Codes(rule_codes(), _runtime_codes)
+    select, ignore = _split(args.select), _split(args.ignore)
+    check_selectors(select, codes, "--select")
+    check_selectors(ignore, codes, "--ignore")
+    min_torch = None
     if args.min_torch:
-        config.min_torch = parse_version(args.min_torch)
-        if config.min_torch is None:
+        min_torch = parse_version(args.min_torch)
+        if min_torch is None:
             raise UsageError(f"--min-torch must look like 2.4, not {args.min_torch!r}")
-    return config
+    if args.config and not os.path.isfile(args.config):
+        raise UsageError(f"config file not found: {args.config}")
+    return Settings(config_file=Path(args.config) if args.config else None,
+                    overrides=Overrides(select=select or None, ignore=ignore, min_torch=min_torch), codes=codes)
 
 
 def installed_torch_version() -> str | None:
@@ -209,6 +223,23 @@ def exit_code(findings: list[Finding], fail_on: str) -> int:
     return EXIT_FINDINGS if any(f.severity >= threshold for f in findings) else EXIT_OK
 
 
+def fix_diff(path: str, before: str, after: str) -> list[str]:
+    """A unified diff of a fix; for a notebook, one per changed cell (``a/nb.ipynb:cell 3``)."""
+    if not path.endswith(".ipynb"):
+        return list(difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                         fromfile=f"a/{path}", tofile=f"b/{path}"))
+    from torchpact.lint.source import cell_sources
+
+    old, new = cell_sources(before), cell_sources(after)
+    out: list[str] = []
+    for number, text in old.items():
+        lines = [ln if ln.endswith("\n") else ln + "\n" for ln in text.splitlines(keepends=True)]
+        fixed = [ln if ln.endswith("\n") else ln + "\n" for ln in new.get(number, text).splitlines(keepends=True)]
+        out += difflib.unified_diff(lines, fixed, fromfile=f"a/{path}:cell {number}",
+                                    tofile=f"b/{path}:cell {number}")
+    return out
+
+
 def cmd_lint(args: argparse.Namespace) -> int:
     from torchpact.lint import lint_paths
     from torchpact.report import render
@@ -217,17 +248,18 @@ def cmd_lint(args: argparse.Namespace) -> int:
     for p in args.paths:
         if not os.path.lexists(p):
             raise UsageError(f"no such file or folder: {p}")
-    config = lint_config(args)
-    result = lint_paths(args.paths or ["."], config, fix=args.fix or args.diff, jobs=args.jobs,
-                        write=not args.diff)
+    result = lint_paths(args.paths or ["."], settings=lint_settings(args), fix=args.fix or args.diff,
+                        jobs=args.jobs, write=not args.diff, force_exclude=args.force_exclude,
+                        cache=not args.no_cache)
+    if not result.files:
+        # as ruff: say so, and exit 0 (a hook run on a change with no Python file must not fail)
+        print("torchpact: warning: no Python files found under the given path(s)", file=sys.stderr)
     if args.diff:
         changed = 0
         for r in result.files:
             if r.fixed is not None and r.original is not None:
                 changed += 1
-                sys.stdout.writelines(difflib.unified_diff(
-                    r.original.splitlines(keepends=True), r.fixed.splitlines(keepends=True),
-                    fromfile=f"a/{r.path}", tofile=f"b/{r.path}"))
+                sys.stdout.writelines(fix_diff(r.path, r.original, r.fixed))
         print(f"{changed} file{'s' * (changed != 1)} would be fixed", file=sys.stderr)
         return EXIT_FINDINGS if changed else EXIT_OK
     findings = result.findings
@@ -260,7 +292,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.sample_first < 0 or args.sample_every < 1:
         raise UsageError("--sample-first must be >= 0 and --sample-every >= 1")
     sampler = Sampler(args.sample_first, args.sample_every)
+    for path in (args.output, args.html):  # before the script runs: not after hours of training
+        check_writable(path)
     watchers: list[Any] | None = _split(args.watchers) or None
+    if watchers:
+        from torchpact.watch import watcher_classes
+
+        known = [c.name for c in watcher_classes()]
+        for name in watchers:
+            if name not in known:
+                raise UsageError(f"unknown watcher {name!r}{closest(name, known)}; known: {', '.join(known)}")
     if args.profile:
         if args.profile_steps < 1 or args.profile_warmup < 0:
             raise UsageError("--profile-steps must be >= 1 and --profile-warmup >= 0")
@@ -298,31 +339,70 @@ def cmd_run(args: argparse.Namespace) -> int:
         from torchpact.docs import rule_table
 
         meta["rules"] = rule_table(include_runtime=True)
+    from torchpact.launch.footer import run_footer
+
+    footer = run_footer(outcome)
     if args.format == "text":
-        meta["footer"] = [f"{outcome.script}: {outcome.steps} optimizer steps in {outcome.seconds:.2f}s, "
-                          f"exit code {outcome.exit_code}"]
-        trace = (outcome.data.get("profile") or {}).get("trace")
-        if trace:
-            meta["footer"].append(f"profile trace: {trace} (Perfetto: ui.perfetto.dev; TensorBoard: "
-                                  f"tensorboard --logdir {os.path.dirname(trace) or '.'})")
+        meta["footer"] = footer
         if not args.output:
             sys.stdout.write("\n== torchpact report\n")
-    write_html(args.html, outcome.findings, meta)
-    emit(render(args.format, outcome.findings, meta), args.output)
-    if outcome.exit_code != 0:
-        return outcome.exit_code
-    return exit_code(outcome.findings, args.fail_on)
+    code = outcome.exit_code or exit_code(outcome.findings, args.fail_on)  # a failed script keeps its code
+    meta["summary"].update(torchpact_exit_code=code, fail_on=args.fail_on)
+    # The run is over: a report that cannot be written where asked goes to a temporary file instead,
+    # and the script's exit code stands (a usage error now would throw the run away).
+    if args.html:
+        write_report(args.html, render("html", outcome.findings, meta), what="HTML report")
+    if args.output:
+        if not write_report(args.output, render(args.format, outcome.findings, meta)):
+            sys.stdout.write(render("text", outcome.findings, {**meta, "footer": footer, "color": False}))
+    else:
+        emit(render(args.format, outcome.findings, meta), None)
+    return code
+
+
+def check_writable(path: str | None) -> None:
+    """A usage error, now, when ``path`` cannot receive a report: a folder, or a folder that is missing or read-only."""
+    if not path:
+        return
+    if os.path.isdir(path):
+        raise UsageError(f"cannot write {path}: it is a folder; give a file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise UsageError(f"cannot write {path}: no folder {folder}")
+    target = path if os.path.exists(path) else folder
+    if not os.access(target, os.W_OK):
+        raise UsageError(f"cannot write {path}: permission denied")
+
+
+def write_report(path: str, text: str, what: str = "report") -> bool:
+    """Write ``text`` to ``path``; when that fails, to a temporary file whose path is printed. False then."""
+    import tempfile
+
+    try:
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as exc:
+        suffix = os.path.splitext(path)[1] or ".txt"
+        fd, fallback = tempfile.mkstemp(prefix="torchpact-report-", suffix=suffix)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        print(f"torchpact: cannot write {path} ({exc.strerror or exc}); the {what} is in {fallback}",
+              file=sys.stderr)
+        return False
+    if what != "report":
+        print(f"torchpact: {what} written to {path}", file=sys.stderr)
+    return True
 
 
 def write_html(path: str | None, findings: list[Finding], meta: dict[str, Any]) -> None:
     """``--html FILE``: the self-contained page, beside whatever --format writes."""
     if not path:
         return
-    from torchpact.report.html import render_html
+    from torchpact.report import render
 
     try:
         with open(path, "w", encoding="utf-8") as fh:
-            fh.write(render_html(findings, meta))
+            fh.write(render("html", findings, meta))
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
     print(f"torchpact: HTML report written to {path}", file=sys.stderr)
@@ -349,7 +429,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.format == "sarif":
         from torchpact.docs import rule_table
 
-        meta["rules"] = rule_table(include_runtime=False)
+        meta["rules"] = rule_table(include_runtime=True)  # a saved report may hold runtime codes
     if args.html:
         from torchpact.report.html import page
 
@@ -424,7 +504,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         from torchpact.audit.compile import CPU_MODES, CUDA_MODES, compile_check as check
         unknown = set(chosen) - set(CPU_MODES + CUDA_MODES)
     if unknown:
-        raise UsageError(f"unknown {'path' if export else 'mode'}(s): {', '.join(sorted(unknown))}")
+        name = sorted(unknown)[0]
+        hint = closest(name, PATHS if export else CPU_MODES + CUDA_MODES)
+        raise UsageError(f"unknown {'path' if export else 'mode'}(s): {', '.join(sorted(unknown))}{hint}")
     try:
         target = load_target(args.target)
     except TargetError as exc:
@@ -447,9 +529,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
         meta["rules"] = rule_table(include_runtime=True)
     if args.format == "text":
         meta["footer"] = (footer.export_footer if export else footer.compile_footer)(summary, args.target)
+    code = exit_code(result.findings, args.fail_on)
+    meta["summary"].update(torchpact_exit_code=code, fail_on=args.fail_on)
     write_html(args.html, result.findings, meta)
     emit(render(args.format, result.findings, meta), args.output)
-    return exit_code(result.findings, args.fail_on)
+    return code
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

@@ -7,21 +7,29 @@ Keys (all optional)::
     ignore = ["TP905"]
     per-file-ignores = {"tests/*" = ["TP402"]}
     severity = {TP905 = "warning"}  # severity overrides
-    exclude = ["build/*"]            # extra paths lint skips (gitignore syntax)
-    min-torch = "2.4"               # oldest torch the code must run on; default: read from
-                                     # [project] dependencies, else the installed-torch default
+    exclude = ["build/*"]            # extra paths lint skips (gitignore syntax, relative to this file)
+    min-torch = "2.4"               # oldest torch the code must run on; default: what the closest
+                                     # project declares (see torchpact.project), else torch 2.13
+
+Each linted file uses the closest ``pyproject.toml`` that has a ``[tool.torchpact]`` table (as ruff
+does), so a monorepo or a folder of projects gets each project's settings; ``--config`` names one for
+all files. Unknown keys and selectors are errors, with the closest valid name.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import fnmatch
+import os
 import re
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Collection, Iterable, Iterator
 
-from torchpact.findings import Finding, Severity
+from torchpact.findings import Category, Finding, Severity
+from torchpact.project import declared_torch, nearest_torch_floor, parse_version, torch_requirement
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,7 +53,8 @@ class Config:
     per_file_ignores: dict[str, list[str]] = field(default_factory=dict)
     severity: dict[str, Severity] = field(default_factory=dict)
     exclude: list[str] = field(default_factory=list)
-    min_torch: tuple[int, int] | None = None
+    min_torch: tuple[int, int] | None = None  # stated in [tool.torchpact] or on the command line
+    declared_torch: tuple[int, int] | None = None  # what the project's dependencies declare
     root: Path | None = None
 
     def is_enabled(self, code: str, category: str, path: str | None = None) -> bool:
@@ -69,7 +78,7 @@ class Config:
 
     @property
     def effective_min_torch(self) -> tuple[int, int]:
-        return self.min_torch or SUPPORTED_TORCH
+        return self.min_torch or self.declared_torch or SUPPORTED_TORCH
 
 
 def _matches(selector: str, code: str, category: str) -> bool:
@@ -91,51 +100,107 @@ def _path_matches(pattern: str, path: str, root: Path | None) -> bool:
     return any(fnmatch.fnmatch(c, pattern) for c in candidates)
 
 
-def parse_version(text: str) -> tuple[int, int] | None:
-    """``"2.4"`` / ``"2.4.1"`` / ``">=2.4,<3"`` -> (2, 4); None when no version is there."""
-    m = re.search(r"(\d+)\.(\d+)", text)
-    return (int(m.group(1)), int(m.group(2))) if m else None
-
-
 def torch_floor_from_dependencies(deps: Iterable[Any]) -> tuple[int, int] | None:
     """The oldest torch a list of PEP 508 requirements admits (``"torch>=2.4"`` -> (2, 4)), if stated."""
-    for dep in deps:
-        if not isinstance(dep, str):
+    return torch_requirement(deps)[1]
+
+
+class Codes(Collection[str]):
+    """Known codes: ``first`` (lint's) at once, ``more()`` (the runtime checks', slower to import) only
+    when a lookup does not find a code among the first."""
+
+    def __init__(self, first: Iterable[str], more: Callable[[], Iterable[str]] | None = None):
+        self._first = frozenset(first)
+        self._more = more
+        self._rest: frozenset[str] | None = None
+
+    def rest(self) -> frozenset[str]:
+        if self._rest is None:
+            self._rest = frozenset(self._more()) - self._first if self._more else frozenset()
+        return self._rest
+
+    def __iter__(self) -> Iterator[str]:
+        yield from sorted(self._first)
+        yield from sorted(self.rest())
+
+    def __contains__(self, code: object) -> bool:
+        return code in self._first or code in self.rest()
+
+    def __len__(self) -> int:
+        return len(self._first) + len(self.rest())
+
+
+KEYS = ("select", "ignore", "per-file-ignores", "severity", "exclude", "min-torch")
+
+
+def closest(name: str, valid: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the valid name closest to a typo, or nothing."""
+    matches = difflib.get_close_matches(name, list(valid), n=10, cutoff=0.5)
+    if not matches:
+        return ""
+    # among equally close names, the one with most characters in place
+    best = max(matches, key=lambda m: (round(difflib.SequenceMatcher(None, name, m).ratio(), 3),
+                                       sum(a == b for a, b in zip(name, m))))
+    return f" (did you mean {best!r}?)"
+
+
+def check_selectors(selectors: Iterable[str], codes: Collection[str], where: str) -> None:
+    """Raise ConfigError for a selector that selects nothing: not ALL, a category, a code or a prefix."""
+    categories = [c.value for c in Category]
+    for sel in selectors:
+        s = sel.strip()
+        if s.upper() == "ALL" or s.lower() in categories or any(c.startswith(s.upper()) for c in codes):
             continue
-        m = re.match(r"\s*torch\s*(\[[^\]]*\])?\s*(.*)$", dep)
-        if not m or (m.group(2) and m.group(2)[0].isalnum()):
-            continue  # "torchvision" and the like
-        spec = m.group(2).split(";")[0]
-        floor = re.search(r"(>=|==|~=|>)\s*(\d+\.\d+)", spec)
-        if floor:
-            return parse_version(floor.group(2))
-        return None
-    return None
+        raise ConfigError(f"unknown selector {sel!r} in {where}{closest(s.upper(), [*codes, 'ALL']) or closest(s.lower(), categories)}")
 
 
 def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml at or above ``start``."""
+    """The nearest pyproject.toml at or above ``start`` (a file or a folder) with a ``[tool.torchpact]``
+    table."""
     start = start.resolve()
-    for folder in [start, *start.parents] if start.is_dir() else [start.parent, *start.parent.parents]:
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file():
+    folder = start if start.is_dir() else start.parent
+    for candidate in (f / "pyproject.toml" for f in [folder, *folder.parents]):
+        if candidate.is_file() and _has_section(candidate):
             return candidate
     return None
 
 
-def load_config(pyproject: Path | None) -> Config:
-    """Read ``[tool.torchpact]`` (and the torch floor of ``[project] dependencies``)."""
+def _has_section(pyproject: Path) -> bool:
+    try:
+        raw = pyproject.read_bytes()
+    except OSError:
+        return False
+    try:
+        tool = tomllib.loads(raw.decode("utf-8")).get("tool", {})
+    except ValueError:
+        tool = None
+    if isinstance(tool, dict):
+        return "torchpact" in tool
+    # broken: an error when meant for torchpact (load_config says what is wrong), else another
+    # project's file, none of lint's business
+    return b"torchpact" in raw
+
+
+def load_config(pyproject: Path | None, codes: Collection[str] | None = None) -> Config:
+    """Read ``[tool.torchpact]`` (and the torch floor the project declares beside it). With ``codes``
+    (the rules' codes), selectors that select nothing are errors too."""
     cfg = Config()
     if pyproject is None:
         return cfg
-    cfg.root = pyproject.parent
+    cfg.root = pyproject.parent.resolve()
     try:
         data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"cannot read {pyproject}: {exc}") from None
-    section = data.get("tool", {}).get("torchpact", {})
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise ConfigError(f"{pyproject}: [tool] must be a table")
+    section = tool.get("torchpact", {})
     if not isinstance(section, dict):
         raise ConfigError(f"{pyproject}: [tool.torchpact] must be a table")
+    for key in section:
+        if key not in KEYS:
+            raise ConfigError(f"{pyproject}: unknown key tool.torchpact.{key}{closest(key, KEYS)}")
 
     def str_list(key: str) -> list[str]:
         value = section.get(key, [])
@@ -152,7 +217,9 @@ def load_config(pyproject: Path | None) -> Config:
     pfi = section.get("per-file-ignores", {})
     if not isinstance(pfi, dict):
         raise ConfigError(f"{pyproject}: tool.torchpact.per-file-ignores must be a table")
-    cfg.per_file_ignores = {k: [v] if isinstance(v, str) else list(v) for k, v in pfi.items()}
+    cfg.per_file_ignores = {k: [v] if isinstance(v, str) else v for k, v in pfi.items()}
+    if not all(isinstance(v, list) and all(isinstance(c, str) for c in v) for v in cfg.per_file_ignores.values()):
+        raise ConfigError(f"{pyproject}: tool.torchpact.per-file-ignores values must be lists of codes")
     sev = section.get("severity", {})
     if not isinstance(sev, dict):
         raise ConfigError(f"{pyproject}: tool.torchpact.severity must be a table")
@@ -163,14 +230,96 @@ def load_config(pyproject: Path | None) -> Config:
             raise ConfigError(
                 f"{pyproject}: severity for {code} must be error, warning or info, not {level!r}"
             ) from None
+    if codes is not None:
+        where = f"{pyproject} tool.torchpact"
+        check_selectors(cfg.select, codes, f"{where}.select")
+        check_selectors(cfg.ignore, codes, f"{where}.ignore")
+        for pattern, listed in cfg.per_file_ignores.items():
+            check_selectors(listed, codes, f"{where}.per-file-ignores[{pattern!r}]")
+        for code in cfg.severity:
+            if code not in codes:
+                raise ConfigError(f"unknown code {code!r} in {where}.severity{closest(code, codes)}")
     if "min-torch" in section:
         cfg.min_torch = parse_version(str(section["min-torch"]))
         if cfg.min_torch is None:
             raise ConfigError(f"{pyproject}: tool.torchpact.min-torch must look like \"2.4\"")
-    else:
-        project = data.get("project", {})
-        cfg.min_torch = torch_floor_from_dependencies(project.get("dependencies", []) or [])
+    cfg.declared_torch = nearest_torch_floor(cfg.root, stop=cfg.root)
     return cfg
+
+
+@dataclass
+class Overrides:
+    """The command line's settings, put on top of every file's configuration."""
+
+    select: list[str] | None = None
+    ignore: list[str] = field(default_factory=list)
+    min_torch: tuple[int, int] | None = None
+
+    def apply(self, cfg: Config) -> Config:
+        return dataclasses.replace(
+            cfg, select=self.select if self.select else cfg.select, ignore=cfg.ignore + self.ignore,
+            min_torch=self.min_torch or cfg.min_torch)
+
+
+class Settings:
+    """The configuration of each linted file: the closest ``pyproject.toml`` with ``[tool.torchpact]``
+    (or the one ``--config`` names), the command line on top, and the torch floor the file's own
+    project declares when the configuration states none."""
+
+    def __init__(self, config_file: Path | None = None, overrides: Overrides | None = None,
+                 codes: Collection[str] | None = None):
+        self.overrides = overrides or Overrides()
+        self.codes = codes
+        self._fixed = load_config(config_file, codes) if config_file is not None else None
+        self._by_file: dict[Path, Config] = {}
+        self._by_folder: dict[str, Config] = {}
+        self._found: dict[Path, Path | None] = {}
+        self._floors: dict[Path, tuple[int, int] | None] = {}
+
+    def for_folder(self, folder: str) -> Config:
+        """The configuration of the files directly in ``folder``."""
+        cached = self._by_folder.get(folder)
+        if cached is not None:
+            return cached
+        where = Path(folder).resolve()
+        if self._fixed is not None:
+            cfg = self._fixed
+        else:
+            found = self._pyproject(where)
+            cfg = self._by_file.get(found) if found else None
+            if cfg is None:
+                cfg = load_config(found, self.codes)
+                if found:
+                    self._by_file[found] = cfg
+        cfg = self.overrides.apply(cfg)
+        if cfg.min_torch is None:
+            cfg = dataclasses.replace(cfg, declared_torch=self._floor(where) or cfg.declared_torch)
+        self._by_folder[folder] = cfg
+        return cfg
+
+    def _pyproject(self, folder: Path) -> Path | None:
+        """find_pyproject, remembered per folder: a tree's folders share their ancestors."""
+        if folder not in self._found:
+            candidate = folder / "pyproject.toml"
+            if candidate.is_file() and _has_section(candidate):
+                self._found[folder] = candidate
+            else:
+                self._found[folder] = None if folder.parent == folder else self._pyproject(folder.parent)
+        return self._found[folder]
+
+    def _floor(self, folder: Path) -> tuple[int, int] | None:
+        """nearest_torch_floor, remembered per folder."""
+        if folder not in self._floors:
+            found, floor = declared_torch(folder)
+            if found or folder.parent == folder or (folder / ".git").exists():
+                self._floors[folder] = floor
+            else:
+                self._floors[folder] = self._floor(folder.parent)
+        return self._floors[folder]
+
+    def for_path(self, path: str) -> Config:
+        """The configuration of one file (or of a folder, as its parent folder's files)."""
+        return self.for_folder(os.path.dirname(os.path.abspath(path)))
 
 
 _NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)

@@ -41,15 +41,23 @@ def _found_by(check: Any) -> str:
     return "torchpact run"
 
 
+def _severity(check: Any) -> str:
+    """The check's severity, and when a finding of it carries another one."""
+    note = getattr(check, "severity_note", "")
+    return f"`{check.severity.value}`" + (f"; {note}" if note else "")
+
+
 def _runtime_section(check: Any) -> str:
-    return (f"## At runtime (`{_found_by(check)}`)\n\nSeverity: `{check.severity.value}`. {check.summary}\n\n"
+    return (f"## At runtime (`{_found_by(check)}`)\n\nSeverity: {_severity(check)}. {check.summary}\n\n"
             + re.sub(r"^## ", "### ", check.doc.strip(), flags=re.M) + "\n")
 
 
 def check_markdown(check: Any) -> str:
-    return (f"# {check.code} — runtime check\n\n{check.summary}\n\n"
-            f"Category: `{check.category.value}` · Severity: `{check.severity.value}` · Found by: `{_found_by(check)}`\n\n"
-            + check.doc.strip() + "\n")
+    text = (f"# {check.code} — runtime check\n\n{check.summary}\n\n"
+            f"Category: `{check.category.value}` · Severity: `{check.severity.value}` · Found by: `{_found_by(check)}`\n\n")
+    if getattr(check, "severity_note", ""):
+        text += f"Severity: {_severity(check)}.\n\n"
+    return text + check.doc.strip() + "\n"
 
 
 def page(code: str) -> str | None:
@@ -58,23 +66,40 @@ def page(code: str) -> str | None:
     rule = next((r for r in all_rules() if r.code == code), None)
     check = runtime_checks().get(code)
     if rule is not None:
-        text = lint_docs.rule_markdown(rule)
-        return text + "\n" + _runtime_section(check) if check is not None else text
+        if check is None:
+            return lint_docs.rule_markdown(rule)
+        text = lint_docs.rule_markdown(rule, runtime=(_found_by(check), check.severity.value))
+        return text + "\n" + _runtime_section(check)
     if check is not None:
         return check_markdown(check)
     return lint_docs.special_codes().get(code)
 
 
+def _what_it_does(markdown: str) -> str:
+    """The "What it does" section of a page as one paragraph, for SARIF's fullDescription."""
+    match = re.search(r"^## What it does\n(.*?)(?=^## |\Z)", markdown, flags=re.M | re.S)
+    return " ".join(match.group(1).split()) if match else ""
+
+
 def rule_table(include_runtime: bool) -> list[dict[str, Any]]:
-    """Rule metadata for SARIF's rule table."""
-    table = {r.code: {"code": r.code, "name": r.name(), "summary": r.summary(), "category": r.category.value,
-                      "severity": r.severity.value, "help": lint_docs.rule_markdown(r)} for r in all_rules()}
+    """Rule metadata for SARIF's rule table: summary, description, page, default severity."""
+    table: dict[str, dict[str, Any]] = {}
+    for r in all_rules():
+        help_md = page(r.code) if include_runtime else lint_docs.rule_markdown(r)
+        table[r.code] = {"code": r.code, "name": r.name(), "summary": r.summary(), "category": r.category.value,
+                         "severity": r.severity.value, "help": help_md, "description": _what_it_does(help_md)}
+    for code, text in lint_docs.special_codes().items():
+        table[code] = {"code": code, "name": code.lower(), "summary": text.splitlines()[0].split("— ", 1)[1],
+                       "category": "input", "severity": "error", "help": text, "description": _what_it_does(text)}
     if include_runtime:
         for code, check in runtime_checks().items():
-            if code not in table:
+            if code in table:  # run / export-check report the check's severity
+                table[code]["severity"] = check.severity.value
+            else:
+                help_md = check_markdown(check)
                 table[code] = {"code": code, "name": code.lower(), "summary": check.summary,
                                "category": check.category.value, "severity": check.severity.value,
-                               "help": check_markdown(check)}
+                               "help": help_md, "description": _what_it_does(help_md)}
     return [table[c] for c in sorted(table)]
 
 
@@ -91,9 +116,13 @@ def generated_files() -> dict[str, str]:
         rule, check = rules.get(code), checks.get(code)
         if rule is not None:
             by = "lint, run" if check is not None else "lint"
-            rows.append(f"| [{code}]({code}.md) | {rule.category.value} | {rule.severity.value} | {by} | {rule.summary()} |")
+            severity = rule.severity.value
+            if check is not None and (check.severity != rule.severity or check.severity_note):
+                severity += f" (run: {check.severity.value}{', varies' if check.severity_note else ''})"
+            rows.append(f"| [{code}]({code}.md) | {rule.category.value} | {severity} | {by} | {rule.summary()} |")
         elif check is not None:
-            rows.append(f"| [{code}]({code}.md) | {check.category.value} | {check.severity.value} | run | {check.summary} |")
+            severity = check.severity.value + (" (varies)" if check.severity_note else "")
+            rows.append(f"| [{code}]({code}.md) | {check.category.value} | {severity} | run | {check.summary} |")
         else:
             title = lint_docs.special_codes()[code].splitlines()[0].split("— ", 1)[1]
             rows.append(f"| [{code}]({code}.md) | input | error | lint, run | {title} |")

@@ -7,6 +7,7 @@ reporter share these types.
 from __future__ import annotations
 
 import enum
+import os
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -66,8 +67,8 @@ class Category(str, enum.Enum):
 class Finding:
     """One problem, located as precisely as its source allows.
 
-    ``line``/``column`` are 1-based (as editors and SARIF count). ``cell`` is the 1-based code cell of
-    a Jupyter notebook, where ``line`` then counts inside that cell. ``rank``/``step`` are set by the
+    ``line``/``column`` are 1-based (as editors and SARIF count). ``cell`` is the 1-based cell of a
+    Jupyter notebook, counting every cell, markdown too, as ruff does; ``line`` then counts inside that cell. ``rank``/``step`` are set by the
     runtime watchers.
     """
 
@@ -139,6 +140,28 @@ def input_finding(path: str | None, message: str, line: int | None = None,
         column=column,
         fix=fix,
     )
+
+
+def relative_path(path: str | None, cwd: str | None = None) -> str | None:
+    """``path`` relative to ``cwd`` (default: the working directory) when it lies under it, else unchanged.
+
+    Lint reports the paths it was given; ``run`` and the audits see absolute paths in frames and
+    code objects. Reporting both the same way lets ``--format github`` annotations and SARIF URIs
+    map onto the repository.
+    """
+    if not path or path.startswith("<") or not os.path.isabs(path):
+        return path
+    try:
+        rel = os.path.relpath(path, cwd or os.getcwd())
+    except ValueError:  # another drive on Windows
+        return path
+    return path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
+
+
+def with_relative_paths(findings: list[Finding], cwd: str | None = None) -> list[Finding]:
+    """The findings with :func:`relative_path` applied to each path (the reporters' one entry point)."""
+    return [f if relative_path(f.path, cwd) == f.path else replace(f, path=relative_path(f.path, cwd))
+            for f in findings]
 
 
 def summarize(findings: list[Finding]) -> dict[str, Any]:

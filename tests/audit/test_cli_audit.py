@@ -47,9 +47,13 @@ def test_export_check_sarif_knows_the_runtime_codes(capsys):
                         "--format", "sarif"], capsys)
     assert code == 1
     doc = json.loads(out)
-    rules = {r["id"] for r in doc["runs"][0]["tool"]["driver"]["rules"]}
-    assert {"TP701", "TP751", "TP752", "TP851"} <= rules
+    rules = {r["id"]: r for r in doc["runs"][0]["tool"]["driver"]["rules"]}
+    assert set(rules) == {r["ruleId"] for r in doc["runs"][0]["results"]}  # only the codes found
     assert doc["runs"][0]["results"][0]["ruleId"] == "TP701"
+    from torchpact.audit.export import TRACE_BRANCH
+
+    assert rules["TP701"]["shortDescription"]["text"] != doc["runs"][0]["results"][0]["message"]["text"]
+    assert "## At runtime" in rules["TP701"]["help"]["markdown"] and TRACE_BRANCH.summary in rules["TP701"]["help"]["markdown"]
 
 
 def test_compile_check_json_report(capsys):

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from functools import cache
 
-from tests.audit.util import TARGETS, marker_line
+from tests.audit.util import HERE, TARGETS, marker_line
+from torchpact.audit import _common as C
 from torchpact.audit.compile import CPU_MODES, compile_check
 from torchpact.audit.target import load_target
 from torchpact.findings import Severity
@@ -64,3 +65,72 @@ def test_cuda_graph_modes_are_skipped_on_cpu():
                       budget_s=0.05)
     for mode in r.summary()["modes"].values():
         assert mode["status"] == "skipped" and "uses CUDA graphs; the model is on cpu" in mode["reason"]
+
+
+@cache
+def lstm_report():
+    return compile_check(load_target(f"{HERE / 'arch_targets.py'}:lstm"), modes=CPU_MODES, threads=1, budget_s=0.1)
+
+
+def test_lstm_compiles_nothing_and_nothing_is_recommended():
+    r = lstm_report()
+    f = [f for f in r.findings if f.code == "TP855"]
+    assert len(f) == 1 and f[0].severity is Severity.WARNING
+    assert "torch._dynamo.config.allow_rnn is False" in f[0].message and "LSTM" in f[0].message
+    assert "allow_rnn = True" in f[0].fix
+    summary = r.summary()
+    assert summary["graphs"] == 0
+    assert all(m["status"] == "skipped" and "captured no graph" in m["reason"] for m in summary["modes"].values())
+    assert list(summary["recommendation"].values()) == [
+        "no recommendation: torch.compile captured no graph, so every mode runs the model eagerly (see TP855)"]
+    assert set(summary["eager_latency_ms"]) >= {"example"}
+
+
+def test_what_dynamo_does_with_an_lstm_on_torch_2_13():
+    import torch
+
+    from tests.audit.arch_targets import lstm
+
+    model, (x,) = lstm()
+    assert torch._dynamo.config.allow_rnn is False
+    torch._dynamo.reset()
+    assert torch._dynamo.explain(model)(x).graph_count == 0
+    with torch._dynamo.config.patch(allow_rnn=True):
+        torch._dynamo.reset()
+        assert torch._dynamo.explain(model)(x).graph_count == 1
+    torch._dynamo.reset()
+
+
+def test_stability_is_judged_on_the_tail_and_on_the_spread_of_repeats():
+    steady = [[1.0, 1.02, 0.98, 1.01] * 5 for _ in range(3)]
+    assert C.instability(steady) is None
+    tail = [[1.0] * 20 + [9.0] for _ in range(3)]  # one call in 21 nine times slower: p99 >> p50
+    assert "p99 is" in C.instability(tail)
+    drift = [[1.0] * 20, [1.0] * 20, [1.6] * 20]  # a repeat under load
+    assert C.instability(drift) == "the p50s of 3 repeats spread 60%"
+    stats = C.latency_stats(drift)
+    assert stats["p50"] == 1.0 and stats["calls"] == 60 and stats["repeats"] == 3 and "unstable" in stats
+
+
+def _mode(mode, p50, unstable=None):
+    from torchpact.audit.compile import ModeResult
+
+    lat = {"p50": p50, "p99": p50 * 1.2}
+    if unstable:
+        lat["unstable"] = unstable
+    return ModeResult(mode, "ok", cold_compile_s=3.0, latency_ms={"example": lat})
+
+
+def test_unstable_timings_rank_no_mode():
+    from torchpact.audit.compile import recommend
+    from torchpact.audit.variants import Dims, Variant
+
+    timing = {"example": Variant("example", "example", (), {})}
+    eager = {"example": {"p50": 32.5, "p99": 40.0, "unstable": "the p50s of 3 repeats spread 80%"}}
+    rec = recommend({"default": _mode("default", 0.346)}, eager, timing, "cpu", Dims())
+    assert "no recommendation, the timings are unstable" in rec["throughput"]
+    assert "eager: the p50s of 3 repeats spread 80%" in rec["throughput"] and "mode='default'" not in rec["throughput"]
+    # the same numbers, stable: a mode is recommended
+    eager["example"].pop("unstable")
+    rec = recommend({"default": _mode("default", 0.346)}, eager, timing, "cpu", Dims())
+    assert "mode='default'" in rec["throughput"]

@@ -83,8 +83,7 @@ def runs(tmp_path_factory) -> dict[str, Launch]:
             try:
                 stdout, stderr = proc.communicate(timeout=max(1.0, start + DEADLINE_S - time.monotonic()))
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                stdout, stderr = proc.communicate()
+                stdout, stderr = _kill(proc)
                 pytest.fail(f"{name} did not finish in {DEADLINE_S} s:\n{stderr[-3000:]}")
             report_path = plans[name][2]
             report = json.loads(report_path.read_text()) if report_path and report_path.exists() else None
@@ -92,9 +91,42 @@ def runs(tmp_path_factory) -> dict[str, Launch]:
     finally:
         for proc in procs.values():
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
+                _kill(proc)
     out["tmp"] = tmp  # type: ignore[assignment]
     return out
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _kill(proc: subprocess.Popen) -> tuple[str, str]:
+    """SIGKILL the launcher's session and the session of every process under it: torch.distributed.run
+    starts each rank in a session of its own, which killing the launcher's alone would leave running
+    (plain torchrun's ranks; torchpact's die with their launcher). Then a bounded wait for the pipes."""
+    for pid in [proc.pid, *_descendants(proc.pid)]:
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    try:
+        return proc.communicate(timeout=60)
+    except subprocess.TimeoutExpired:  # something still holds the pipes: give up on the output, never hang
+        return "", "(no output: a process still held the launcher's pipes)"
 
 
 # ---------------------------------------------------------------------------------------- clean

@@ -21,8 +21,8 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--no-first-run", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
          "--enable-logging=stderr", "--v=0"]
 _CONSOLE = re.compile(r":CONSOLE(?:\(\d+\)|:\d+)\] (.*)$")
-MISSING = ("Chromium is not installed (Debian package `chromium`; `make setup` installs it when run as root "
-           "with apt available), so the HTML page was not rendered in a browser")
+MISSING = ("Chromium is not installed (`make chromium` installs Debian's `chromium` package, as root with "
+           "apt-get), so the HTML page was not rendered in a browser")
 
 
 def binary() -> str | None:

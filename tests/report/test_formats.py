@@ -41,20 +41,65 @@ def test_run_sarif_is_valid(validator, tmp_path):
     assert hit["properties"]["step"] >= 1
 
 
-def test_export_check_sarif_is_valid(validator, tmp_path):
+def test_export_check_sarif_is_valid(validator, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
     out = tmp_path / "export.sarif"
     target = f"{ROOT / 'examples' / 'export_target.py'}:make"
     assert main(["export-check", "--paths", "trace", "--format", "sarif", "--output", str(out), target]) == 1
     doc = json.loads(out.read_text())
     _valid(validator, doc)
     assert {"TP751", "TP702"} <= {r["ruleId"] for r in doc["runs"][0]["results"]}
+    uris = {loc["physicalLocation"]["artifactLocation"]["uri"] for r in doc["runs"][0]["results"]
+            for loc in r.get("locations", [])}
+    assert "examples/export_target.py" in uris and not any(u.startswith("file:") for u in uris)
 
 
-def test_run_github_annotations(tmp_path, capsys):
+def test_run_github_annotations(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)  # annotations must name the file relative to the checkout, as lint does
     out = tmp_path / "run.txt"
     assert main(["run", "-q", "--format", "github", "--output", str(out), str(LEAKY)]) == 1
     lines = out.read_text().splitlines()
     hit = next(line for line in lines if "TP101" in line)
-    assert re.match(rf"::error file={re.escape(str(LEAKY))},line=14,title=torchpact TP101 \(memory\)::", hit), hit
+    assert re.match(r"::error file=tests/fixtures/leaky_train\.py,line=14,title=torchpact TP101 \(memory\)::", hit), hit
     assert "Fix: " in hit and "\n" not in hit
     assert all(line.startswith(("::error ", "::warning ", "::notice ")) for line in lines)
+
+
+def test_every_command_reports_paths_relative_to_the_working_directory(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    paths = {}
+    for command, args in (("lint", [str(LEAKY)]), ("run", [str(LEAKY)])):
+        out = tmp_path / f"{command}.json"
+        main([command, "--format", "json", "--output", str(out), *args])
+        paths[command] = {f["path"] for f in json.loads(out.read_text())["findings"] if f["code"] == "TP101"}
+    assert paths["lint"] == paths["run"] == {"tests/fixtures/leaky_train.py"}
+    live = [line for line in capsys.readouterr().err.splitlines() if line.startswith("torchpact: TP101")]
+    assert live and " tests/fixtures/leaky_train.py:14: " in live[0]  # the live line too
+
+
+def test_relative_path_only_under_the_working_directory(tmp_path):
+    from torchpact.findings import relative_path
+
+    cwd = str(tmp_path / "repo")
+    assert relative_path(f"{cwd}/src/train.py", cwd) == "src/train.py"
+    assert relative_path(f"{tmp_path}/other/train.py", cwd) == f"{tmp_path}/other/train.py"
+    assert relative_path(cwd + "-sibling/x.py", cwd) == cwd + "-sibling/x.py"
+    assert relative_path("src/train.py", cwd) == "src/train.py"
+    assert relative_path("<stdin>", cwd) == "<stdin>" and relative_path(None, cwd) is None
+
+
+def test_github_annotation_of_a_notebook_names_the_raw_line_and_the_cell(tmp_path, capsys, monkeypatch):
+    nb = {"cells": [{"cell_type": "markdown", "source": ["x -= 1\n"], "metadata": {}},
+                    {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                     "source": ["import torch\n", "x = torch.zeros(2, requires_grad=True)\n", "x -= 1\n"]}],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    raw = json.dumps(nb, indent=1)
+    (tmp_path / "nb.ipynb").write_text(raw)
+    monkeypatch.chdir(tmp_path)
+    main(["lint", "nb.ipynb", "--select", "TP202", "--format", "github"])
+    [line] = capsys.readouterr().out.splitlines()
+    raw_line = int(re.search(r",line=(\d+),", line).group(1))
+    assert line.startswith("::error file=nb.ipynb,line=") and ",col=" not in line
+    assert raw.splitlines()[raw_line - 1].strip() == '"x -= 1\\n"'
+    assert raw_line == raw[:raw.rindex('"x -= 1\\n"')].count("\n") + 1  # the code cell's, not the markdown's
+    assert "::[cell 1, line 3] " in line

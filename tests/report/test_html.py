@@ -13,6 +13,9 @@ import pytest
 
 from tests.report import chromium
 from torchpact.cli import main
+from torchpact.findings import Category, Finding, Severity
+from torchpact.report import render
+from torchpact.report.links import rule_url, rules_base
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE_MODULE = "<img src=x onerror=alert(1)>"
@@ -99,7 +102,9 @@ def test_page_escapes_everything_from_the_user(hostile_run):
 def test_page_is_self_contained(hostile_run):
     _, page, _ = hostile_run
     text = page.read_text()
-    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:|//)""", text)
+    assert not re.search(r"""src\s*=\s*["']?(?:https?:|//)""", text)
+    links = re.findall(r"""href\s*=\s*["']?((?:https?:|//)[^"' >]*)""", text)
+    assert links and all(link.startswith(rules_base()) for link in links)  # navigation to rule pages only
     assert "url(" not in text and "@import" not in text
     assert "Content-Security-Policy" in text and "default-src 'none'" in text
 
@@ -113,6 +118,36 @@ def test_page_has_the_run_sections(hostile_run):
     assert "Top operators" in text and "<svg" in text
     profile = doc["summary"]["data"]["profile"]
     assert profile["status"] == "ok" and len(profile["steps"]) == 3 and Path(profile["trace"]).is_file()
+
+
+def test_each_finding_links_to_its_rule_page(hostile_run):
+    _, page, doc = hostile_run
+    hrefs = [a.get("href") for t, a in _tags(page.read_text()) if t == "a" and a.get("class") == "code"]
+    assert sorted(hrefs) == sorted(rule_url(f["code"]) for f in doc["findings"])
+    for href in hrefs:  # the page the link names exists in the repository
+        assert (ROOT / "docs" / "rules" / href.rsplit("/", 1)[1]).is_file()
+
+
+def test_rule_link_base_is_configurable(monkeypatch):
+    monkeypatch.setenv("TORCHPACT_RULES_URL", "https://docs.example.com/torchpact/rules")
+    finding = Finding("TP101", Category.MEMORY, Severity.ERROR, "leak")
+    text = render("html", [finding], {"command": "run t.py", "summary": {}})
+    assert 'href="https://docs.example.com/torchpact/rules/TP101.md"' in text
+
+
+def test_page_says_torchpacts_exit_code_beside_the_scripts(hostile_run, tmp_path):
+    _, page, doc = hostile_run
+    text = page.read_text()
+    code = doc["summary"]["torchpact_exit_code"]
+    assert "<dt>script exit code</dt><dd>0</dd>" in text
+    assert f"<dt>torchpact exit code</dt><dd>{code} (" in text and doc["summary"]["fail_on"] == "error"
+    crash = tmp_path / "crash.py"
+    crash.write_text("import sys\nsys.exit(3)\n")
+    html = tmp_path / "crash.html"
+    assert main(["run", "-q", "--html", str(html), "--output", str(tmp_path / "r.txt"), str(crash)]) == 3
+    text = html.read_text()
+    assert "<dt>script exit code</dt><dd>3</dd>" in text
+    assert "<dt>torchpact exit code</dt><dd>3 (the script&#x27;s own exit code, kept)</dd>" in text
 
 
 def test_report_command_renders_the_same_page_from_json(hostile_run, tmp_path):

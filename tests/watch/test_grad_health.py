@@ -228,7 +228,7 @@ def test_series_is_plain_data_per_layer_and_stays_bounded():
 
     from torchpact.watch import Sampler
 
-    findings, watcher = run(train, sampler=Sampler(first=10**9))
+    findings, watcher = run(train, sampler=Sampler(first=10**9, calls=None))
     assert findings == [] and isinstance(watcher, GradHealth)
     assert list(watcher.series) == ["2"]
     points = watcher.series["2"]
@@ -241,3 +241,29 @@ def test_two_models_with_the_same_layer_names_get_separate_series():
     findings, watcher = run(_gan_training)
     assert findings == []
     assert {"0", "2", "0 (optimizer 2)", "2 (optimizer 2)"} <= set(watcher.series)
+
+
+def test_gradients_recovering_from_an_early_collapse_are_not_an_explosion():
+    """A correct policy-gradient run: while every action earns the same reward the advantage is 0 and only
+    a tiny entropy bonus is left (gradients 1000x smaller); then the rewards differ again and the
+    gradients return to their earlier level. Not an explosion: nothing exceeds what the layers had."""
+    def train():
+        torch.manual_seed(0)
+        policy = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 3))
+        opt = torch.optim.SGD(policy.parameters(), lr=0.05)
+        for step in range(30):
+            states = torch.randn(64, 4)
+            dist = torch.distributions.Categorical(logits=policy(states))
+            actions = dist.sample()
+            best = states[:, :3].argmax(dim=1)
+            rewards = torch.ones(64) if 5 <= step < 15 else (actions == best).float()  # a phase where all pay
+            advantage = rewards - rewards.mean()
+            loss = -(advantage * dist.log_prob(actions)).mean() - 1e-4 * dist.entropy().mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    findings, watcher = run(train)
+    assert [f.code for f in findings if f.code == "TP353"] == []
+    norms = [n for _, n in watcher.series["2"]]
+    assert max(norms[6:14]) * 100 < min(norms[16:])  # the collapse and the recovery did happen

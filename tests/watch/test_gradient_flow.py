@@ -372,3 +372,37 @@ def test_no_optimizer_no_findings():
             model(torch.randn(2, 8)).sum().backward()
 
     assert watched(run, WATCHER) == []
+
+
+def test_single_class_cross_entropy_is_named_as_the_cause_not_dead_relus():
+    def run():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))  # one logit for a binary task
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(8):
+            x, y = torch.randn(8, 8), torch.zeros(8, dtype=torch.long)
+            loss = F.cross_entropy(model(x), y)  # log_softmax over one column: always exactly 0
+            assert loss.item() == 0.0
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    (f,) = _findings(run, "TP252")
+    assert "single column" in f.message and "cross_entropy over one class is always exactly 0" in f.message
+    assert "ReLU" not in f.message and "binary_cross_entropy_with_logits" in f.fix
+    assert f.path.endswith("test_gradient_flow.py")
+
+
+def test_a_correct_binary_classifier_with_one_logit_is_silent():
+    def run():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(8):
+            x = torch.randn(8, 8)
+            loss = F.binary_cross_entropy_with_logits(model(x).squeeze(1), (x[:, 0] > 0).float())
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    assert watched(run, WATCHER) == []

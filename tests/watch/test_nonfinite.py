@@ -449,3 +449,38 @@ def test_inf_minus_inf_is_nan_in_the_sum_reduction():
     assert t.sum().item() == math.inf and torch.tensor([1.0, -math.inf]).sum().item() == -math.inf
     assert math.isnan(torch.tensor([math.inf, -math.inf]).sum().item())
     assert math.isnan(torch.tensor([1.0, math.nan, -math.inf]).sum().item())
+
+
+# ------------------------------------------------------------------------------------ inference_mode
+def _cnn_with_inference_mode_eval(poison_step: int | None):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    y = torch.randint(0, 3, (8,))
+    step = 0
+    for _epoch in range(3):
+        model.train()
+        for _ in range(3):
+            x = torch.randn(8, 1, 8, 8)
+            if step == poison_step:
+                x[0, 0, 0, 0] = float("nan")
+            loss = F.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            step += 1
+        model.eval()
+        with torch.inference_mode():  # inference tensors have no version counter
+            out = model(torch.randn(8, 1, 8, 8))
+            model(out.new_zeros(8, 1, 8, 8) + 1)
+
+
+def test_evaluation_under_inference_mode_is_watched_without_failing():
+    assert watched(lambda: _cnn_with_inference_mode_eval(None), WATCHER) == []
+
+
+def test_nan_is_still_located_in_a_run_that_evaluates_under_inference_mode():
+    findings = watched(lambda: _cnn_with_inference_mode_eval(4), WATCHER)
+    assert "TP002" not in codes(findings)
+    (f,) = only(findings, "TP351")
+    assert f.step == 4 and f.subject == "input of Sequential"  # the NaN came in with the batch

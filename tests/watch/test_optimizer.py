@@ -389,3 +389,37 @@ def test_training_is_bitwise_identical_and_no_hook_is_left_behind():
             assert torch.equal(a, b), name
         for p in observed.parameters():
             assert p._post_accumulate_grad_hooks is None
+
+
+def test_many_left_out_modules_of_one_class_are_one_finding():
+    class Net(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList(
+                nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU()) for _ in range(5))
+            self.head = nn.Linear(8, 3)
+
+        def forward(self, x):
+            for block in self.blocks:
+                x = block(x)
+            return self.head(x)
+
+    def run():
+        torch.manual_seed(0)
+        model = Net()
+        # batch-norm parameters filtered out by mistake (meant: no weight decay for them)
+        params = [p for m in model.modules() if not isinstance(m, nn.BatchNorm1d)
+                  for p in m.parameters(recurse=False)]
+        opt = torch.optim.SGD(params, lr=0.01)
+        for _ in range(5):
+            x, y = _batch()
+            opt.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            opt.step()
+
+    found = watched(run, WATCHER)
+    assert [(f.code, f.subject) for f in found] == [("TP451", "BatchNorm1d modules")]
+    message = found[0].message
+    assert message.startswith("5 `BatchNorm1d` modules (`blocks.0.1`, `blocks.1.1`, `blocks.2.1`, `blocks.3.1` and 1 more;"
+                              " 10 parameters in all) get gradients but are not in the optimizer")
+    assert len(found[0].extra["parameters"]) == 10

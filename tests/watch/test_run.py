@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,7 @@ import torch
 
 from tests.watch.util import run_source
 from torchpact.cli import main
+from torchpact.launch.single import run_script
 
 TRAIN_WITH_DROPOUT = """
 import sys
@@ -286,3 +289,128 @@ def test_steps_keep_counting_when_the_optimizer_is_rebuilt(tmp_path):
                 opt.step()
     """, watchers=["progress"])
     assert outcome.steps == 6
+
+
+# ---------------------------------------------------------------------------------- report paths
+@pytest.mark.parametrize("where", ["missing-folder", "a-folder", "html-missing-folder"])
+def test_an_unwritable_report_path_fails_before_the_script_runs(tmp_path, capsys, where):
+    script = tmp_path / "train.py"
+    script.write_text("open(__file__ + '.ran', 'w').close()\n")
+    missing = str(tmp_path / "nonexistent" / "r.json")
+    args = {"missing-folder": ["--html", str(tmp_path / "nonexistent" / "r.html"), "--output", missing],
+            "a-folder": ["--output", str(tmp_path)],
+            "html-missing-folder": ["--html", str(tmp_path / "nonexistent" / "r.html")]}[where]
+    assert main(["run", "-q", *args, str(script)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("torchpact: error: cannot write"), err
+    assert not (tmp_path / "train.py.ran").exists()  # the script never started
+
+
+def test_a_report_that_cannot_be_written_at_the_end_goes_to_a_temporary_file(tmp_path, capsys):
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(f"""
+        import shutil, sys, torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+        shutil.rmtree({str(out_dir)!r})  # the report's folder is gone by the end of the run
+        sys.exit(3)
+    """))
+    code = main(["run", "-q", "--format", "json", "--output", str(out_dir / "r.json"),
+                 "--html", str(out_dir / "r.html"), str(script)])
+    assert code == 3  # the script's exit code, not a usage error
+    captured = capsys.readouterr()
+    moved = dict(re.findall(r"cannot write (\S+) \(.*\); the (?:HTML )?report is in (\S+)", captured.err))
+    assert set(moved) == {str(out_dir / "r.json"), str(out_dir / "r.html")}, captured.err
+    try:
+        doc = json.loads(Path(moved[str(out_dir / "r.json")]).read_text())
+        assert doc["summary"]["exit_code"] == 3 and doc["summary"]["steps"] == 1
+        assert "<html" in Path(moved[str(out_dir / "r.html")]).read_text().lower()
+    finally:
+        for path in moved.values():
+            os.unlink(path)
+    assert "exit code 3" in captured.out  # the findings, as text, on the screen instead
+
+
+# ---------------------------------------------------------------------------------- SIGTERM
+def test_sigterm_gives_a_report_like_ctrl_c(tmp_path):
+    script = tmp_path / "loop.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for i in range(10**9):
+            opt.zero_grad(); model(torch.randn(2, 4)).sum().backward(); opt.step()
+            if i == 3:
+                print("ready", flush=True)
+    """))
+    report = tmp_path / "report.json"
+    proc = subprocess.Popen([sys.executable, "-m", "torchpact", "run", "--quiet", "--format", "json",
+                             "--output", str(report), str(script)], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+        proc.stdout.close()
+    doc = json.loads(report.read_text())
+    assert doc["summary"]["steps"] >= 4 and "SIGTERM" in doc["summary"]["error"]
+
+
+def test_sigterm_removes_the_hooks_and_restores_the_handler(tmp_path):
+    before, handler = _global_hook_counts(), signal.getsignal(signal.SIGTERM)
+    outcome = run_source(tmp_path, """
+        import os, signal, torch
+        model = torch.nn.Linear(4, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        model(torch.randn(2, 4)).sum().backward()
+        opt.step()
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise AssertionError("not reached")
+    """)
+    assert outcome.exit_code == 143 and outcome.steps == 1 and outcome.error == "terminated (SIGTERM)"
+    assert _global_hook_counts() == before and signal.getsignal(signal.SIGTERM) == handler
+
+
+# ---------------------------------------------------------------------------------- the user's traceback
+LOSS_ERROR = """
+import torch
+import torch.nn.functional as F
+
+
+def loss_of(logits, target):
+    return F.cross_entropy(logits, target)  # through the loss_inputs watcher's __torch_function__
+
+
+loss_of(torch.randn(4, 3), torch.tensor([0, 1, 2, 5]))
+"""
+
+
+@pytest.mark.parametrize("source", ["import torch\nx = 1\ndef f(:\n    pass\n", LOSS_ERROR],
+                         ids=["syntax-error", "error-inside-a-loss"])
+def test_the_traceback_is_the_one_python_prints(tmp_path, capsys, source):
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(source))
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    outcome = run_script(str(script), [], live=False)
+    assert outcome.exit_code == plain.returncode == 1
+    assert capsys.readouterr().err == plain.stderr  # no torchpact, runpy or mode-dispatch frames
+    [crash] = [f for f in outcome.findings if f.code == "TP003"]
+    assert crash.path == str(script) and crash.line == (3 if "def f(:" in source else 7)  # the innermost line of the script
+
+
+def test_warnings_point_at_the_user_line_not_at_torchpact(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nimport torch.nn.functional as F\n\nF.softmax(torch.randn(4, 3))\n")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        run_script(str(script), [], live=False)
+    [softmax] = [w for w in seen if "Implicit dimension" in str(w.message)]
+    assert (softmax.filename, softmax.lineno) == (str(script), 4)

@@ -16,7 +16,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from torchpact.watch.frames import is_user_file
+from torchpact.userframes import is_user_file
 
 # Outputs agree when max |artifact - eager| <= ATOL + RTOL * max |eager|, per output tensor.
 RTOL, ATOL = 1e-4, 1e-5
@@ -264,6 +264,40 @@ def time_calls(fn: Callable[[], Any], budget_s: float = 0.25, max_calls: int = 5
         fn()
         times.append((time.perf_counter() - t) * 1000)
     return times
+
+
+# A p50 is a number to act on only when the tail and the repeats agree with it: past these bounds the
+# machine's load, not the model, decides which measurement is faster.
+MAX_TAIL = 3.0  # p99 / p50
+MAX_SPREAD = 0.25  # (max - min) / median of the repeats' p50s
+
+
+def instability(repeats: list[list[float]], max_tail: float = MAX_TAIL, max_spread: float = MAX_SPREAD) -> str | None:
+    """Why timings taken in ``repeats`` (lists of ms) are too unstable to rank, or None when they are not."""
+    times = [t for r in repeats for t in r]
+    if not times:
+        return "nothing was measured"
+    p50, p99 = percentile(times, 0.5), percentile(times, 0.99)
+    reasons = []
+    if p50 > 0 and p99 / p50 > max_tail:
+        reasons.append(f"p99 is {p99 / p50:.1f}x p50")
+    medians = [median(r) for r in repeats if r]
+    if len(medians) > 1 and median(medians) > 0:
+        spread = (max(medians) - min(medians)) / median(medians)
+        if spread > max_spread:
+            reasons.append(f"the p50s of {len(medians)} repeats spread {spread:.0%}")
+    return "; ".join(reasons) or None
+
+
+def latency_stats(repeats: list[list[float]]) -> dict[str, Any]:
+    """p50 / p99 (ms) over all repeats, the number of calls, and why they are unstable when they are."""
+    times = [t for r in repeats for t in r]
+    out: dict[str, Any] = {"p50": rounded(percentile(times, 0.5), 3), "p99": rounded(percentile(times, 0.99), 3),
+                           "calls": len(times), "repeats": len(repeats)}
+    why = instability(repeats)
+    if why:
+        out["unstable"] = why
+    return out
 
 
 def percentile(values: list[float], q: float) -> float:

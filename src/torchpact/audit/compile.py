@@ -1,12 +1,16 @@
 """compile-check: what torch.compile does with the model, measured.
 
-Graph breaks with their reasons and model lines (``torch._dynamo.explain``); then, per mode, the cold
-compile, the recompilations the varied inputs trigger (with the guard that failed, from dynamo's
-compilation metrics), parity with eager on every variant, and warm latency p50/p99 on the example,
+Eager latency first, before any dynamo work (``explain`` and ``reset`` leave the process in a state
+where eager runs several times slower); then graph breaks with their reasons and model lines
+(``torch._dynamo.explain``). When dynamo captures no graph at all (an ``nn.LSTM`` with
+``allow_rnn`` off) every mode would run eagerly: that is reported and nothing is recommended.
+Otherwise inductor's one-time setup is timed apart, then per mode the cold compile, the
+recompilations the varied inputs trigger (with the guard that failed, from dynamo's compilation
+metrics), parity with eager on every variant, and warm latency p50/p99 (in repeats) on the example,
 the smallest and the largest batch. Modes: ``default`` and ``max-autotune-no-cudagraphs`` everywhere;
 ``reduce-overhead`` and ``max-autotune`` (CUDA graphs) when the model is on CUDA. The
-recommendation per scenario is derived from those measurements only. Plain data and Findings here;
-the reporters present them.
+recommendation per scenario is derived from those measurements only, and only from stable ones.
+Plain data and Findings here; the reporters present them.
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ from typing import Any, Callable
 
 from torchpact.audit import _common as C
 from torchpact.audit.target import Target
-from torchpact.audit.variants import Dims, Variant, infer_dims, make_variants
+from torchpact.audit.variants import Dims, Variant
 from torchpact.findings import Category, Finding, Severity
-from torchpact.watch.watcher import Check
+from torchpact.checks import Check
 
 CPU_MODES = ("default", "max-autotune-no-cudagraphs")
 CUDA_MODES = ("reduce-overhead", "max-autotune")
@@ -48,6 +52,7 @@ or keep the break where it is cheap (outside the hot loop).""" + _RUNTIME)
 
 RECOMPILE = Check(
     code="TP852", category=Category.COMPILE, severity=Severity.INFO,
+    severity_note="`warning` when the recompilations hit torch._dynamo's recompile_limit, so the function runs eagerly from then on",
     summary="torch.compile recompiled the model for another input; the failed guard is named.",
     doc="""## What it does
 Runs the compiled model on the varied inputs and reports each recompilation with the guard that
@@ -65,6 +70,7 @@ Mark the varying dimensions dynamic up front (`torch._dynamo.mark_dynamic(x, 0)`
 
 COMPILE_PARITY = Check(
     code="TP853", category=Category.COMPILE, severity=Severity.ERROR,
+    severity_note="`warning` when the compiled model raises on the varied inputs instead of returning values that differ from eager",
     summary="The compiled model gives other results than eager.",
     doc="""## What it does
 Compares the compiled model's outputs with eager's on every variant, per mode, with the tolerance
@@ -91,7 +97,23 @@ The mode cannot be used for this model as it is written.
 ## How to fix
 Follow the reason; `TORCH_LOGS=graph_breaks,recompiles` gives more detail.""" + _RUNTIME)
 
-CHECKS = (GRAPH_BREAK, RECOMPILE, COMPILE_PARITY, COMPILE_FAILED)
+NOTHING_COMPILED = Check(
+    code="TP855", category=Category.COMPILE, severity=Severity.WARNING,
+    summary="torch.compile captured no graph: every mode runs the model eagerly.",
+    doc="""## What it does
+Runs `torch._dynamo.explain` on the example; when it reports zero graphs, says why when it can tell
+(an `nn.LSTM` / `nn.GRU` / `nn.RNN` with `torch._dynamo.config.allow_rnn` off) and measures no mode.
+
+## Why is this bad?
+On torch 2.13 dynamo skips the frames of recurrent modules while `torch._dynamo.config.allow_rnn`
+is `False` (the default): `torch.compile(model)` then returns a wrapper that runs the model in
+eager, in any mode. A speed-up measured on it is noise, and the compile buys nothing.
+
+## How to fix
+Set `torch._dynamo.config.allow_rnn = True` before `torch.compile` to let dynamo trace the recurrent
+module (and check parity), or do not compile this model.""" + _RUNTIME)
+
+CHECKS = (GRAPH_BREAK, RECOMPILE, COMPILE_PARITY, COMPILE_FAILED, NOTHING_COMPILED)
 
 NOISE = 0.1  # p50 differences under 10% are not called a difference
 
@@ -125,7 +147,7 @@ class ModeResult:
     mode: str
     status: str = "skipped"  # ok / mismatch / failed / skipped
     reason: str = ""
-    cold_compile_s: float | None = None
+    cold_compile_s: float | None = None  # the first call, compilation included, after inductor's setup
     recompiles: list[Recompile] = field(default_factory=list)
     parity: list[dict[str, Any]] = field(default_factory=list)
     latency_ms: dict[str, dict[str, float | None]] = field(default_factory=dict)  # input -> p50/p99
@@ -152,6 +174,8 @@ class CompileReport:
     device: str
     dims: Dims
     seconds: float
+    inductor_setup_s: float | None = None
+
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -162,8 +186,11 @@ class CompileReport:
             "eager_latency_ms": self.eager_latency_ms,
             "modes": {m: r.to_dict() for m, r in self.modes.items()},
             "recommendation": self.recommendation,
+            "inductor_setup_s": C.rounded(self.inductor_setup_s, 3),
             "cold_compile_note": ("first call on the example, compilation included, with inductor's on-disk "
-                                  "caches as found: a mode compiled after another one reuses its kernels"),
+                                  "caches as found: a mode compiled after another one reuses its kernels. "
+                                  "inductor_setup_s is inductor's one-time start (on a fresh machine it builds "
+                                  "its C++ headers and cache), timed apart on a one-op function before any mode"),
             "seconds": round(self.seconds, 3),
         }
 
@@ -229,9 +256,7 @@ def _latency_inputs(variants: list[Variant], dims: Dims) -> dict[str, Variant]:
     return out
 
 
-def _p(times: list[float]) -> dict[str, float | None]:
-    return {"p50": C.rounded(C.percentile(times, 0.5), 3), "p99": C.rounded(C.percentile(times, 0.99), 3),
-            "calls": len(times)}
+REPEATS = 3
 
 
 def _sync(device: str) -> None:
@@ -241,12 +266,15 @@ def _sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _timed(fn: Callable[[], Any], device: str, budget_s: float) -> list[float]:
+def _timed(fn: Callable[[], Any], device: str, budget_s: float) -> dict[str, Any]:
+    """p50/p99 over ``REPEATS`` repeats of about ``budget_s / REPEATS`` each, after a warm-up."""
     def call() -> None:
         fn()
         _sync(device)
 
-    return C.time_calls(call, budget_s=budget_s, max_calls=200, min_calls=5, warmup=5)
+    repeats = [C.time_calls(call, budget_s=budget_s / REPEATS, max_calls=200, min_calls=10,
+                            warmup=5 if i == 0 else 1) for i in range(REPEATS)]
+    return C.latency_stats(repeats)
 
 
 def _run_mode(mode: str, model: Any, variants: list[Variant], refs: dict[str, list], timing: dict[str, Variant],
@@ -298,7 +326,7 @@ def _run_mode(mode: str, model: Any, variants: list[Variant], refs: dict[str, li
             seen = len(metrics)
         for label, v in timing.items():
             try:
-                result.latency_ms[label] = _p(_timed(lambda v=v: compiled(*v.args, **v.kwargs), device, budget_s))
+                result.latency_ms[label] = _timed(lambda v=v: compiled(*v.args, **v.kwargs), device, budget_s)
             except Exception as exc:
                 result.latency_ms[label] = {"p50": None, "p99": None, "error": C.first_line(exc, 160)}
     if any("recompile_limit" in w.message for w in log.caught):
@@ -325,9 +353,9 @@ def _device(model: Any) -> str:
 
 # Recommendation -------------------------------------------------------------------------------------
 
-def recommend(modes: dict[str, ModeResult], eager: dict[str, dict[str, float | None]], timing: dict[str, Variant],
+def recommend(modes: dict[str, ModeResult], eager: dict[str, dict[str, Any]], timing: dict[str, Variant],
               device: str, dims: Dims) -> dict[str, str]:
-    """One sentence per scenario, from the measured p50s only."""
+    """One sentence per scenario, from the measured p50s only, and only when they are stable."""
     out: dict[str, str] = {}
     usable = {m: r for m, r in modes.items() if r.status == "ok"}
     labels = list(timing)
@@ -340,6 +368,15 @@ def recommend(modes: dict[str, ModeResult], eager: dict[str, dict[str, float | N
         what = "small batches, latency-critical" if scenario == "latency" else "large batches, throughput"
         if not options or e is None:
             out[scenario] = f"{what} ({label}): no compile mode could be measured; stay in eager"
+            continue
+        shaky = {m: (usable[m].latency_ms.get(label) or {}).get("unstable") for m in options}
+        shaky["eager"] = (eager.get(label) or {}).get("unstable")
+        shaky = {m: why for m, why in shaky.items() if why}
+        if shaky:
+            measured = ", ".join(f"{m} {t:.3g} ms" for m, t in options.items())
+            out[scenario] = (f"{what} ({label}): no recommendation, the timings are unstable ("
+                             + "; ".join(f"{m}: {why}" for m, why in shaky.items())
+                             + f"); p50 eager {e:.3g} ms, {measured}. Measure again on an idle machine")
             continue
         best = min(options, key=options.get)
         if "default" in options and options["default"] <= options[best] * (1 + NOISE):
@@ -357,7 +394,7 @@ def recommend(modes: dict[str, ModeResult], eager: dict[str, dict[str, float | N
         if best in CUDAGRAPH_MODES and dims.dims:
             text += f"; {CUDAGRAPH_NOTE}: pad or bucket the {'/'.join(dims.dims)} sizes"
         out[scenario] = text
-    if not device.startswith("cuda"):
+    if usable and not device.startswith("cuda"):
         out["cuda_graphs"] = (f"not measured (model on {device}): {CUDAGRAPH_NOTE}; on CUDA, reduce-overhead "
                               "helps small latency-bound batches of a fixed shape most")
     return out
@@ -379,7 +416,7 @@ def _compile_check(target: Target, modes: tuple[str, ...] | None, budget_s: floa
                    progress: Callable[[str], None] | None) -> CompileReport:
     import torch
 
-    from torchpact.audit.export import _Eager
+    from torchpact.audit.export import eager_inputs
 
     start = time.perf_counter()
     note = progress or (lambda s: None)
@@ -387,36 +424,82 @@ def _compile_check(target: Target, modes: tuple[str, ...] | None, budget_s: floa
     device = _device(model)
     if modes is None:
         modes = CPU_MODES + (CUDA_MODES if device.startswith("cuda") else ())
-    dims = infer_dims(target.args, target.kwargs)
-    variants = make_variants(target.args, target.kwargs, dims)
     findings: list[Finding] = []
     if model.training:
         model.eval()  # export-check reports training mode (TP702); latency is measured for inference
-    note("graph breaks")
-    try:
-        graph_count, breaks, break_findings = _graph_breaks(model, variants[0])
-    except Exception as exc:
-        graph_count, breaks, break_findings = 0, [], [_finding(
-            COMPILE_FAILED, f"torch._dynamo.explain failed: {C.first_line(exc, 240)}", subject="explain")]
-    findings += break_findings
-    eager = _Eager(model, variants)
-    timing = {k: v for k, v in _latency_inputs(eager.valid, dims).items()}
-    eager_ms: dict[str, dict[str, float | None]] = {}
+    dims, _, eager = eager_inputs(model, target.args, target.kwargs)
+    timing = _latency_inputs(eager.valid, dims)
+    note("eager latency")
+    eager_ms: dict[str, dict[str, Any]] = {}
     with torch.no_grad(), C.quiet():
         for label, v in timing.items():
-            eager_ms[label] = _p(_timed(lambda v=v: model(*v.args, **v.kwargs), device, budget_s))
+            eager_ms[label] = _timed(lambda v=v: model(*v.args, **v.kwargs), device, budget_s)
+    note("graph breaks")
+    try:
+        graph_count, breaks, break_findings = _graph_breaks(model, eager.valid[0])
+    except Exception as exc:
+        graph_count, breaks, break_findings = None, [], [_finding(
+            COMPILE_FAILED, f"torch._dynamo.explain failed: {C.first_line(exc, 240)}", subject="explain")]
+    findings += break_findings
     results: dict[str, ModeResult] = {}
-    for mode in modes:
-        if mode in CUDAGRAPH_MODES and not device.startswith("cuda"):
-            results[mode] = ModeResult(mode, "skipped", f"uses CUDA graphs; the model is on {device}")
-            continue
-        note(f"mode {mode}")
-        results[mode] = _run_mode(mode, model, eager.valid, eager.refs, timing, device, budget_s)
-    findings += _mode_findings(results)
-    recommendation = recommend(results, eager_ms, timing, device, dims)
-    return CompileReport(findings=findings, modes=results, graph_count=graph_count, graph_breaks=breaks,
+    setup_s = None
+    if graph_count == 0:
+        finding = _nothing_compiled(model)
+        findings.append(finding)
+        results = {m: ModeResult(m, "skipped", "dynamo captured no graph: " + finding.message) for m in modes}
+        recommendation = {"all": "no recommendation: torch.compile captured no graph, so every mode runs "
+                                 "the model eagerly (see TP855)"}
+    else:
+        for mode in modes:
+            if mode in CUDAGRAPH_MODES and not device.startswith("cuda"):
+                results[mode] = ModeResult(mode, "skipped", f"uses CUDA graphs; the model is on {device}")
+                continue
+            if setup_s is None:
+                note("inductor setup")
+                setup_s = _inductor_setup(device)
+            note(f"mode {mode}")
+            results[mode] = _run_mode(mode, model, eager.valid, eager.refs, timing, device, budget_s)
+        findings += _mode_findings(results)
+        recommendation = recommend(results, eager_ms, timing, device, dims)
+    return CompileReport(findings=findings, modes=results, graph_count=graph_count or 0, graph_breaks=breaks,
                          eager_latency_ms=eager_ms, recommendation=recommendation, device=device, dims=dims,
-                         seconds=time.perf_counter() - start)
+                         seconds=time.perf_counter() - start, inductor_setup_s=setup_s)
+
+
+def _inductor_setup(device: str) -> float | None:
+    """Seconds of inductor's one-time start (imports, C++ headers and caches on a fresh machine),
+    paid here on a one-op function so that no mode's cold compile includes it."""
+    import torch
+
+    start = time.perf_counter()
+    try:
+        with torch.no_grad(), C.quiet(), C.WarningLog():
+            torch.compile(lambda x: x * 2 + 1)(torch.ones(4, device=device))
+            _sync(device)
+    except Exception:
+        return None  # the modes report the compiler's failure with its reason
+    finally:
+        torch._dynamo.reset()
+    return time.perf_counter() - start
+
+
+def _nothing_compiled(model: Any) -> Finding:
+    """TP855, with the recurrent modules dynamo skips while allow_rnn is off, when there are some."""
+    import torch
+
+    rnns = [n or type(model).__name__ for n, m in model.named_modules() if isinstance(m, torch.nn.RNNBase)]
+    if rnns and not torch._dynamo.config.allow_rnn:
+        kinds = sorted({type(m).__name__ for m in model.modules() if isinstance(m, torch.nn.RNNBase)})
+        message = (f"torch.compile captured no graph: dynamo skips {'/'.join(kinds)} modules "
+                   f"({', '.join(rnns[:3])}{', ...' if len(rnns) > 3 else ''}) while "
+                   "torch._dynamo.config.allow_rnn is False (torch 2.13's default), so every mode runs the "
+                   "model eagerly; no mode was measured and none is recommended")
+        fix = "set torch._dynamo.config.allow_rnn = True before torch.compile (then check parity), or do not compile"
+    else:
+        message = ("torch.compile captured no graph (dynamo skipped every frame of forward), so every mode runs "
+                   "the model eagerly; no mode was measured and none is recommended")
+        fix = "run with TORCH_LOGS=dynamo to see why dynamo skips the frames"
+    return _finding(NOTHING_COMPILED, message, subject=rnns[0] if rnns else None, fix=fix)
 
 
 def _mode_findings(results: dict[str, ModeResult]) -> list[Finding]:

@@ -32,7 +32,7 @@ from torchpact.audit.variants import (
     make_variants,
 )
 from torchpact.findings import Category, Finding, Severity
-from torchpact.watch.watcher import Check
+from torchpact.checks import Check
 
 PATHS = ("trace", "script", "export", "onnx")
 OK, MISMATCH, FAILED, SKIPPED = "ok", "mismatch", "failed", "skipped"
@@ -42,6 +42,7 @@ _RUNTIME = "\n\n(Found by `torchpact export-check`, which builds the artifact an
 
 TRACE_BRANCH = Check(
     code="TP701", category=Category.EXPORT, severity=Severity.ERROR,
+    severity_note="`warning` when trace or export raises on a data-dependent branch (it fails loudly instead of baking the branch in)",
     summary="The traced model gives other results than eager on other inputs: trace baked in a branch or number taken from tensor values.",
     doc="""## What it does
 `torchpact export-check` traces the model on the example, runs the trace on other values of the
@@ -96,6 +97,7 @@ loops over a dimension, or use `torch.export.export` with dynamic shapes.""" + _
 
 EXPORT_SPECIALISED = Check(
     code="TP752", category=Category.EXPORT, severity=Severity.WARNING,
+    severity_note="`error` when the ONNX model accepts the other sizes but returns wrong results",
     summary="torch.export silently fixed a dimension torchpact marked dynamic (Dim.AUTO) to the example's size.",
     doc="""## What it does
 Exports with the batch and sequence dimensions marked `torch.export.Dim.AUTO` and reads the exported
@@ -114,6 +116,7 @@ with the reason; if one size is intended, mark the dimension `Dim.STATIC`.""" + 
 
 OUTPUT_TYPE = Check(
     code="TP753", category=Category.EXPORT, severity=Severity.WARNING,
+    severity_note="`info` when the output is a dict, which torch.jit.trace refuses by default: torchpact traced with strict=False",
     summary="The model returns an object (cache, dict) that an export path cannot carry.",
     doc="""## What it does
 Inspects the eager output for objects that are not tensors, plain containers or types registered
@@ -161,6 +164,7 @@ Ship with `torch.export.export` (or the default `torch.onnx.export`, built on it
 
 PATH_FAILED = Check(
     code="TP756", category=Category.EXPORT, severity=Severity.WARNING,
+    severity_note="`info` when the failed path is torch.jit.trace or torch.jit.script (deprecated), `warning` for torch.export and ONNX",
     summary="An export path raised while building the artifact.",
     doc="""## What it does
 Reports the error a path raised on the example (torch.export, ONNX: warning; the deprecated
@@ -174,6 +178,7 @@ Follow the reason; torch.export failures are listed in `torch.export.draft_expor
 
 PATH_DIFFERS = Check(
     code="TP757", category=Category.EXPORT, severity=Severity.ERROR,
+    severity_note="`warning` when the path raises on the varied inputs instead of returning wrong values",
     summary="An artifact gives other results than eager (or raises) on an input eager accepts.",
     doc="""## What it does
 Reports a disagreement between an artifact and eager on a variant that no more specific finding
@@ -227,6 +232,7 @@ class PathResult:
     error: BaseException | None = None
     warnings: list[C.CaughtWarning] = field(default_factory=list)
     detail: dict[str, Any] = field(default_factory=dict)
+    explained: set[str] = field(default_factory=set)  # broken variants a finding already explains
 
     @property
     def max_abs_err(self) -> float | None:
@@ -239,11 +245,18 @@ class PathResult:
         return max(errs) if errs else None
 
     def broken(self, kind: str | None = None) -> list[VariantResult]:
-        return [v for v in self.variants if v.status in ("mismatch", "error") and (kind is None or v.kind == kind)]
+        return [v for v in self.variants if v.status in ("mismatch", "error") and (kind is None or v.kind == kind)
+                and v.name not in self.explained]
+
+    def errors(self) -> list[dict[str, str]]:
+        """What the path raised: while building the artifact, then on each variant."""
+        out = [{"at": "build", "error": C.first_line(self.error, 300)}] if self.error is not None else []
+        return out + [{"at": v.name, "error": v.problem or ""} for v in self.variants if v.status == "error"]
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"status": self.status, "reason": self.reason,
                                "max_abs_err": C.rounded(self.max_abs_err), "max_rel_err": C.rounded(self.max_rel_err),
+                               "errors": self.errors(),
                                "variants": [v.to_dict() for v in self.variants],
                                "latency_ms": self.latency_ms, "seconds": round(self.seconds, 3)}
         out.update(self.detail)
@@ -297,6 +310,22 @@ class _Eager:
             if v.kind == EXAMPLE:
                 self.foreign = foreign
             self.valid.append(v)
+
+
+def eager_inputs(model: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[Dims, list[Variant], _Eager]:
+    """The inferred dims (candidates eager rejects dropped), all variants, and eager's outputs.
+
+    A rejected variant along a dropped candidate axis (the features of an ``(N, T, F)`` input) was a
+    guess, not an input the model should take: it is not listed as invalid.
+    """
+    dims = infer_dims(args, kwargs)
+    variants = make_variants(args, kwargs, dims)
+    eager = _Eager(model, variants)
+    accepted = dims.accepted(eager.valid)
+    dropped = set(dims.dims) - set(accepted.dims)
+    by_name = {v.name: v for v in variants}
+    eager.invalid = {n: r for n, r in eager.invalid.items() if by_name[n].dim not in dropped}
+    return accepted, [v for v in variants if v.dim not in dropped], eager
 
 
 def _mode_dependent(model: Any) -> tuple[list[str], list[str]]:
@@ -372,6 +401,9 @@ class _Bound:
             def forward(self, *tensors):
                 from torch.utils import _pytree
 
+                if len(tensors) != len(index):
+                    raise ValueError(f"the artifact takes the example's input structure ({len(index)} tensors), "
+                                     f"not {len(tensors)}")
                 filled = list(leaves)
                 for i, t in zip(index, tensors):
                     filled[i] = t
@@ -543,8 +575,17 @@ def _build_onnx(model: Any, example: Variant, dims: Dims, result: PathResult) ->
     module, args, dynamic_shapes, _ = _exportable(model, example, dims)
     program = torch.onnx.export(module, args, dynamic_shapes=dynamic_shapes, verbose=False)
     program.initialize_inference_session(_ort_session)
-    # the ONNX graph takes the tensor inputs only (constants are folded in), in flattened order
-    return lambda v: program(*v.tensors())
+    inputs = len(program.model.graph.inputs)
+
+    def run(v: Variant) -> Any:
+        # the ONNX graph takes the tensor inputs only (constants are folded in), in flattened order;
+        # onnxruntime rejects inputs the graph does not declare, where ONNXProgram's zip would drop them
+        tensors = v.tensors()
+        if len(tensors) != inputs:
+            raise ValueError(f"the ONNX model declares {inputs} inputs and was fed {len(tensors)}")
+        return program(*tensors)
+
+    return run
 
 
 def _ort_session(model: Any) -> Any:
@@ -575,22 +616,31 @@ def _run_variants(result: PathResult, run: Callable[[Variant], Any], eager: _Eag
                                              cmp.max_abs_err, cmp.max_rel_err, cmp.problem))
 
 
-def _latency(run: Callable[[Variant], Any], eager: Callable[[], Any], example: Variant) -> tuple[float | None, float | None]:
-    """Median ms of the artifact and of eager on the example, timed in alternating rounds so that both
-    see the same machine load."""
+LATENCY_ROUNDS = 3
+
+
+def _latency(run: Callable[[Variant], Any], eager: Callable[[], Any], example: Variant) -> dict[str, Any]:
+    """p50 / p99 ms of the artifact and of eager on the example, timed in alternating rounds so that
+    both see the same machine load; ``unstable`` says why the two cannot be compared, when so."""
     import torch
 
-    art: list[float] = []
-    ref: list[float] = []
+    art: list[list[float]] = []
+    ref: list[list[float]] = []
     try:
         with torch.no_grad(), C.quiet():
-            for i in range(2):
+            for i in range(LATENCY_ROUNDS):
                 # the first calls after a pause wake torch's thread pool (tens of ms on a busy machine)
-                ref += C.time_calls(eager, budget_s=0.05, min_calls=3, warmup=3 if i == 0 else 0)
-                art += C.time_calls(lambda: run(example), budget_s=0.05, min_calls=3, warmup=3 if i == 0 else 0)
+                ref.append(C.time_calls(eager, budget_s=0.05, min_calls=5, warmup=3 if i == 0 else 1))
+                art.append(C.time_calls(lambda: run(example), budget_s=0.05, min_calls=5, warmup=3 if i == 0 else 1))
     except Exception:
-        return None, C.median(ref) if ref else None
-    return C.median(art), C.median(ref)
+        art = []
+    a, e = C.latency_stats(art) if art else {}, C.latency_stats(ref) if ref else {}
+    out: dict[str, Any] = {"artifact": a.get("p50"), "eager": e.get("p50"),
+                           "artifact_p99": a.get("p99"), "eager_p99": e.get("p99")}
+    why = "; ".join(f"{who}: {x['unstable']}" for who, x in (("artifact", a), ("eager", e)) if x.get("unstable"))
+    if why:
+        out["unstable"] = why
+    return out
 
 
 def _run_path(name: str, build: Callable[[PathResult], Callable[[Variant], Any]], eager: _Eager,
@@ -610,8 +660,7 @@ def _run_path(name: str, build: Callable[[PathResult], Callable[[Variant], Any]]
     result.warnings = log.caught
     with C.WarningLog():
         _run_variants(result, run, eager)
-        ms, eager_ms = _latency(run, eager_call, example)
-    result.latency_ms = {"artifact": C.rounded(ms, 3), "eager": C.rounded(eager_ms, 3)}
+        result.latency_ms = _latency(run, eager_call, example)
     broken = result.broken()
     if broken:
         result.status = MISMATCH
@@ -637,7 +686,11 @@ def _failure_reason(name: str, exc: BaseException) -> str:
         return "the output holds an object the tracer cannot carry (only tensors, lists, tuples and dicts of tensors)"
     if "Could not guard on data-dependent expression" in text:
         return "forward branches on a tensor value, which torch.export cannot decide at export time"
-    if "Failed to get source for" in text or "could not get source code" in text:
+    m = re.search(r"Failed to get source for <function ([\w.<>]+)", text)
+    if m:
+        return (f"torch.jit.script needs the source of every function the model calls, and the source of "
+                f"{m.group(1)} is not available")
+    if "could not get source code" in text:
         return "torch.jit.script needs the source of every function the model calls, and some is not available"
     cause = exc.__cause__
     if name == "onnx" and cause is not None and type(exc).__name__ == "TorchExportError":
@@ -672,9 +725,9 @@ def _tracer_kind(message: str) -> str:
 def _trace_findings(trace: PathResult, where: tuple[str | None, int | None]) -> list[Finding]:
     import torch
 
-    if trace.status != MISMATCH:
-        return []
     shape_broken, value_broken = trace.broken(SHAPE), trace.broken(VALUE)
+    if trace.status != MISMATCH or not (shape_broken or value_broken):
+        return []
     first = (value_broken or shape_broken)[0]
     evidence = (f"the trace {'raises' if first.status == 'error' else 'differs from eager'} on {first.name}"
                 + (f" (max abs err {first.max_abs_err:.3g})" if first.max_abs_err is not None and first.status != "error" else "")
@@ -797,9 +850,9 @@ def _mismatch_findings(paths: dict[str, PathResult], covered: set[str]) -> list[
     out = []
     export = paths.get("export")
     for name, p in paths.items():
-        if p.status != MISMATCH or name in covered:
-            continue
         broken = p.broken()
+        if p.status != MISMATCH or name in covered or not broken:
+            continue
         first = broken[0]
         if name == "onnx" and export is not None and export.status == OK and all(v.status == MISMATCH for v in broken):
             out.append(_finding(ONNX_NUMERICS, f"onnxruntime's result differs from eager by up to {p.max_abs_err:.3g} "
@@ -813,6 +866,32 @@ def _mismatch_findings(paths: dict[str, PathResult], covered: set[str]) -> list[
         out.append(_finding(PATH_DIFFERS, f"{label} {verb} on {', '.join(v.name for v in broken)}: {first.problem}",
                             severity=severity, subject=name))
     return out
+
+
+def _structure_findings(paths: dict[str, PathResult], variants: list[Variant]) -> list[Finding]:
+    """One finding for the artifacts that raise on another number of images (a list input's length
+    is part of the input structure trace, torch.export and ONNX are built for); those variants are
+    then explained for the other findings."""
+    counts = {v.name for v in variants if v.dim == "images"}
+    if not counts:
+        return []
+    rejected: dict[str, list[str]] = {}
+    for name, p in paths.items():
+        names = [v.name for v in p.broken() if v.name in counts and v.status == "error"]
+        if names:
+            rejected[name] = names
+            p.explained.update(names)
+    if not rejected:
+        return []
+    n = next(len(flatten_inputs(v.args, v.kwargs)[0]) for v in variants if v.kind == EXAMPLE)
+    labels = " and ".join(_LABELS[p] for p in rejected)
+    tried = sorted({x for names in rejected.values() for x in names})
+    return [_finding(PATH_DIFFERS, f"{labels} {'take' if len(rejected) > 1 else 'takes'} only the example's "
+                     f"number of images: the length of a list input is part of the input structure the artifact "
+                     f"is built for, and {', '.join(tried)} raise{'s' * (len(tried) == 1)} where eager accepts them",
+                     severity=Severity.WARNING, subject="images",
+                     fix="batch the images into one padded [N, 3, H, W] tensor with a dynamic N, or build one "
+                         f"artifact per number of images you serve (this one takes {n} input tensors)")]
 
 
 def _deprecation_findings(paths: dict[str, PathResult]) -> list[Finding]:
@@ -858,16 +937,15 @@ def _export_check(target: Target, paths: tuple[str, ...], strict_too: bool,
     start = time.perf_counter()
     note = progress or (lambda s: None)
     model = target.model
-    dims = infer_dims(target.args, target.kwargs)
-    variants = make_variants(target.args, target.kwargs, dims)
-    example = variants[0]
+    example = Variant(EXAMPLE, EXAMPLE, tuple(target.args), dict(target.kwargs))
     findings: list[Finding] = []
     path, line = _model_location(model)
     # the training-mode finding points at FUNC, which hands the model over
     mode = _training_mode(model, example, *((target.path, target.line) if target.line else (path, line)))
     if mode is not None:
         findings.append(mode)
-    eager = _Eager(model, variants)
+    dims, _, eager = eager_inputs(model, target.args, target.kwargs)
+    example = eager.valid[0]
 
     def eager_ms() -> Any:
         return model(*example.args, **example.kwargs)
@@ -897,6 +975,7 @@ def _export_check(target: Target, paths: tuple[str, ...], strict_too: bool,
                                               "seconds": round(strict.seconds, 3)}
             results[name].detail["mode"] = "non-strict"
 
+    findings += _structure_findings(results, eager.valid)
     output_findings = _output_type_findings(eager, results)
     covered = {n for n, p in results.items() if p.status == FAILED and any(
         f.code == OUTPUT_TYPE.code and f.severity != Severity.INFO for f in output_findings)

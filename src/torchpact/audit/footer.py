@@ -19,7 +19,11 @@ def export_footer(summary: dict[str, Any], target: str) -> list[str]:
         line = f"  {name:<7} {p['status']:<9}"
         if p["status"] in ("ok", "mismatch") and p.get("latency_ms"):
             lat = p["latency_ms"]
-            line += f" {_ms(lat.get('artifact'))} vs eager {_ms(lat.get('eager'))};"
+            if lat.get("unstable"):
+                line += f" latency not comparable (unstable: {lat['unstable']});"
+            else:
+                line += (f" p50 {_ms(lat.get('artifact'))} (p99 {_ms(lat.get('artifact_p99'))}) vs eager "
+                         f"{_ms(lat.get('eager'))} (p99 {_ms(lat.get('eager_p99'))});")
         line += f" {p['reason']}"
         if name == "export" and p.get("strict"):
             line += f" [strict: {p['strict']['status']}]"
@@ -28,16 +32,24 @@ def export_footer(summary: dict[str, Any], target: str) -> list[str]:
     return lines
 
 
+def _p50_p99(v: dict[str, Any]) -> str:
+    text = f"p50 {_ms(v.get('p50'))} p99 {_ms(v.get('p99'))}"
+    return text + (f" (unstable: {v['unstable']})" if v.get("unstable") else "")
+
+
 def compile_footer(summary: dict[str, Any], target: str) -> list[str]:
     lines = [f"compile-check {target} on {summary['device']}: {summary['graphs']} graph(s), "
              f"{len(summary['graph_breaks'])} graph break(s)"]
     eager = summary["eager_latency_ms"]
-    lines.append("  eager   " + ", ".join(f"{k} p50 {_ms(v.get('p50'))} p99 {_ms(v.get('p99'))}" for k, v in eager.items()))
+    lines.append("  eager   " + ", ".join(f"{k} {_p50_p99(v)}" for k, v in eager.items()))
+    if summary.get("inductor_setup_s") is not None:
+        lines.append(f"  inductor setup (once per machine/process, not in the cold compiles): "
+                     f"{summary['inductor_setup_s']:.1f}s")
     for mode, m in summary["modes"].items():
         if m["status"] in ("failed", "skipped"):
             lines.append(f"  {mode}: {m['status']}: {m['reason']}")
             continue
-        lat = ", ".join(f"{k} p50 {_ms(v.get('p50'))} p99 {_ms(v.get('p99'))}" for k, v in m["latency_ms"].items())
+        lat = ", ".join(f"{k} {_p50_p99(v)}" for k, v in m["latency_ms"].items())
         lines.append(f"  {mode}: {m['status']}, cold compile {m['cold_compile_s']:.1f}s, "
                      f"{len(m['recompiles'])} recompile(s); {lat}")
     lines.extend(f"  recommendation: {text}" for text in summary["recommendation"].values())

@@ -2,10 +2,15 @@
 
 From the example inputs the dimensions that probably vary are inferred: a *batch* dimension (dim 0
 shared by the inputs of two or more dimensions) and, when integer (token) inputs are present, a
-*sequence* dimension (their dim 1, and dim 1 of every input of that length). Shape variants keep the
-example's values (rows and positions are repeated cyclically), so a difference they show comes from
-the shape alone; value variants keep the shape. Masks (integer, bool or float inputs holding only 0
-and 1) keep their values in the value variants.
+*sequence* dimension (their dim 1, and dim 1 of every input of that length). Without token inputs,
+float inputs of two or three dimensions get *candidate* time axes: ``time`` (dim 1: ``(N, T, F)``
+features of an RNN, ``(N, L)`` raw audio) and ``length`` (dim 2 of ``(N, C, L)``). A candidate is
+kept only when eager accepts another size along it (:meth:`Dims.accepted`), so the feature or
+channel axis of a model is never called dynamic. A list of images (``[3, H, W]`` tensors, as
+detection models take) is varied in the number of images and in image size; its channels are never
+taken for a batch. Shape variants keep the example's values (rows and positions are repeated
+cyclically), so a difference they show comes from the shape alone; value variants keep the shape.
+Masks (integer, bool or float inputs holding only 0 and 1) keep their values in the value variants.
 """
 
 from __future__ import annotations
@@ -18,17 +23,41 @@ EXAMPLE, SHAPE, VALUE = "example", "shape", "value"
 
 
 @dataclass
+class ImageList:
+    """A list (or tuple) of ``[C, H, W]`` images among the inputs: where it is and how many."""
+
+    where: tuple[str, Any]  # ("arg", index) or ("kwarg", name)
+    count: int
+    leaves: list[int]  # flattened leaf index of each image
+
+
+@dataclass
 class Dims:
-    """The inferred varying dimensions: name -> (example size, [(leaf index, dim), ...])."""
+    """The inferred varying dimensions: name -> (example size, [(leaf index, dim), ...]).
+
+    ``candidates`` are names kept only if eager accepts another size along them; ``images`` is the
+    image list, when the inputs hold one (its ``height`` / ``width`` are in ``dims``).
+    """
 
     dims: dict[str, tuple[int, list[tuple[int, int]]]] = field(default_factory=dict)
+    candidates: set[str] = field(default_factory=set)
+    images: ImageList | None = None
 
     def of_leaf(self, index: int) -> dict[int, str]:
         """dim -> name for one flattened input."""
         return {d: name for name, (_, where) in self.dims.items() for i, d in where if i == index}
 
     def describe(self) -> dict[str, int]:
-        return {name: size for name, (size, _) in self.dims.items()}
+        out = {name: size for name, (size, _) in self.dims.items()}
+        if self.images is not None:
+            out["images"] = self.images.count
+        return out
+
+    def accepted(self, valid: list[Variant]) -> Dims:
+        """These dims without the candidates along which eager accepted no other size."""
+        varied = {v.dim for v in valid if v.dim}
+        kept = {n: d for n, d in self.dims.items() if n not in self.candidates or n in varied}
+        return Dims(kept, self.candidates & set(kept), self.images)
 
 
 @dataclass
@@ -39,6 +68,7 @@ class Variant:
     kind: str
     args: tuple
     kwargs: dict[str, Any]
+    dim: str | None = None  # the dimension a shape variant varies
 
     def tensors(self) -> list[Any]:
         import torch
@@ -75,13 +105,29 @@ def _is_mask(t: Any) -> bool:
     return bool(((t == 0) | (t == 1)).all())
 
 
+def _image_list(args: tuple, kwargs: dict[str, Any]) -> ImageList | None:
+    """The first top-level list/tuple input made only of float ``[C, H, W]`` tensors."""
+    import torch
+
+    places = [(("arg", i), a) for i, a in enumerate(args)] + [(("kwarg", k), v) for k, v in kwargs.items()]
+    leaf = 0
+    for where, value in places:
+        n = len(flatten_inputs((value,), {})[0])
+        if (isinstance(value, (list, tuple)) and value and all(
+                isinstance(t, torch.Tensor) and t.dim() == 3 and t.dtype.is_floating_point for t in value)):
+            return ImageList(where, len(value), list(range(leaf, leaf + len(value))))
+        leaf += n
+    return None
+
+
 def infer_dims(args: tuple, kwargs: dict[str, Any]) -> Dims:
-    """The batch and sequence dimensions the example inputs suggest."""
+    """The batch, sequence (or candidate time) and image dimensions the example inputs suggest."""
     import torch
 
     leaves, _ = flatten_inputs(args, kwargs)
-    tensors = [(i, t) for i, t in enumerate(leaves) if isinstance(t, torch.Tensor)]
-    dims = Dims()
+    dims = Dims(images=_image_list(args, kwargs))
+    in_list = set(dims.images.leaves) if dims.images else set()
+    tensors = [(i, t) for i, t in enumerate(leaves) if isinstance(t, torch.Tensor) and i not in in_list]
     multi = [(i, t) for i, t in tensors if t.dim() >= 2]
     if multi:
         batch = Counter(t.shape[0] for _, t in multi).most_common(1)[0][0]
@@ -92,6 +138,19 @@ def infer_dims(args: tuple, kwargs: dict[str, Any]) -> Dims:
         seq = Counter(t.shape[1] for t in tokens).most_common(1)[0][0]
         where = [(i, 1) for i, t in multi if t.shape[1] == seq]
         dims.dims["seq"] = (seq, where)
+    else:
+        floats = [(i, t) for i, t in multi if t.dtype.is_floating_point and t.dim() <= 3 and not _is_mask(t)]
+        for name, d in (("time", 1), ("length", 2)):
+            sized = [t.shape[d] for _, t in floats if t.dim() > d and t.shape[d] > 1]
+            if sized:
+                size = Counter(sized).most_common(1)[0][0]
+                dims.dims[name] = (size, [(i, d) for i, t in multi if 3 >= t.dim() > d and t.shape[d] == size
+                                          and (d == 1 or t.dim() == 3)])
+                dims.candidates.add(name)
+    if dims.images:
+        first = leaves[dims.images.leaves[0]]
+        for name, d in (("height", 1), ("width", 2)):
+            dims.dims[name] = (int(first.shape[d]), [(i, d) for i in dims.images.leaves])
     return dims
 
 
@@ -106,7 +165,29 @@ def _shape_variant(leaves: list[Any], spec: Any, dims: Dims, name: str, size: in
     out = list(leaves)
     for i, d in dims.dims[name][1]:
         out[i] = _resize(out[i], d, size)
-    return Variant(label, SHAPE, *_unflatten(out, spec))
+    return Variant(label, SHAPE, *_unflatten(out, spec), dim=name)
+
+
+def _image_variants(args: tuple, kwargs: dict[str, Any], images: ImageList) -> list[Variant]:
+    """Other numbers of images (the example's repeated), and every image at half and twice its size."""
+    kind, key = images.where
+    value = args[key] if kind == "arg" else kwargs[key]
+
+    def put(new: list[Any]) -> tuple[tuple, dict[str, Any]]:
+        new = type(value)(new) if isinstance(value, tuple) else new
+        if kind == "arg":
+            return tuple(new if i == key else a for i, a in enumerate(args)), dict(kwargs)
+        return tuple(args), {**kwargs, key: new}
+
+    out = []
+    n = images.count
+    for size in sorted({1, 2 * n + 1} - {n}):
+        out.append(Variant(f"images={size}", SHAPE, *put([value[k % n] for k in range(size)]), dim="images"))
+    for label, factor in (("image size x0.5", 0.5), ("image size x2", 2.0)):
+        resized = [_resize(_resize(t, 1, max(1, int(t.shape[1] * factor))), 2, max(1, int(t.shape[2] * factor)))
+                   for t in value]
+        out.append(Variant(label, SHAPE, *put(resized), dim="height"))
+    return out
 
 
 def _value_variant(leaves: list[Any], spec: Any, label: str, fn: Any) -> Variant | None:
@@ -132,10 +213,13 @@ def make_variants(args: tuple, kwargs: dict[str, Any], dims: Dims | None = None,
         b = dims.dims["batch"][0]
         for size in sorted({1, 2 * b + 1} - {b}):
             variants.append(_shape_variant(leaves, spec, dims, "batch", size, f"batch={size}"))
-    if "seq" in dims.dims:
-        s = dims.dims["seq"][0]
-        for size in sorted({max(1, s // 2), 2 * s} - {s}):
-            variants.append(_shape_variant(leaves, spec, dims, "seq", size, f"seq={size}"))
+    for name in ("seq", "time", "length"):
+        if name in dims.dims:
+            s = dims.dims[name][0]
+            for size in sorted({max(1, s // 2), 2 * s} - {s}):
+                variants.append(_shape_variant(leaves, spec, dims, name, size, f"{name}={size}"))
+    if dims.images is not None:
+        variants += _image_variants(args, kwargs, dims.images)
 
     gen = torch.Generator().manual_seed(seed)
 

@@ -12,15 +12,19 @@ import glob
 import json
 import os
 import shutil
-import sys
+import signal
 import tempfile
+import threading
 import time
 from typing import Any, Iterable
 
 from torchpact.findings import Category, Finding, Severity
+from torchpact.launch.rank import LAUNCHER_PID_ENV
 from torchpact.launch.single import LaunchError, RunOutcome
 from torchpact.watch import Sampler
 from torchpact.watch.watcher import Check
+
+TEARDOWN_GRACE_S = 60.0  # a rank whose script has ended gets this long to exit (TORCHPACT_EXIT_GRACE)
 
 RANK_FAILED = Check(
     code="TP004",
@@ -61,6 +65,89 @@ def torchrun_args(script: str, argv: Iterable[str], *, nproc: int, nnodes: int, 
     return [*args, os.path.abspath(script), "--", *argv]
 
 
+class Reaper:
+    """Stops the ranks that linger once every local rank's script has finished (each report says so): a rank
+    stuck at interpreter exit for ``grace`` seconds. Its report is complete; waiting would hang the job
+    forever, as it hangs plain torchrun. A rank still running its script is never touched (stopping one rank
+    makes torchrun's agent stop the others). SIGTERM to the rank's session (torch.distributed.run starts each
+    rank in its own), then SIGKILL: the rank and what it started (DataLoader workers) go, no orphan is left."""
+
+    def __init__(self, report_dir: str, ranks: int, grace: float | None = None, poll: float = 0.5) -> None:
+        self.report_dir = report_dir
+        self.ranks = ranks
+        self.grace = grace if grace is not None else float(os.environ.get("TORCHPACT_EXIT_GRACE", TEARDOWN_GRACE_S))
+        self.poll = poll
+        self.stopped: dict[int, float] = {}  # rank -> seconds it lingered
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="torchpact-rank-reaper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        all_done_at: float | None = None
+        while not self._done.wait(self.poll):
+            finished = _finished_ranks(self.report_dir)
+            if len(finished) < self.ranks:
+                continue
+            now = time.monotonic()
+            all_done_at = all_done_at or now
+            if now - all_done_at < self.grace:
+                continue
+            for doc in finished:
+                pid = doc.get("pid")
+                if doc["rank"] not in self.stopped and isinstance(pid, int) and _alive(pid) and stop_session(pid):
+                    self.stopped[doc["rank"]] = now - all_done_at
+
+
+def _finished_ranks(report_dir: str) -> list[dict[str, Any]]:
+    out = []
+    for path in glob.glob(os.path.join(report_dir, "rank-*.json")):
+        try:
+            with open(path, encoding="utf-8") as fh:
+                doc = json.load(fh)
+        except (OSError, ValueError):
+            continue
+        if doc.get("finished"):
+            out.append(doc)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_session(pid: int, grace: float = 5.0) -> bool:
+    """SIGTERM the session (process group) led by ``pid``, then SIGKILL what is left after ``grace``.
+    False when there was nothing to stop."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return False
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return True
+        time.sleep(0.1)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    return True
+
+
 def merge(rank_docs: list[dict[str, Any]]) -> list[Finding]:
     """One finding per (code, subject, place) with the ranks that saw it (``extra["ranks"]``)."""
     merged: dict[tuple, Finding] = {}
@@ -90,6 +177,7 @@ def run_distributed(script: str, argv: Iterable[str], *, nproc: int, nnodes: int
         raise LaunchError("--nproc must be at least 1")
     if not os.path.isfile(script):
         raise LaunchError(f"no such script: {script}")
+    from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
@@ -101,14 +189,23 @@ def run_distributed(script: str, argv: Iterable[str], *, nproc: int, nnodes: int
     start = time.perf_counter()
     failures: dict[int, Any] = {}
     exit_code = 0
+    os.environ[LAUNCHER_PID_ENV] = str(os.getpid())  # each rank dies with this process (rank.die_with_launcher)
+    reaper = Reaper(report_dir, ranks=nproc)
+    reaper.start()
     try:
         run(parse_args(args))
     except ChildFailedError as exc:
         failures = dict(exc.failures)
     except KeyboardInterrupt:
         exit_code = 130
+    except SignalException as exc:  # SIGTERM / SIGHUP to the launcher: torchrun's agent stopped the ranks
+        exit_code = 128 + int(exc.sigval)
     except SystemExit as exc:  # torchrun exits on bad arguments
         exit_code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        os.environ.pop(LAUNCHER_PID_ENV, None)
+        reaper.stop()
+    failures = {r: f for r, f in failures.items() if r not in reaper.stopped}
     docs = []
     for path in sorted(glob.glob(os.path.join(report_dir, "rank-*.json"))):
         try:
@@ -133,6 +230,14 @@ def run_distributed(script: str, argv: Iterable[str], *, nproc: int, nnodes: int
                                 severity=RANK_FAILED.severity, message=message, rank=rank,
                                 fix="see rank %d's error (TP003) and its traceback above" % rank,
                                 extra={"ranks": [rank]}))
+    for r, seconds in sorted(reaper.stopped.items()):
+        findings.append(Finding(
+            code=RANK_FAILED.code, category=RANK_FAILED.category, severity=Severity.WARNING, rank=r,
+            message=f"rank {r} finished its script but its process had not exited {seconds:.0f} s after every rank "
+                    "had (stuck at "
+                    "interpreter exit, e.g. a process group or a non-daemon thread still alive); torchpact stopped it",
+            fix="call dist.destroy_process_group() after the last collective, and let every thread end (daemon=True)",
+            extra={"ranks": [r]}))
     missing = sorted(set(range(nproc * nnodes)) - seen_ranks) if nnodes == 1 else []
     for r in missing:
         findings.append(Finding(code=RANK_FAILED.code, category=RANK_FAILED.category, severity=Severity.WARNING,

@@ -14,8 +14,12 @@ import signal
 import sys
 from typing import Any
 
-from torchpact.launch.single import LaunchError, RunOutcome, Terminated, run_script
+from torchpact.launch.single import LaunchError, RunOutcome, run_script
 from torchpact.watch import Sampler
+
+
+PR_SET_PDEATHSIG = 1
+LAUNCHER_PID_ENV = "TORCHPACT_LAUNCHER_PID"
 
 
 def rank_file(report_dir: str, rank: int) -> str:
@@ -29,8 +33,20 @@ def _write(path: str, doc: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _terminate(signum: int, frame: Any) -> None:
-    raise Terminated()
+def die_with_launcher() -> None:
+    """SIGKILL this rank when the process that started it dies (Linux): torch.distributed.run starts each
+    rank in its own session, so a launcher killed outright would otherwise leave it running, an orphan."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+            return
+    except (OSError, AttributeError):  # not Linux: the launcher's own shutdown stops the ranks
+        return
+    launcher = os.environ.get(LAUNCHER_PID_ENV)
+    if launcher and launcher.isdigit() and os.getppid() != int(launcher):
+        os._exit(128 + signal.SIGKILL)  # the launcher died before the line above took effect
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,18 +59,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     opts = ap.parse_args(argv)
+    die_with_launcher()
     args = opts.args[1:] if opts.args[:1] == ["--"] else opts.args
     rank = int(os.environ.get("RANK", "0"))
     path = rank_file(opts.report_dir, rank)
     state: dict[str, Any] = {"rank": rank, "local_rank": int(os.environ.get("LOCAL_RANK", "0")),
-                             "world_size": int(os.environ.get("WORLD_SIZE", "1")), "finished": False}
+                             "world_size": int(os.environ.get("WORLD_SIZE", "1")), "finished": False,
+                             "pid": os.getpid()}
 
     def save(session, data: dict[str, Any] | None = None) -> None:
         steps = session.step  # read once: a watcher thread may save while the main thread ends a step
         _write(path, {**state, "steps": steps, "step_times": session.step_times[:steps],
                       "findings": [f.to_dict() for f in session.findings], "data": data or {}})
 
-    signal.signal(signal.SIGTERM, _terminate)
     try:
         outcome: RunOutcome = run_script(
             opts.script, args, watchers=[w for w in (opts.watchers or "").split(",") if w] or None,

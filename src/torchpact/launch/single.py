@@ -7,11 +7,16 @@ Ctrl-C — the hooks are removed, the findings are returned and the script's exi
 
 from __future__ import annotations
 
+import contextlib
 import os
 import runpy
+import signal
 import sys
+import threading
 import time
 import traceback
+import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
@@ -22,7 +27,19 @@ from torchpact.watch.frames import user_location
 
 
 class Terminated(BaseException):
-    """Raised in the script's main thread when the launcher stops this rank (SIGTERM)."""
+    """Raised in the script's main thread on SIGTERM (a launcher or a scheduler stopping the run)."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: writing the report must not be cut by a second one
+    raise Terminated()
+
+
+def _catch_sigterm() -> Any:
+    """Turn SIGTERM into :class:`Terminated` in the main thread; returns the handler to restore (None if not set)."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _terminate)
 
 
 class LaunchError(Exception):
@@ -63,24 +80,93 @@ def _exit_code(code: Any) -> int:
     return 1
 
 
-def _print_user_traceback(exc: BaseException, script: str) -> None:
-    """The traceback Python would print, without torchpact's and runpy's frames on top."""
-    tb = exc.__traceback__
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != script:
-        tb = tb.tb_next
-    lines = traceback.format_exception(type(exc), exc, tb or exc.__traceback__)
-    sys.stderr.write("".join(lines))
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def is_torchpact_frame(filename: str) -> bool:
+    """Frames the user's tracebacks and warnings must not show: torchpact's own, and runpy's (which ran the script)."""
+    if filename in ("<frozen runpy>", "<frozen importlib._bootstrap>") or os.path.basename(filename) == "runpy.py":
+        return True
+    return os.path.abspath(filename).startswith(_PACKAGE_DIR + os.sep)
+
+
+def format_user_exception(exc: BaseException) -> str:
+    """The traceback Python would print for the script run directly: torchpact's and runpy's frames left out,
+    also in chained exceptions (a syntax error in the script then shows as Python shows it: no frames)."""
+    top = traceback.TracebackException(type(exc), exc, exc.__traceback__)
+    todo, seen = [top], set()
+    while todo:
+        te = todo.pop()
+        if id(te) in seen:
+            continue
+        seen.add(id(te))
+        te.stack = traceback.StackSummary.from_list(_without_torchpact(list(te.stack)))
+        todo += [c for c in (te.__cause__, te.__context__, *(getattr(te, "exceptions", None) or ())) if c is not None]
+    return "".join(top.format())
+
+
+@contextlib.contextmanager
+def warnings_at_user_lines() -> Iterator[None]:
+    """Warnings that torch raises under torchpact's own frames (a watcher's ``__torch_function__`` calls the
+    user's torch function, so a ``stacklevel`` lands there) are shown at the user's line, as without torchpact."""
+    previous = warnings.showwarning
+
+    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        if is_torchpact_frame(filename):
+            path, at = user_location(1)
+            if path is not None:
+                filename, lineno, line = path, at, None
+        previous(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        if warnings.showwarning is show:  # the script may have installed its own (logging.captureWarnings)
+            warnings.showwarning = previous
+
+
+def _without_torchpact(stack: list[traceback.FrameSummary]) -> list[traceback.FrameSummary]:
+    """``stack`` without torchpact's frames, nor the dispatch into a watcher's ``__torch_function__`` mode:
+    ``F.cross_entropy`` -> ``torch/overrides.py`` -> torchpact -> ``F.cross_entropy`` shows as one call."""
+    out: list[traceback.FrameSummary] = []
+    for i, frame in enumerate(stack):
+        if not is_torchpact_frame(frame.filename):
+            out.append(frame)
+            continue
+        after = stack[i + 1] if i + 1 < len(stack) else None
+        while out and os.path.basename(out[-1].filename) == "overrides.py" and is_torch_file(out[-1].filename):
+            out.pop()
+        if after is not None and out and (out[-1].filename, out[-1].name) == (after.filename, after.name):
+            out.pop()  # the call that dispatched to the mode; the call the mode made stands for it
+    return out
+
+
+def is_torch_file(filename: str) -> bool:
+    import torch
+
+    return os.path.abspath(filename).startswith(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+
+
+def _print_user_traceback(exc: BaseException) -> None:
+    sys.stderr.write(format_user_exception(exc))
     sys.stderr.flush()
 
 
 def _crash_location(exc: BaseException, script: str) -> tuple[str | None, int | None]:
-    """The innermost frame of the user's own code in the traceback."""
+    """The innermost frame of the user's own code in the traceback (for a syntax error: the offending line)."""
     found: tuple[str | None, int | None] = (None, None)
     script_dir = os.path.dirname(script)
+
+    def own(filename: str) -> bool:
+        filename = os.path.abspath(filename)
+        return filename.startswith(script_dir) and "site-packages" not in filename
+
     for frame, lineno in traceback.walk_tb(exc.__traceback__):
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if filename.startswith(script_dir) and "site-packages" not in filename:
+        if own(frame.f_code.co_filename) and not is_torchpact_frame(frame.f_code.co_filename):
             found = (frame.f_code.co_filename, lineno)
+    if isinstance(exc, SyntaxError) and exc.filename and not exc.filename.startswith("<") and own(exc.filename):
+        found = (exc.filename, exc.lineno)
     return found
 
 
@@ -118,14 +204,17 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
     sys.path[0:1] = [os.path.dirname(path)]
     outcome = RunOutcome(script=script, exit_code=0, session=session)
     start = time.perf_counter()
+    previous_sigterm = _catch_sigterm()
     session.start()
     try:
-        runpy.run_path(path, run_name="__main__")
+        with warnings_at_user_lines():
+            runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         outcome.exit_code = _exit_code(exc.code)
     except Terminated:
-        outcome.exit_code = 143
-        outcome.error = "terminated by the launcher (SIGTERM)"
+        outcome.exit_code = 128 + signal.SIGTERM  # what a shell reports for a process killed by SIGTERM
+        outcome.error = "terminated (SIGTERM)"
+        print("\ntorchpact: terminated (SIGTERM); reporting what was seen so far", file=sys.stderr)
     except KeyboardInterrupt:
         outcome.exit_code = 130
         outcome.error = "interrupted (Ctrl-C)"
@@ -133,10 +222,12 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
     except BaseException as exc:  # the script's own error: print it as python would, then explain
         outcome.exit_code = 1
         outcome.error = f"{type(exc).__name__}: {exc}"[:1000]
-        _print_user_traceback(exc, path)
+        _print_user_traceback(exc)
         _report_crash(session, exc, path)
     finally:
         session.close()
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
         sys.argv[:] = saved_argv
         sys.path[:] = saved_path
         outcome.seconds = time.perf_counter() - start

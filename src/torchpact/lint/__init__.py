@@ -6,16 +6,18 @@ one walk per file) and optionally writes safe fixes back.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-import multiprocessing
 
-from torchpact.config import Config
-from torchpact.findings import Finding
+from torchpact.config import Config, Settings
+from torchpact.findings import INPUT_CODE, Finding
+from torchpact.lint.cache import LintCache, content_hash, key
 from torchpact.lint.engine import FileResult, lint_file
-from torchpact.lint.files import discover
+from torchpact.lint.files import discover, excluded_by
+from torchpact.lint.project import FileSummary, ProjectFacts
 
 # Below this many files a process pool costs more than it saves.
 PARALLEL_MIN_FILES = 24
@@ -43,40 +45,124 @@ class LintResult:
         return sum(r.fixes_applied for r in self.files)
 
 
-_WORKER_CONFIG: Config | None = None
 _WORKER_FIX = False
+_WORKER_PROJECT: ProjectFacts | None = None
 
 
-def _init_worker(config: Config, fix: bool) -> None:
-    global _WORKER_CONFIG, _WORKER_FIX
-    _WORKER_CONFIG, _WORKER_FIX = config, fix
+def _init_worker(fix: bool, project: ProjectFacts | None = None) -> None:
+    global _WORKER_FIX, _WORKER_PROJECT
+    _WORKER_FIX, _WORKER_PROJECT = fix, project
     from torchpact.lint.registry import all_rules
 
     all_rules()  # import the rules once per worker, not per file
 
 
-def _lint_in_worker(path: str) -> FileResult:
-    assert _WORKER_CONFIG is not None
-    return lint_file(path, _WORKER_CONFIG, fix=_WORKER_FIX)
+def _lint_in_worker(job: tuple[str, Config]) -> FileResult:
+    return lint_file(job[0], job[1], fix=_WORKER_FIX, project=_WORKER_PROJECT)
 
 
-def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, fix: bool = False,
-               jobs: int | None = None, write: bool = True) -> LintResult:
-    """Lint files and folders. With ``fix``, safe fixes are applied (and written when ``write``)."""
-    config = config or Config()
-    start = time.perf_counter()
-    files = list(discover(paths or ["."], config.exclude))
-    jobs = jobs or os.cpu_count() or 1
-    if jobs > 1 and len(files) >= PARALLEL_MIN_FILES:
+def rule_codes() -> set[str]:
+    """Every code lint can report: its rules' and the input problems'."""
+    from torchpact.lint.registry import all_rules
+
+    return {r.code for r in all_rules()} | {INPUT_CODE, "TP002"}
+
+
+def _hash_file(path: str) -> str:
+    try:
+        with open(path, "rb") as fh:
+            return content_hash(fh.read())
+    except OSError:
+        return ""
+
+
+def _map(fn, items: list, jobs: int, initargs: tuple | None = None, initializer=None) -> list:
+    if jobs > 1 and len(items) >= PARALLEL_MIN_FILES:
         ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
-                                 initargs=(config, fix)) as pool:
-            results = list(pool.map(_lint_in_worker, files, chunksize=max(1, len(files) // (jobs * 16))))
-    else:
-        results = [lint_file(p, config, fix=fix) for p in files]
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=initializer,
+                                 initargs=initargs or ()) as pool:
+            return list(pool.map(fn, items, chunksize=max(1, len(items) // (jobs * 16))))
+    if initializer is not None:
+        initializer(*(initargs or ()))
+    return [fn(p) for p in items]
+
+
+def _code_fingerprint() -> str:
+    """Changes with any change of torchpact's lint code, so a development checkout never reads a
+    stale cache (released versions are covered by the version in the key as well)."""
+    here = os.path.dirname(__file__)
+    stats = []
+    for folder, _, names in os.walk(here):
+        for name in sorted(names):
+            if name.endswith(".py"):
+                st = os.stat(os.path.join(folder, name))
+                stats.append(f"{folder}/{name}:{st.st_mtime_ns}:{st.st_size}")
+    return ";".join(sorted(stats))
+
+
+def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, settings: Settings | None = None,
+               fix: bool = False, jobs: int | None = None, write: bool = True, force_exclude: bool = False,
+               cache: bool = False, cache_root: str = ".") -> LintResult:
+    """Lint files and folders. Each file uses ``config`` when given, else its own configuration
+    (``settings``; by default the closest pyproject.toml's, as on the command line, whose selectors the
+    command line also checks against every known code). With ``fix``, safe fixes are applied (and
+    written when ``write``).
+
+    Each file is parsed once; its functions' facts (lint/project.py) are collected as it is linted.
+    Files whose rules asked about a function of another file, and would now get a different answer,
+    are linted again with the project's facts. With ``cache``, files whose content, configuration and
+    torchpact code are unchanged take their findings, facts and questions from
+    ``cache_root/.torchpact_cache`` (never with ``fix``)."""
+    config_of = (settings or Settings()).for_path if config is None else (lambda path: config)
+    start = time.perf_counter()
+    files = list(discover(paths or ["."], excluded_by(config_of), force_exclude=force_exclude))
+    configs = {p: config_of(p) for p in files}
+    jobs = jobs or os.cpu_count() or 1
+    store = LintCache(cache_root) if cache and not fix else None
+
+    results: dict[str, FileResult] = {}
+    todo = files
+    keys: dict[str, str] = {}
+    if store is not None:
+        fingerprint = _code_fingerprint()
+        todo = []
+        for p in files:
+            digest = _hash_file(p)
+            keys[p] = key(digest, repr(configs[p]), fingerprint) if digest else ""
+            entry = store.get(p)
+            cached = store.findings(p, keys[p]) if keys[p] else None
+            if cached is None:
+                todo.append(p)
+            else:
+                results[p] = FileResult(path=p, findings=cached[0], lines=cached[1],
+                                        summary=entry.get("summary") or {},
+                                        asked=[tuple(a) for a in entry.get("asked") or []])
+    for p, r in zip(todo, _map(_lint_in_worker, [(p, configs[p]) for p in todo], jobs, (fix, None), _init_worker)):
+        results[p] = r
+        if store is not None and keys[p]:
+            store.put(p, key=keys[p], lines=r.lines, findings=[f.to_dict() for f in r.findings],
+                      summary=r.summary, asked=[list(a) for a in r.asked])
+
+    project = ProjectFacts([FileSummary.from_json(results[p].summary) for p in files if results[p].summary])
+    again = [p for p in files if any(project.has(name, fact) for name, fact in results[p].asked)]
+    if store is not None:
+        # the second pass is cached too, under a key that also holds the project's facts
+        for p in list(again):
+            cached = store.findings(p, key(keys[p], project.fingerprint), field="with_facts") if keys[p] else None
+            if cached is not None:
+                results[p] = FileResult(path=p, findings=cached[0], lines=cached[1])
+                again.remove(p)
+    for p, r in zip(again, _map(_lint_in_worker, [(p, configs[p]) for p in again], jobs, (fix, project), _init_worker)):
+        results[p] = r
+        if store is not None and keys[p]:
+            store.put(p, with_facts={"key": key(keys[p], project.fingerprint), "lines": r.lines,
+                                     "findings": [f.to_dict() for f in r.findings]})
+    if store is not None:
+        store.save()
+    ordered = [results[p] for p in files]
     if fix and write:
-        for r in results:
+        for r in ordered:
             if r.fixed is not None:
                 with open(r.path, "w", encoding="utf-8", newline="") as fh:
                     fh.write(r.fixed)
-    return LintResult(files=results, seconds=time.perf_counter() - start)
+    return LintResult(files=ordered, seconds=time.perf_counter() - start)

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import ast
 import re
+import time
 from functools import cached_property
 from typing import Callable, Iterable, Iterator
 
 from torchpact.config import Config
+from torchpact.lint.dataflow import ScopeFlow, _Iterated, _Unpacked
 from torchpact.lint.edits import Locator
+from torchpact.lint.project import ProjectFacts
 from torchpact.lint.source import Source
 
 # Kinds a value can have (strings so rules read naturally: ``"loss" in ctx.kinds(x)``).
@@ -84,12 +87,20 @@ _NAME_HINTS: list[tuple[re.Pattern[str], frozenset[str]]] = [
     (re.compile(r"(^|_)(data)?loader$"), frozenset({LOADER})),
 ]
 
+# ``get_peft_model``, ``build_model``: functions that make a model, not a model to call.
+_FACTORY_NAME = re.compile(r"^(get|build|create|make|load|init|prepare|wrap|unwrap|setup|convert|"
+                           r"instantiate|construct|apply|freeze|from|to|save|export|compile|train|evaluate)_")
+
 _RANK_WORDS = re.compile(
     r"(^|_)(rank|local_rank|global_rank|node_rank|is_main_process|is_local_main_process|"
     r"is_world_process_zero|is_local_process_zero|is_global_zero|is_master|master_process|"
     r"is_main|main_process|is_rank_zero|rank_zero|rank0|is_primary|should_save)($|_)",
     re.I,
 )
+
+
+class BudgetExceeded(Exception):
+    """A rule's analysis of one file ran past its time budget."""
 
 
 def dotted(parts: Iterable[str]) -> str:
@@ -99,8 +110,12 @@ def dotted(parts: Iterable[str]) -> str:
 class FileContext:
     """Facts about one parsed file, shared by all rules."""
 
-    def __init__(self, source: Source, tree: ast.Module, config: Config | None = None):
+    def __init__(self, source: Source, tree: ast.Module, config: Config | None = None,
+                 project: ProjectFacts | None = None):
         self.source = source
+        # Facts about the functions of every linted file (lint/project.py): helpers in other modules.
+        self.project = project or ProjectFacts()
+        self.asked: set[tuple[str, str]] = set()  # (function, fact) questions rules asked the project
         self.path = source.path
         self.tree = tree
         self.config = config or Config()
@@ -109,7 +124,17 @@ class FileContext:
         # cycles and are freed as soon as the file is done, without the cyclic GC.
         self._parents: dict[int, ast.AST] = {}
         self._assign_cache: dict[int, dict[str, list[tuple[ast.AST, ast.AST | None]]]] = {}
-        self._kinds_active: set[tuple[int, str]] = set()
+        self._kinds_active: set[tuple[int, bool]] = set()
+        self._kinds_memo: dict[tuple[int, bool], frozenset[str]] = {}
+        self._flows: dict[int, ScopeFlow] = {}
+        self._call_names: dict[int, str | None] = {}
+        self._module_class_memo: dict[int, ast.ClassDef | None] = {}
+        # Per-file memo for rule helpers (keyed by the helper's name and the node it is about).
+        self.memo: dict[object, object] = {}
+        # Set by the engine before each rule: past it, the analysis raises BudgetExceeded.
+        self.deadline: float | None = None
+        self._wall_check = 0.0
+        self._ticks = 0
         # Filled by the engine's single walk: every node of the file, grouped by type.
         self.by_type: dict[type, list[ast.AST]] = {}
 
@@ -209,6 +234,14 @@ class FileContext:
         return out
 
     @cached_property
+    def is_test_file(self) -> bool:
+        """A pytest module: ``test_*.py``, ``*_test.py``, ``conftest.py``, or a file under ``tests/``."""
+        parts = re.split(r"[\\/]", self.path)
+        name = parts[-1]
+        return (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+                or any(p in ("tests", "test", "testing") for p in parts[:-1]))
+
+    @cached_property
     def imports_torch(self) -> bool:
         return any(v == "torch" or v.startswith("torch.") for v in self.aliases.values())
 
@@ -228,7 +261,15 @@ class FileContext:
         return canonical(dotted(reversed(parts)))
 
     def call_name(self, call: ast.AST) -> str | None:
-        return self.resolve(call.func) if isinstance(call, ast.Call) else None
+        """``resolve`` of a call's callee; memoised, since most rules ask it of every call."""
+        if not isinstance(call, ast.Call):
+            return None
+        key = id(call)
+        memo = self._call_names
+        if key in memo:
+            return memo[key]
+        name = memo[key] = self.resolve(call.func)
+        return name
 
     def is_call_to(self, node: ast.AST, *names: str) -> bool:
         qn = self.call_name(node)
@@ -279,16 +320,22 @@ class FileContext:
 
     def local_module_class(self, expr: ast.AST) -> ast.ClassDef | None:
         """The local nn.Module class an expression is an instance of, when it can be told."""
+        key = id(expr)
+        if key in self._module_class_memo:
+            return self._module_class_memo[key]  # None while in progress: ``model = model.to(rank)``
+        self._module_class_memo[key] = None
+        found = None
         for value in self.values(expr):
             if isinstance(value, ast.Call):
                 func = value.func
                 if isinstance(func, ast.Name) and func.id in self.module_classes:
-                    return self.module_classes[func.id]
-                if isinstance(func, ast.Attribute) and func.attr in MODULE_RETURNING_METHODS:
+                    found = self.module_classes[func.id]
+                elif isinstance(func, ast.Attribute) and func.attr in MODULE_RETURNING_METHODS:
                     found = self.local_module_class(func.value)
-                    if found is not None:
-                        return found
-        return None
+                if found is not None:
+                    break
+        self._module_class_memo[key] = found
+        return found
 
     # ------------------------------------------------------------------ dataflow
     def assignments(self, scope: ast.AST) -> dict[str, list[tuple[ast.AST, ast.AST | None]]]:
@@ -335,10 +382,28 @@ class FileContext:
         self._assign_cache[key] = table
         return table
 
+    def flow(self, scope: ast.AST) -> ScopeFlow:
+        """Reaching definitions of the plain names of ``scope`` (built once per scope)."""
+        flow = self._flows.get(id(scope))
+        if flow is None:
+            self.tick()
+            flow = self._flows[id(scope)] = ScopeFlow(scope)
+        return flow
+
     def bindings(self, expr: ast.AST) -> list[tuple[ast.AST, ast.AST | None]]:
-        """Where the name (or ``obj.attr``) in ``expr`` is bound: its scope, then the module."""
+        """Where the name (or ``obj.attr``) in ``expr`` is bound.
+
+        A plain name read in a function or the module gets the definitions that reach that read
+        (flow-sensitive); a name the scope never binds, and ``obj.attr``, get every binding in the
+        scope, then the class's methods (``self.x``), then the module.
+        """
         if isinstance(expr, ast.Name):
             key = expr.id
+            scope = self.scope(expr)
+            flow = self.flow(scope)
+            reaching = flow.reaching(expr)
+            if reaching is not None and (reaching or key in flow.local_names):
+                return reaching
         elif isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name):
             key = f"{expr.value.id}.{expr.attr}"
         else:
@@ -366,14 +431,40 @@ class FileContext:
         """What ``expr`` holds, as far as local dataflow can tell (see the kind constants)."""
         if expr is None:
             return frozenset()
-        key = (id(expr), str(hints))
+        key = (id(expr), hints)
+        memo = self._kinds_memo.get(key)
+        if memo is not None:
+            return memo
         if key in self._kinds_active or len(self._kinds_active) > 40:
-            return frozenset()  # a cycle such as ``x = x.to(device)``, or absurdly deep nesting
-        self._kinds_active.add(key)  # type: ignore[arg-type]
+            return frozenset()  # a loop-carried ``x = x.to(device)``, or absurdly deep nesting
+        self.tick()
+        self._kinds_active.add(key)
         try:
-            return self._kinds(expr, hints)
+            result = self._kinds(expr, hints)
         finally:
-            self._kinds_active.discard(key)  # type: ignore[arg-type]
+            self._kinds_active.discard(key)
+        self._kinds_memo[key] = result
+        return result
+
+    def tick(self) -> None:
+        """Raise BudgetExceeded once the current rule is past its time on this file."""
+        self._ticks += 1
+        if not self._ticks & 63 and self.out_of_time():
+            raise BudgetExceeded
+
+    def start_budget(self, seconds: float) -> None:
+        """Give the next rule ``seconds`` of CPU time on this file."""
+        self.deadline = time.process_time() + seconds
+        self._wall_check = time.perf_counter() + seconds
+
+    def out_of_time(self) -> bool:
+        """Past the CPU budget. The CPU clock is a system call, so it is read only once the cheap wall
+        clock has passed the budget (CPU time never runs ahead of wall time in one thread)."""
+        if self.deadline is None or time.perf_counter() < self._wall_check:
+            return False
+        left = self.deadline - time.process_time()
+        self._wall_check = time.perf_counter() + max(left, 0.01)
+        return left < 0
 
     def _kinds(self, expr: ast.AST, hints: bool) -> frozenset[str]:
         if isinstance(expr, _Iterated):
@@ -399,7 +490,12 @@ class FileContext:
                 out |= {LOSS, TENSOR}
                 if self.kinds(expr.value, hints) & {OUTPUT, GRAPH}:
                     out.add(GRAPH)  # ``outputs.loss`` of a model called with grad enabled
-            if hints and not (out - {TENSOR}) and all(v is None for _, v in binds):
+            if not (out - {TENSOR}):
+                for owner, value in binds:
+                    annotation = getattr(owner, "annotation", None) if value is None or isinstance(owner, ast.AnnAssign) else None
+                    if annotation is not None:
+                        out |= self.annotation_kinds(annotation)
+            if hints and not (out - {TENSOR}) and all(v is None for _, v in binds) and not _FACTORY_NAME.match(name):
                 for pattern, kinds in _NAME_HINTS:
                     if pattern.search(name):
                         out |= kinds
@@ -419,6 +515,8 @@ class FileContext:
             return derived | {GRAPH, TENSOR} if GRAD_LEAF in inner else derived
         if isinstance(expr, ast.Subscript):
             inner = self.kinds(expr.value, hints)
+            if MODULE in inner and not inner & {TENSOR, OUTPUT, BATCH}:
+                return frozenset({MODULE})  # ``net[0]``, ``self.blocks[i]``: a layer of a container module
             return frozenset(inner & {OUTPUT, GRAPH, TENSOR, BATCH, LOSS} if OUTPUT in inner or BATCH in inner else inner & {GRAPH, TENSOR})
         if isinstance(expr, ast.IfExp):
             return self.kinds(expr.body, hints) | self.kinds(expr.orelse, hints)
@@ -426,6 +524,41 @@ class FileContext:
             return self.kinds(expr.value, hints)
         if isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float)):
             return frozenset({NUMBER})
+        return frozenset()
+
+    def annotation_kinds(self, annotation: ast.AST) -> frozenset[str]:
+        """Kinds of a value annotated ``model: DDP``, ``opt: torch.optim.Optimizer``, ``x: Tensor``
+        (``Optional[...]`` / ``X | None`` / a string annotation look through to the type)."""
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            try:
+                annotation = ast.parse(annotation.value, mode="eval").body
+            except SyntaxError:
+                return frozenset()
+        if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+            return self.annotation_kinds(annotation.left) | self.annotation_kinds(annotation.right)
+        if isinstance(annotation, ast.Subscript):
+            if (self.resolve(annotation.value) or "").rsplit(".", 1)[-1] == "Optional":
+                return self.annotation_kinds(annotation.slice)
+            return frozenset()
+        qn = self.resolve(annotation)
+        if qn is None:
+            name = annotation.id if isinstance(annotation, ast.Name) else None
+            return frozenset({MODULE}) if name in self.module_classes else frozenset()
+        last = qn.rsplit(".", 1)[-1]
+        if qn in DDP_WRAPPERS:
+            return frozenset({MODULE, DDP})
+        if qn in NN_MODULE_BASES or _is_torch_nn_class(qn):
+            return frozenset({MODULE, LOSS_FN}) if last.endswith("Loss") else frozenset({MODULE})
+        if qn.startswith("torch.optim.lr_scheduler."):
+            return frozenset({SCHEDULER})
+        if qn.startswith("torch.optim.") and last[:1].isupper():
+            return frozenset({OPTIMIZER})
+        if qn in ("torch.Tensor", "torch.FloatTensor", "torch.LongTensor"):
+            return frozenset({TENSOR})
+        if qn in ("torch.utils.data.DataLoader",):
+            return frozenset({LOADER})
+        if qn in ("torch.utils.data.DistributedSampler",):
+            return frozenset({SAMPLER, DIST_SAMPLER})
         return frozenset()
 
     def _call_kinds(self, call: ast.Call, hints: bool) -> frozenset[str]:
@@ -567,7 +700,7 @@ class FileContext:
         """Whether ``node`` only runs on some ranks: under a rank test, or after an early rank exit."""
         child = node
         for anc in self.ancestors(node):
-            if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test and mentions_rank(anc.test):
+            if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test and self.tests_rank(anc.test):
                 return True
             if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 if any(mentions_rank(d) for d in anc.decorator_list):
@@ -577,10 +710,42 @@ class FileContext:
             body = getattr(anc, "body", None)
             if isinstance(body, list) and child in body:
                 for stmt in body[: body.index(child)]:
-                    if isinstance(stmt, ast.If) and mentions_rank(stmt.test) and _exits(stmt.body):
+                    if isinstance(stmt, ast.If) and _exits(stmt.body) and self.tests_rank(stmt.test):
                         return True
             child = anc
         return False
+
+    def tests_rank(self, test: ast.AST) -> bool:
+        """Whether a condition depends on the rank: it names one, or a flag bound from one
+        (``args.save_logs = args.logs and is_master(args)`` ... ``if args.save_logs:``)."""
+        if mentions_rank(test):
+            return True
+        for node in ast.walk(test):
+            if isinstance(node, (ast.Name, ast.Attribute)) and isinstance(getattr(node, "ctx", None), ast.Load):
+                if any(v is not None and mentions_rank(v) for _, v in self.bindings(node)):
+                    return True
+        return False
+
+    def project_callee(self, call: ast.AST) -> str | None:
+        """The bare name of a function another module of the project may define, for a call
+        ``helper(...)`` or ``utils.helper(...)`` (an imported module); None for methods and for
+        functions of this file (rules follow those themselves)."""
+        if not isinstance(call, ast.Call):
+            return None
+        func = call.func
+        if isinstance(func, ast.Name):
+            return None if func.id in self.functions else func.id
+        if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id in self.aliases:
+            return func.attr
+        return None
+
+    def calls_project_function_that(self, call: ast.AST, fact: str) -> bool:
+        """Whether ``call`` runs a function of another linted file known to do ``fact``."""
+        name = self.project_callee(call)
+        if name is None:
+            return False
+        self.asked.add((name, fact))
+        return self.project.has(name, fact)
 
     def reaches(self, roots: Iterable[ast.AST], predicate: Callable[[ast.AST], bool], depth: int = 3) -> ast.AST | None:
         """First node under ``roots`` matching ``predicate``, following calls to functions of this file."""
@@ -691,23 +856,3 @@ def _exits(body: list[ast.stmt]) -> bool:
         and isinstance(body[-1].value.func, (ast.Name, ast.Attribute))
         and (getattr(body[-1].value.func, "id", None) or getattr(body[-1].value.func, "attr", None)) in ("exit", "_exit")
     )
-
-
-class _Iterated(ast.AST):
-    """Stands for 'an element of this iterable' as the value bound by a for loop."""
-
-    _fields = ()
-
-    def __init__(self, iterable: ast.AST):
-        super().__init__()
-        self.iterable = iterable
-
-
-class _Unpacked(ast.AST):
-    """Stands for 'one element of this value' in tuple unpacking."""
-
-    _fields = ()
-
-    def __init__(self, value: ast.AST):
-        super().__init__()
-        self.value = value

@@ -25,10 +25,13 @@ No fix: repair or exclude the file (`exclude` in `[tool.torchpact]`, or `.gitign
     "TP002": """# TP002 — input: a rule failed on a file
 
 ## What it does
-Reports that one rule raised an unexpected error on one file. The other rules still ran on it.
+Reports that one rule raised an unexpected error on one file (a `warning`, with the rule's code and
+the line it was checking), or ran past its time budget of about one CPU-second on that file (an
+`info`). The other rules still ran on it.
 
 ## Why is this bad?
-That rule's check is missing for that file. It is a torchpact bug: please report it with the file.
+That rule's check is missing (or incomplete) for that file. It is a torchpact bug, not a problem with
+your code: please report it with the file.
 
 ## Fix safety
 No fix; `--ignore` the rule for the file meanwhile.
@@ -45,11 +48,17 @@ def _block(code: str) -> str:
     return "```python\n" + code.strip("\n") + "\n```"
 
 
-def rule_markdown(rule: type[Rule]) -> str:
-    """The rule's page: title, metadata, the docstring sections, example, use instead."""
+def rule_markdown(rule: type[Rule], runtime: tuple[str, str] | None = None) -> str:
+    """The rule's page: title, metadata, the docstring sections, example, use instead.
+
+    ``runtime`` is (command, severity) of the runtime check sharing the code, when there is one.
+    """
     sections = rule.sections()
     lines = [f"# {rule.code} — {rule.name()}", "", rule.summary(), ""]
-    meta = f"Category: `{rule.category.value}` · Severity: `{rule.severity.value}` · Autofix: {'yes' if rule.fixable else 'no'}"
+    severity = f"`{rule.severity.value}`"
+    if runtime is not None:
+        severity += f" (`torchpact lint`), `{runtime[1]}` (`{runtime[0]}`, below)"
+    meta = f"Category: `{rule.category.value}` · Severity: {severity} · Autofix: {'yes' if rule.fixable else 'no'}"
     lines += [meta, ""]
     lines += ["## What it does", sections.get("What it does", ""), ""]
     lines += ["## Why is this bad?", sections.get("Why is this bad?", ""), ""]

@@ -8,13 +8,17 @@ from dataclasses import dataclass, field
 
 from torchpact.config import Config, is_suppressed
 from torchpact.findings import Category, Finding, Severity, input_finding
-from torchpact.lint.context import FileContext
-from torchpact.lint.edits import Edit, apply_edits
+from torchpact.lint.context import BudgetExceeded, FileContext
+from torchpact.lint.edits import Edit
+from torchpact.lint.project import ProjectFacts, mentions_facts, summarize_tree
 from torchpact.lint.registry import all_rules
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.source import Source, SourceError, read_source
 
 MAX_FIX_PASSES = 4
+# Seconds one rule may spend on one file; past it the rule stops there with an info finding.
+RULE_BUDGET_S = 1.0
+INTERNAL_CODE = "TP002"
 
 
 @dataclass
@@ -27,6 +31,9 @@ class FileResult:
     fixed: str | None = None
     fixes_applied: int = 0
     lines: int = 0
+    # Facts of this file's functions for the other files, and what its rules asked about theirs.
+    summary: dict = field(default_factory=dict)
+    asked: list = field(default_factory=list)
 
 
 def enabled_rules(config: Config, path: str) -> list[Rule]:
@@ -48,14 +55,16 @@ def parse(source: Source) -> ast.Module:
 
 
 def index(ctx: FileContext) -> None:
-    """The single walk: parents and a by-type index. Iterative, so deep nesting cannot overflow it."""
+    """The single walk: parents and a by-type index. Iterative, so deep nesting cannot overflow it.
+    Pre-order, left to right; the ``Load``/``Store`` context markers are shared singletons, not
+    indexed."""
     parents = ctx._parents
     by_type: dict[type, list[ast.AST]] = {}
     stack: list[ast.AST] = [ctx.tree]
-    iter_fields = ast.iter_fields
-    AST = ast.AST
+    AST, CONTEXT = ast.AST, ast.expr_context
+    pop, push = stack.pop, stack.append
     while stack:
-        node = stack.pop()
+        node = pop()
         t = type(node)
         bucket = by_type.get(t)
         if bucket is None:
@@ -63,18 +72,17 @@ def index(ctx: FileContext) -> None:
         else:
             bucket.append(node)
         children = []
-        for _, value in iter_fields(node):
-            if isinstance(value, list):
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
                 for item in value:
                     if isinstance(item, AST):
                         children.append(item)
-            elif isinstance(value, AST):
+            elif isinstance(value, AST) and not isinstance(value, CONTEXT):
                 children.append(value)
-        nid = node
-        for child in children:
-            parents[id(child)] = nid
-        children.reverse()
-        stack.extend(children)
+        for child in reversed(children):
+            parents[id(child)] = node
+            push(child)
     ctx.by_type = by_type
 
 
@@ -100,7 +108,7 @@ def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, config: Config) -> Findi
     finding = Finding(
         code=rule.code,
         category=rule.category,
-        severity=rule.severity,
+        severity=hit.severity or rule.severity,
         message=hit.message or rule.message,
         path=ctx.path,
         line=line,
@@ -124,16 +132,30 @@ def _suppressed(ctx: FileContext, code: str, node: ast.AST) -> bool:
     return any(0 < n <= len(lines) and is_suppressed(lines[n - 1], code) for n in candidates)
 
 
-def lint_source(source: Source, config: Config, rules: list[Rule] | None = None) -> tuple[list[Finding], list[Edit]]:
-    """Findings and fix edits for one source text."""
+def _internal_finding(ctx: FileContext, node: ast.AST | None, severity: Severity, message: str) -> Finding:
+    """TP002: torchpact's own analysis failed or ran out of time; never the user's input problem."""
+    line = getattr(node, "lineno", None)
+    cell = None
+    if line is not None and ctx.source.notebook:
+        cell, line = ctx.source.locate(line)
+    return Finding(code=INTERNAL_CODE, category=Category.INPUT, severity=severity, message=message,
+                   path=ctx.path, line=line, cell=cell)
+
+
+def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
+                project: ProjectFacts | None = None, notes: dict | None = None) -> tuple[list[Finding], list[Edit]]:
+    """Findings and fix edits for one source text. ``notes`` (when given) receives the file's
+    function ``summary`` and the project facts its rules ``asked`` about."""
     if rules is None:
         rules = enabled_rules(config, source.path)
     text = source.text
     active = [r for r in rules if not r.triggers or any(t in text for t in r.triggers)]
     tree = parse(source)  # even with no rule to run: a file lint cannot parse is always reported
+    if notes is not None and mentions_facts(text):
+        notes["summary"] = summarize_tree(tree).to_json()
     if not active:
         return [], []
-    ctx = FileContext(source, tree, config)
+    ctx = FileContext(source, tree, config, project)
     index(ctx)
     findings: list[Finding] = []
     edits: list[Edit] = []
@@ -143,27 +165,42 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None)
         nodes = ctx.nodes(*rule.nodes)
         if not nodes:
             continue
+        ctx.start_budget(RULE_BUDGET_S)
+        node: ast.AST | None = None
         try:
-            for node in nodes:
+            for i, node in enumerate(nodes):
                 for hit in rule.check(node, ctx):
                     if _suppressed(ctx, rule.code, hit.node):
                         continue
                     findings.append(_to_finding(rule, hit, ctx, config))
-                    if hit.edits and not source.notebook:
+                    if hit.edits:
                         edits.extend(hit.edits)
-        except RecursionError:
-            findings.append(input_finding(
-                source.path, f"rule {rule.code} skipped this file: its expressions are nested too deeply to analyse"))
-        except Exception as exc:  # a bug in a rule must not cost the user the other findings
-            findings.append(Finding(
-                code="TP002", category=Category.INPUT, severity=Severity.WARNING,
-                message=f"rule {rule.code} failed on this file ({exc.__class__.__name__}: {exc}); "
-                        "other rules still ran — please report this",
-                path=source.path))
+                if not i & 127 and ctx.out_of_time():
+                    raise BudgetExceeded
+        except BudgetExceeded:
+            findings.append(_internal_finding(
+                ctx, node, Severity.INFO,
+                f"rule {rule.code} ran out of its {RULE_BUDGET_S:g} s budget on this file and stopped; "
+                "its findings here may be incomplete"))
+        except Exception as exc:  # a bug in a rule (RecursionError included) must not cost the other findings
+            findings.append(_internal_finding(
+                ctx, node, Severity.WARNING,
+                f"rule {rule.code} failed on this file ({exc.__class__.__name__}: {str(exc)[:200]}); "
+                "other rules still ran — please report this"))
+        finally:
+            ctx.deadline = None
+    if notes is not None:
+        notes["asked"] = sorted(ctx.asked)
     return findings, edits
 
 
-def lint_file(path: str, config: Config, fix: bool = False, display_path: str | None = None) -> FileResult:
+def _input_finding(path: str, exc: SourceError) -> Finding:
+    f = input_finding(path, str(exc), line=exc.line, column=exc.column)
+    return Finding(**{**f.__dict__, "cell": exc.cell}) if exc.cell is not None else f
+
+
+def lint_file(path: str, config: Config, fix: bool = False, display_path: str | None = None,
+              project: ProjectFacts | None = None) -> FileResult:
     """Lint one file; never raises for bad input (it becomes a finding)."""
     shown = display_path or path
     result = FileResult(path=shown)
@@ -173,34 +210,35 @@ def lint_file(path: str, config: Config, fix: bool = False, display_path: str | 
         try:
             source = read_source(path)
         except SourceError as exc:
-            result.findings.append(input_finding(shown, str(exc), line=exc.line))
+            result.findings.append(_input_finding(shown, exc))
             return result
         source.path = shown
-        result.original = source.text
+        result.original = source.file_text
         result.lines = source.text.count("\n") + 1
         rules = enabled_rules(config, shown)
-        text = source.text
-        for _ in range(MAX_FIX_PASSES if fix else 1):
+        bad_cells = [_input_finding(shown, exc) for exc in source.errors]
+        for attempt in range(MAX_FIX_PASSES if fix else 1):
+            notes: dict = {}
             try:
-                findings, edits = lint_source(source, config, rules)
+                findings, edits = lint_source(source, config, rules, project, notes)
             except SourceError as exc:
                 cell, line = source.locate(exc.line) if exc.line else (None, None)
-                f = input_finding(shown, str(exc), line=line, column=exc.column)
-                if cell is not None:
-                    f = Finding(**{**f.__dict__, "cell": cell})
-                result.findings = [f]
+                exc.cell, exc.line = cell, line
+                result.findings = [_input_finding(shown, exc)]
                 return result
-            result.findings = findings
+            result.findings = bad_cells + findings
+            if attempt == 0:
+                result.summary, result.asked = notes.get("summary", {}), notes.get("asked", [])
             if not (fix and edits):
                 break
-            new_text, applied = apply_edits(text, edits)
-            if new_text == text:
+            fixed, applied = source.apply(edits)
+            if fixed.text == source.text:
                 break
             result.fixes_applied += applied
-            text = new_text
-            source = Source(path=shown, text=text)
-        if text != result.original:
-            result.fixed = text
+            fixed.path = shown
+            source = fixed
+        if source.file_text != result.original:
+            result.fixed = source.file_text
         return result
     finally:
         if gc_was_enabled:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pathspec
+
+from torchpact.config import Config
 
 LINTED_SUFFIXES = (".py", ".pyw", ".ipynb")
 SKIPPED_DIRS = {
@@ -57,12 +59,22 @@ def _ignored(path: str, is_dir: bool, specs: list[tuple[str, pathspec.PathSpec]]
     return False
 
 
-def discover(paths: list[str], exclude: list[str] | None = None) -> Iterator[str]:
-    """Files to lint, in a stable order. Named files are always linted (whatever their suffix);
-    folders are walked, skipping VCS folders, virtualenvs, caches and what .gitignore ignores."""
-    extra = pathspec.PathSpec.from_lines("gitignore", exclude) if exclude else None
+Excluded = Callable[[str, bool], bool]
+
+
+def discover(paths: list[str], excluded: Excluded | None = None, force_exclude: bool = False) -> Iterator[str]:
+    """Files to lint, in a stable order. Folders are walked, skipping VCS folders, virtualenvs, caches,
+    what .gitignore ignores and what ``excluded(path, is_dir)`` (the configuration) says.
+
+    A path named on the command line is linted even when it is inside a virtualenv or an excluded or
+    ignored folder, and a named file whatever its suffix, as ruff does; ``force_exclude`` (ruff's
+    ``--force-exclude``) applies the skips and the configured exclusions to named paths too.
+    """
+    excluded = excluded or (lambda path, is_dir: False)
     seen: set[str] = set()
     for raw in paths:
+        if force_exclude and _force_excluded(raw, excluded):
+            continue
         if not os.path.isdir(raw):
             if raw not in seen:
                 seen.add(raw)
@@ -70,38 +82,81 @@ def discover(paths: list[str], exclude: list[str] | None = None) -> Iterator[str
             continue
         root = os.path.abspath(raw)
         inherited = _parent_gitignores(Path(root))
-        yield from _walk(raw, root, inherited, extra, seen)
+        yield from _walk(raw, root, inherited, excluded, seen)
 
 
-def _walk(shown_root: str, root: str, inherited, extra, seen: set[str]) -> Iterator[str]:
+def excluded_by(config_of: Callable[[str], Config]) -> Excluded:
+    """``excluded(path, is_dir)`` from each path's configuration: its ``exclude`` patterns (gitignore
+    syntax) are relative to the folder of the pyproject.toml they come from (else the working directory)."""
+    specs: dict[tuple[str, ...], pathspec.PathSpec] = {}
+
+    def excluded(path: str, is_dir: bool) -> bool:
+        cfg = config_of(path)
+        if not cfg.exclude:
+            return False
+        key = tuple(cfg.exclude)
+        spec = specs.get(key)
+        if spec is None:
+            spec = specs[key] = pathspec.PathSpec.from_lines("gitignore", cfg.exclude)
+        root = os.path.join(str(cfg.root) if cfg.root else os.getcwd(), "")
+        full = os.path.abspath(path)
+        if not full.startswith(root):
+            full = os.path.realpath(path)  # reached through a symlink: the root is a resolved path
+            if not full.startswith(root):
+                return False
+        rel = full[len(root):].replace(os.sep, "/")
+        return bool(rel) and spec.match_file(rel + ("/" if is_dir else ""))
+
+    return excluded
+
+
+def _force_excluded(raw: str, excluded: Excluded) -> bool:
+    """Whether a named path is excluded or git-ignored, or a folder above it (below the working
+    directory) is a skipped folder or excluded."""
+    path = Path(os.path.abspath(raw))
+    if excluded(str(path), path.is_dir()) or _ignored(str(path), path.is_dir(), _parent_gitignores(path)):
+        return True
+    cwd = Path.cwd()
+    for folder in path.parents:
+        if folder == cwd or cwd not in folder.parents:
+            break
+        if folder.name in SKIPPED_DIRS or _is_virtualenv(str(folder)) or excluded(str(folder), True):
+            return True
+    return False
+
+
+def _walk(shown_root: str, root: str, inherited, excluded: Excluded, seen: set[str]) -> Iterator[str]:
     specs_at: dict[str, list] = {}
     own = _gitignore(root)
     specs_at[root] = inherited + ([(root, own)] if own else [])
+    # Per walked folder: (ignored, excluded). Inside a named folder that is itself ignored or
+    # excluded, what is so only because it lies there is still linted: the user asked for it.
+    status = {root: (_ignored(root, True, specs_at[root]), excluded(root, True))}
     for folder, dirs, files in os.walk(root):
         specs = specs_at.pop(folder, None)
         if specs is None:
             specs = []
+        folder_ignored, folder_excluded = status.pop(folder, (False, False))
         kept = []
         for d in sorted(dirs):
             full = os.path.join(folder, d)
-            if d in SKIPPED_DIRS or _is_virtualenv(full) or _ignored(full, True, specs):
+            if d in SKIPPED_DIRS or _is_virtualenv(full):
                 continue
-            if extra is not None and extra.match_file(os.path.relpath(full, root).replace(os.sep, "/") + "/"):
+            ignored, excl = _ignored(full, True, specs), excluded(full, True)
+            if ignored and not folder_ignored or excl and not folder_excluded:
                 continue
             sub = _gitignore(full)
             specs_at[full] = specs + ([(full, sub)] if sub else [])
+            status[full] = (ignored, excl)
             kept.append(d)
         dirs[:] = kept
         for name in sorted(files):
             if not name.endswith(LINTED_SUFFIXES):
                 continue
             full = os.path.join(folder, name)
-            if _ignored(full, False, specs):
+            if _ignored(full, False, specs) and not folder_ignored or excluded(full, False) and not folder_excluded:
                 continue
-            rel = os.path.relpath(full, root)
-            if extra is not None and extra.match_file(rel.replace(os.sep, "/")):
-                continue
-            shown = os.path.normpath(os.path.join(shown_root, rel))
+            shown = os.path.normpath(os.path.join(shown_root, os.path.relpath(full, root)))
             if shown not in seen:
                 seen.add(shown)
                 yield shown

@@ -34,6 +34,8 @@ class Hit:
     fix_hint: str | None = None
     edits: tuple[Edit, ...] = ()
     end_node: ast.AST | None = None
+    # Below the rule's own when only some paths are wrong (the rule's severity is for every path).
+    severity: Severity | None = None
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,8 @@ class Invalid:
     code: str
     fixed: str | None = None
     count: int = 1
+    # The findings' severity when it is not the rule's own (a hit that is wrong on some paths only).
+    severity: Severity | None = None
 
 
 REQUIRED_SECTIONS = ("What it does", "Why is this bad?", "Fix safety")
@@ -72,9 +76,10 @@ class Rule:
 
     # ------------------------------------------------------------------ helpers for subclasses
     def hit(self, node: ast.AST, message: str | None = None, *, subject: str | None = None,
-            fix_hint: str | None = None, edits: Iterable[Edit] = (), end_node: ast.AST | None = None) -> Hit:
+            fix_hint: str | None = None, edits: Iterable[Edit] = (), end_node: ast.AST | None = None,
+            severity: Severity | None = None) -> Hit:
         return Hit(node=node, message=message, subject=subject, fix_hint=fix_hint,
-                   edits=tuple(edits), end_node=end_node)
+                   edits=tuple(edits), end_node=end_node, severity=severity)
 
     # ------------------------------------------------------------------ metadata
     @classmethod

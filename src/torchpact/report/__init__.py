@@ -4,12 +4,23 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from torchpact.findings import Finding
+from torchpact.findings import Finding, with_relative_paths
 
 
 def render(fmt: str, findings: list[Finding], meta: dict[str, Any]) -> str:
-    """Render ``findings`` in ``fmt`` (text, json, sarif, github, html)."""
-    return FORMATS[fmt](findings, meta)
+    """Render ``findings`` in ``fmt`` (text, json, sarif, github, html).
+
+    Every command's findings pass here, so paths under the working directory are reported relative
+    to it in every format, whichever command found them.
+    """
+    return FORMATS[fmt](with_relative_paths(findings), meta)
+
+
+def one_line(f: Finding) -> str:
+    """The message and the fix as one line, for formats with a single text field (SARIF, GitHub)."""
+    if not f.fix:
+        return f.message
+    return f.message.rstrip() + ("" if f.message.rstrip().endswith((".", "!", "?")) else ".") + f" Fix: {f.fix}"
 
 
 def _text(findings, meta):

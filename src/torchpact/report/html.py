@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import html
 import math
-import os
 from typing import Any, Iterable, Sequence
 
 from torchpact.findings import Category, Finding
+from torchpact.report.links import rule_url
 from torchpact.report.sources import SourceCache
 
 _CATEGORY_ORDER = [c.value for c in Category]
@@ -78,7 +78,7 @@ def _header(doc: dict[str, Any], summary: dict[str, Any], findings: list[Finding
         facts.append(("optimizer steps", summary.get("steps")))
         if summary.get("seconds") is not None:
             facts.append(("time", f"{summary['seconds']:.2f} s"))
-        facts.append(("exit code", summary.get("exit_code")))
+        facts.append(("script exit code", summary.get("exit_code")))
         if summary.get("ranks"):
             facts.append(("ranks", len(summary["ranks"])))
         if summary.get("error"):
@@ -93,6 +93,8 @@ def _header(doc: dict[str, Any], summary: dict[str, Any], findings: list[Finding
         facts.append(("device", summary.get("device")))
     if "seconds" in summary and "script" not in summary:
         facts.append(("time", f"{summary['seconds']:.2f} s"))
+    if summary.get("torchpact_exit_code") is not None:
+        facts.append(("torchpact exit code", _exit_reason(summary)))
     facts_html = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in facts if v is not None)
     verdict = ("No findings." if not findings else
                f"{len(findings)} finding{'s' * (len(findings) != 1)} in "
@@ -100,6 +102,18 @@ def _header(doc: dict[str, Any], summary: dict[str, Any], findings: list[Finding
     return (f'<header class="top"><div><h1>torchpact report</h1><p class="cmd"><code>torchpact {e(doc.get("command"))}</code></p>'
             f'<p class="verdict">{e(verdict)}</p></div><div class="cards">{"".join(cards)}</div></header>'
             f'<dl class="facts">{facts_html}</dl>')
+
+
+def _exit_reason(summary: dict[str, Any]) -> str:
+    code, script = summary.get("torchpact_exit_code"), summary.get("exit_code")
+    if script not in (None, 0) and code == script:
+        return f"{code} (the script's own exit code, kept)"
+    fail_on = summary.get("fail_on") or "the --fail-on severity"
+    if code == 1:
+        return f"1 (a finding at or above {fail_on})"
+    if code == 0:
+        return f"0 (no finding at or above {fail_on})"
+    return str(code)
 
 
 def _toc(summary: dict[str, Any], findings: list[Finding]) -> str:
@@ -140,19 +154,11 @@ def _findings_section(findings: list[Finding], sources: dict[str, str]) -> str:
     return "\n".join(out)
 
 
-def _display_path(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:  # another drive on Windows
-        return path
-    return path if rel.startswith("..") else rel
-
-
 def _finding(f: Finding, cache: SourceCache) -> str:
     sev = f.severity.value
     where = ""
     if f.path:
-        where = _display_path(f.path)
+        where = f.path
         if f.cell:
             where += f" cell {f.cell}"
         if f.line:
@@ -165,7 +171,8 @@ def _finding(f: Finding, cache: SourceCache) -> str:
         when.append(f"rank {f.rank}")
     if f.step is not None:
         when.append(f"step {f.step}")
-    head = (f'<span class="pill {sev}">{sev}</span><code class="code">{e(f.code)}</code>'
+    head = (f'<span class="pill {sev}">{sev}</span>'
+            f'<a class="code" href="{e(rule_url(f.code))}" title="the rule\'s page"><code>{e(f.code)}</code></a>'
             + (f'<span class="loc">{e(where)}</span>' if where else "")
             + (f'<span class="when">{e(" · ".join(when))}</span>' if when else ""))
     parts = [f'<article class="finding {sev}"><div class="fhead">{head}</div>', f'<p class="msg">{e(f.message)}</p>']
@@ -600,7 +607,7 @@ nav a{color:var(--info);text-decoration:none}
 .fhead{display:flex;flex-wrap:wrap;gap:10px;align-items:baseline}
 .pill{font-size:11px;font-weight:700;text-transform:uppercase;border-radius:4px;padding:1px 6px;color:#fff}
 .pill.error{background:var(--err)}.pill.warning{background:var(--warn)}.pill.info{background:var(--info)}
-.code{font-weight:700}
+.code{font-weight:700;color:inherit}a.code:hover{text-decoration:underline}a.code{text-decoration:none}
 .loc{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12.5px;color:#374151;word-break:break-all}
 .when{color:var(--mut);font-size:12px}
 .msg{margin:6px 0}

@@ -2,42 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import sys
-import sysconfig
 from typing import Any
 
-_TORCHPACT_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_SKIP_PREFIXES: tuple[str, ...] | None = None
+from torchpact.userframes import is_user_file
 
-
-def _skip_prefixes() -> tuple[str, ...]:
-    global _SKIP_PREFIXES
-    if _SKIP_PREFIXES is None:
-        import torch
-
-        prefixes = [os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, _TORCHPACT_DIR + os.sep]
-        for key in ("stdlib", "platstdlib"):
-            path = sysconfig.get_paths().get(key)
-            if path:
-                prefixes.append(os.path.abspath(path) + os.sep)
-        _SKIP_PREFIXES = tuple(prefixes)
-    return _SKIP_PREFIXES
+__all__ = ["is_user_file", "user_frame", "user_frames", "user_location", "variable_name"]
 
 
 def user_location(depth: int = 1) -> tuple[str | None, int | None]:
     """(path, line) of the innermost user frame above the caller, or (None, None)."""
     frame = user_frame(depth)
     return (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
-
-
-def is_user_file(filename: str) -> bool:
-    """Whether a code object's file is the user's (not torch, torchpact, the stdlib or ``<string>``)."""
-    if not filename or filename.startswith("<"):
-        return False
-    if not os.path.isabs(filename):
-        filename = os.path.abspath(filename)
-    return not filename.startswith(_skip_prefixes())
 
 
 def user_frame(depth: int = 1) -> Any:

@@ -17,7 +17,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, TextIO
 
-from torchpact.findings import Category, Finding, Severity
+from torchpact.findings import Category, Finding, Severity, relative_path
+from torchpact.watch.dynamo import DynamoGuard
 from torchpact.watch.frames import user_location
 from torchpact.watch.naming import Names
 from torchpact.watch.watcher import Check, Watcher
@@ -27,16 +28,33 @@ INTERNAL_CODE = "TP002"
 
 @dataclass(frozen=True)
 class Sampler:
-    """Which steps run the expensive checks: every step at first, then every ``every``-th."""
+    """Which steps run the expensive checks: every step at first, then every ``every``-th.
+
+    The checks of a sampled step cost about as much per module call as a small module's own work, so
+    a script with thousands of module calls per step (an RL rollout) would pay it many times over:
+    sampled steps may also spend at most ``calls`` module calls, plus ``share`` of all the calls the
+    script made. A sampled step's calls count against that budget; a step the pattern picks is skipped
+    while the budget cannot pay for it. Counted in calls, not seconds, so the choice is the same on
+    every machine. ``calls=None`` lifts the budget.
+    """
 
     first: int = 20
     every: int = 10
+    calls: int | None = 2000
+    share: float = 0.02
 
     def __call__(self, step: int) -> bool:
         return step < self.first or step % self.every == 0
 
+    def affordable(self, spent: int, per_step: float, steps: int) -> bool:
+        """Whether one more sampled step fits, ``spent`` calls in; ``per_step`` calls a step so far."""
+        if self.calls is None or spent == 0:
+            return True
+        return spent + per_step <= self.calls + self.share * per_step * steps
+
 
 _CALLBACKS = ("on_forward_pre", "on_forward", "on_step_pre", "on_step", "on_step_end", "on_close")
+_FORWARD = ("on_forward_pre", "on_forward")
 
 
 class Session:
@@ -56,7 +74,14 @@ class Session:
         self.findings: list[Finding] = []
         self.names = Names()
         self.step = 0
-        self.sampled = self.sampler(0)
+        self._sampled = False
+        self._pre_root: tuple[tuple[Watcher, Callable], ...] = ()   # (watcher, callback) this step
+        self._pre_inner: tuple[tuple[Watcher, Callable], ...] = ()
+        self._post_root: tuple[tuple[Watcher, Callable], ...] = ()
+        self._post_inner: tuple[tuple[Watcher, Callable], ...] = ()
+        self._sampled_calls = 0      # module calls made on sampled steps: the sampler's budget
+        self._sampled_steps = 0
+        self._dynamo_guard: DynamoGuard | None = None
         self.closed = False
         self.started_at = time.perf_counter()
         self.step_times: list[float] = []
@@ -69,6 +94,33 @@ class Session:
         self._reported: set[tuple] = set()
         self._subscribers: dict[str, list[Watcher]] = {}
         self.root_call_sites: dict[int, tuple[str | None, int | None]] = {}
+        self.sampled = self.sampler(0)
+
+    @property
+    def sampled(self) -> bool:
+        """Whether this step runs the expensive checks (see ``Sampler``)."""
+        return self._sampled
+
+    @sampled.setter
+    def sampled(self, value: bool) -> None:
+        self._sampled = value
+        self._route_forwards()
+
+    def _route_forwards(self) -> None:
+        """Who gets which module calls this step: every call on sampled steps; on the others what each
+        watcher's ``unsampled_calls`` asks for, so an unsampled module call costs the session O(1)."""
+        wanted = {"all": 2, "roots": 1}
+        pre: list[tuple[Watcher, Callable, int]] = []
+        post: list[tuple[Watcher, Callable, int]] = []
+        for cb, out in zip(_FORWARD, (pre, post)):
+            for w in self._subscribers.get(cb, ()):
+                level = 2 if self._sampled else wanted.get(w.unsampled_calls, 0)
+                if level:
+                    out.append((w, getattr(w, cb), level))
+        self._pre_root = tuple((w, f) for w, f, _ in pre)
+        self._pre_inner = tuple((w, f) for w, f, level in pre if level == 2)
+        self._post_root = tuple((w, f) for w, f, _ in post)
+        self._post_inner = tuple((w, f) for w, f, level in post if level == 2)
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "Session":
@@ -81,15 +133,13 @@ class Session:
             cb: [w for w in self.watchers if getattr(type(w), cb) is not getattr(Watcher, cb)]
             for cb in _CALLBACKS
         }
-        # Dynamo must not trace into the hooks (it fails on their Python state, e.g. "already tracked
-        # for mutation"): compiled code calls them eagerly, and they only observe anyway.
-        from torch.compiler import disable
-
+        self._route_forwards()
         try:
-            self._handles.append(module_hooks.register_module_forward_pre_hook(disable(self._forward_pre)))
-            self._handles.append(module_hooks.register_module_forward_hook(disable(self._forward), always_call=True))
-            self._handles.append(optimizer_hooks.register_optimizer_step_pre_hook(disable(self._step_pre)))
-            self._handles.append(optimizer_hooks.register_optimizer_step_post_hook(disable(self._step_post)))
+            self._handles.append(module_hooks.register_module_forward_pre_hook(self._forward_pre))
+            self._handles.append(module_hooks.register_module_forward_hook(self._forward, always_call=True))
+            self._handles.append(optimizer_hooks.register_optimizer_step_pre_hook(self._step_pre))
+            self._handles.append(optimizer_hooks.register_optimizer_step_post_hook(self._step_post))
+            self._dynamo_guard = DynamoGuard(self._handles)
         except BaseException:
             self._remove_hooks()
             self.closed = True
@@ -116,6 +166,9 @@ class Session:
                 print(f"torchpact: cannot save the report: {exc}", file=self.stream)
 
     def _remove_hooks(self) -> None:
+        if self._dynamo_guard is not None:
+            self._dynamo_guard.remove()
+            self._dynamo_guard = None
         while self._handles:
             handle = self._handles.pop()
             try:
@@ -134,26 +187,44 @@ class Session:
         try:
             getattr(watcher, callback)(*args)
         except Exception as exc:  # a watcher bug must never break the user's training
-            for subs in self._subscribers.values():
-                if watcher in subs:
-                    subs.remove(watcher)
-            self.report_raw(Finding(
+            self._failed(watcher, callback, exc)
+
+    def _failed(self, watcher: Watcher, callback: str, exc: Exception) -> None:
+        for subs in self._subscribers.values():
+            if watcher in subs:
+                subs.remove(watcher)
+        self._route_forwards()
+        self.report_raw(Finding(
                 code=INTERNAL_CODE, category=Category.INPUT, severity=Severity.WARNING,
                 message=f"watcher '{watcher.name}' failed in {callback} ({exc.__class__.__name__}: {exc}) "
                         "and was switched off; training was not affected — please report this",
                 step=self.step, rank=self.rank))
 
+    # The two module hooks run on every module call of the script: on unsampled steps they do O(1)
+    # work and allocate nothing unless a watcher asked for those calls.
     def _forward_pre(self, module: Any, args: tuple) -> None:
-        if not self._stack:
-            if not self._trained:  # step 0 is timed from the first forward, not from the imports
-                self._trained = True
-                self._step_started = time.perf_counter()
-            self.names.add_root(module)
-            if self.sampled:
-                self.root_call_sites[id(module)] = user_location(2)
-        self._stack.append(module)
-        for w in self._subscribers["on_forward_pre"]:
-            self._call(w, "on_forward_pre", module, args)
+        stack = self._stack
+        if stack:
+            subscribers = self._pre_inner
+        else:
+            self._root_call(module)
+            subscribers = self._pre_root
+        stack.append(module)
+        if self._sampled:
+            self._sampled_calls += 1
+        for w, callback in subscribers:
+            try:
+                callback(module, args)
+            except Exception as exc:  # a watcher bug must never break the user's training
+                self._failed(w, "on_forward_pre", exc)
+
+    def _root_call(self, module: Any) -> None:
+        if not self._trained:  # step 0 is timed from the first forward, not from the imports
+            self._trained = True
+            self._step_started = time.perf_counter()
+        self.names.add_root(module)
+        if self._sampled:
+            self.root_call_sites[id(module)] = user_location(3)
 
     def _forward(self, module: Any, args: tuple, output: Any) -> None:
         stack = self._stack
@@ -162,8 +233,11 @@ class Session:
         elif module in stack:  # an inner forward raised; unwind to this module
             while stack and stack.pop() is not module:
                 pass
-        for w in self._subscribers["on_forward"]:
-            self._call(w, "on_forward", module, args, output)
+        for w, callback in (self._post_inner if stack else self._post_root):
+            try:
+                callback(module, args, output)
+            except Exception as exc:
+                self._failed(w, "on_forward", exc)
 
     @property
     def depth(self) -> int:
@@ -190,8 +264,22 @@ class Session:
             now = time.perf_counter()
             self.step_times.append(now - self._step_started)
             self._step_started = now
+            if self._sampled:
+                self._sampled_steps += 1
             self.step += 1
-            self.sampled = self.sampler(self.step)
+            self.sampled = self._sample(self.step)
+
+    def _sample(self, step: int) -> bool:
+        if not self.sampler(step):
+            return False
+        affordable = getattr(self.sampler, "affordable", None)  # a plain callable has no budget
+        if affordable is None or not self._sampled_steps:
+            return True
+        return affordable(self._sampled_calls, self._sampled_calls / self._sampled_steps, step)
+
+    def will_sample(self, step: int) -> bool:
+        """Whether ``step`` (this one or the next) is to be sampled, as far as can be told now."""
+        return self.sampled if step == self.step else self._sample(step)
 
     def data(self) -> dict[str, Any]:
         """Each watcher's plain data (series for plots), by watcher name; empty ones left out."""
@@ -228,7 +316,7 @@ class Session:
     def report_raw(self, finding: Finding) -> None:
         self.findings.append(finding)
         if self.live:
-            where = f" {finding.path}:{finding.line}" if finding.path and finding.line else ""
+            where = f" {relative_path(finding.path)}:{finding.line}" if finding.path and finding.line else ""
             step = f" step {finding.step}" if finding.step is not None else ""
             rank = f" rank {finding.rank}" if finding.rank is not None else ""
             print(f"torchpact: {finding.code} {finding.severity.value}{rank}{step}{where}: {finding.message}",

@@ -9,28 +9,14 @@ user's autograd graph — and they must be cheap on steps that are not sampled
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from torchpact.findings import Category, Severity
+from torchpact.checks import Check
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchpact.watch.session import Session
 
-
-@dataclass(frozen=True)
-class Check:
-    """One runtime check: its stable code and its documentation page.
-
-    ``doc`` holds the sections "What it does", "Why is this bad?" and "How to fix" (``## `` headings).
-    A check that shares a code with a lint rule documents the runtime side of the same pattern.
-    """
-
-    code: str
-    category: Category
-    severity: Severity
-    summary: str
-    doc: str
+__all__ = ["Check", "Watcher"]  # Check lives in torchpact.checks; watchers import it from here
 
 
 class Watcher:
@@ -39,6 +25,11 @@ class Watcher:
     name: ClassVar[str] = "watcher"
     checks: ClassVar[tuple[Check, ...]] = ()
     enabled_by_default: ClassVar[bool] = True
+    #: Which module calls ``on_forward_pre`` / ``on_forward`` see on steps that are not sampled:
+    #: ``"all"``, ``"roots"`` (the outermost calls only: ``session.depth == 1`` before, 0 after) or
+    #: ``"none"``. Sampled steps deliver every call. A watcher may change it on itself at run time; it
+    #: takes effect from the next step. Narrower is cheaper: every module call of the script pays it.
+    unsampled_calls: str = "all"
 
     def __init__(self) -> None:
         self.session: Session = None  # type: ignore[assignment]

@@ -65,6 +65,7 @@ class DdpStragglerWatcher(Watcher):
     """TP654: the rank and phase that hold a DDP job back."""
 
     name = "ddp_straggler"
+    unsampled_calls = "none"
     checks = (STRAGGLER,)
 
     def __init__(self) -> None:
@@ -168,18 +169,11 @@ class DdpStragglerWatcher(Watcher):
         self._pending_tags = [] if wait else still[-4:]
 
     def _judge(self, per_rank: list[dict[str, float]], tag: str) -> None:
-        step_time = statistics.median(r["total"] for r in per_rank)
-        worst: tuple[float, int, str, float] | None = None
-        for rank, values in enumerate(per_rank):
-            for phase in PHASES:
-                others = statistics.median(v[phase] for q, v in enumerate(per_rank) if q != rank)
-                excess = values[phase] - others
-                if (excess >= max(MIN_EXCESS_S, MIN_EXCESS_SHARE * step_time)
-                        and values[phase] >= MIN_RATIO * others and (worst is None or excess > worst[0])):
-                    worst = (excess, rank, phase, others)
+        worst = find_straggler(per_rank)
         if worst is None:
             return
         excess, rank, phase, others = worst
+        step_time = statistics.median(r["total"] for r in per_rank)
         mine = per_rank[rank]
         waiting = statistics.median(v["backward"] for q, v in enumerate(per_rank) if q != rank)
         what = {"data": "loading data (from the end of an optimizer step to the next forward: the DataLoader, "
@@ -200,3 +194,19 @@ class DdpStragglerWatcher(Watcher):
             subject=f"rank {rank}", fix=fix, key=("straggler", rank, phase), straggler=rank, phase=phase,
             per_rank={str(r): {k: round(v, 6) for k, v in d.items()} for r, d in enumerate(per_rank)})
         self._reported = True
+
+
+def find_straggler(per_rank: list[dict[str, float]]) -> tuple[float, int, str, float] | None:
+    """(excess seconds per step, rank, phase, the other ranks' median) of the rank that holds the job back
+    most, or None. A pure function of the per-rank medians, so the decision is tested on synthetic
+    timings (real ones depend on the machine's load)."""
+    step_time = statistics.median(r["total"] for r in per_rank)
+    worst: tuple[float, int, str, float] | None = None
+    for rank, values in enumerate(per_rank):
+        for phase in PHASES:
+            others = statistics.median(v[phase] for q, v in enumerate(per_rank) if q != rank)
+            excess = values[phase] - others
+            if (excess >= max(MIN_EXCESS_S, MIN_EXCESS_SHARE * step_time)
+                    and values[phase] >= MIN_RATIO * others and (worst is None or excess > worst[0])):
+                worst = (excess, rank, phase, others)
+    return worst

@@ -191,6 +191,7 @@ class DdpSyncWatcher(Watcher):
     """TP601, TP602, TP605, TP651, TP652: DDP replicas compared across ranks."""
 
     name = "ddp_sync"
+    unsampled_calls = "roots"   # "all" once a DDP model ran
     checks = (CONVERTED_AFTER_WRAP, FORWARD_BYPASSES_DDP, BATCHNORM_WITHOUT_SYNC, BUFFERS_DIVERGE, REPLICAS_DIVERGE)
 
     def __init__(self) -> None:
@@ -217,6 +218,7 @@ class DdpSyncWatcher(Watcher):
             model = self._models.get(id(module))
             if model is None or model.ref() is not module:
                 model = self._register(module, user_location(2))
+                self.unsampled_calls = "all"  # a DDP may be called inside another module
                 self._inspect(model, module, args, first=True)
             elif self.session.sampled:
                 self._inspect(model, module, args, first=False)

@@ -35,6 +35,8 @@ UNUSED_UNDER_DDP = Check(
     code="TP604",
     category=Category.DISTRIBUTED,
     severity=Severity.ERROR,
+    severity_note=("`info` when `find_unused_parameters=True` is set but not needed (every parameter got a gradient, "
+                   "or the same ones never do, which `static_graph=True` handles): a cost per step, not a failure"),
     summary="Parameters got no gradient under DDP: named at the step they miss it, with the DDP option that fits.",
     doc="""## What it does
 Under `DistributedDataParallel` without `find_unused_parameters` / `static_graph`, asks DDP's reducer
@@ -83,6 +85,7 @@ class DdpUnusedWatcher(Watcher):
     """TP604 at runtime: DDP parameters without a gradient, named, with the option that fits."""
 
     name = "ddp_unused"
+    unsampled_calls = "roots"   # "all" once a DDP model ran
     checks = (UNUSED_UNDER_DDP,)
 
     def __init__(self) -> None:
@@ -101,6 +104,7 @@ class DdpUnusedWatcher(Watcher):
         rec = self._ddps.get(id(module))
         if rec is None or rec.ref() is not module:
             rec = self._ddps[id(module)] = self._index(module)
+            self.unsampled_calls = "all"  # every module called between DDP forwards matters now
         if not torch.is_grad_enabled() or not module.require_backward_grad_sync:
             self._called.add(id(module))
             return

@@ -15,7 +15,9 @@ healthy runs (a GPT with AdamW and clipping, a ResNet with SGD and a step schedu
   those healthy runs the largest jump was 6x (warm-up, a loss spike, LoRA's B leaving zero), and
   the largest spread over a whole run 72x, slowly. A jump of ``JUMP`` (100x) that holds on two
   consecutive checked steps, or ``GROWTH_STEPS`` consecutive checked steps each growing and
-  ``JUMP``x in total, is reported. Comparing layers with each other does not show explosion: weight
+  ``JUMP``x in total, is reported — when the norm is also above ``ABOVE_PEAK`` times the largest
+  the layer ever had: gradients that collapse early (a policy gradient while every action earns the
+  same reward) and then recover come back to their earlier level, which is no explosion. Comparing layers with each other does not show explosion: weight
   gradients of a linear chain are equal across depth even when every one of them blows up, and
   output heads are routinely 400x the median layer.
 - Vanishing (TP354): a layer's gradient compared with the median layer's, both per element (RMS)
@@ -44,6 +46,7 @@ from torchpact.watch.watcher import Check, Watcher
 JUMP = 100.0            # exploding: x the median of the layer's previous checked norms
 BASELINE_MIN = 4        # previous checked steps needed before a jump can be judged
 GROWTH_STEPS = 5        # consecutive growing checked steps that also count as exploding
+ABOVE_PEAK = 2.0        # ... and only above this many times the largest norm the layer had before
 VANISH = 1e-3           # vanishing: x the median layer, in both RMS and norm
 VANISH_STEPS = 5        # consecutive checked steps below VANISH
 MIN_NUMEL = 100         # smaller layers are not judged for vanishing
@@ -59,7 +62,9 @@ On sampled steps, reads every layer's gradient norm in the optimizer's step pre-
 about to be applied, after clipping and GradScaler's unscale; one batched `torch._foreach_norm` and
 one host read per step) and keeps the series per layer. It reports a layer whose norm is 100x or
 more the median of its own previous checked steps on two consecutive checked steps, or that grew
-at each of five consecutive checked steps by 100x in total. The message gives the series.
+at each of five consecutive checked steps by 100x in total, and is more than twice the largest norm
+the layer had before (gradients that recover from an early collapse return to their earlier level:
+that is not an explosion). The message gives the series.
 
 Thresholds are relative to the layer's own past: in healthy runs (transformers with warm-up and
 clipping, ResNets with step schedules, LSTMs, LoRA adapters leaving their zero init) the largest
@@ -81,6 +86,7 @@ VANISHING = Check(
     code="TP354",
     category=Category.NUMERICS,
     severity=Severity.WARNING,
+    severity_note="`info` when the optimizer rescales each update (Adam-like) and its eps does not dominate: the layer still moves",
     summary="A layer's gradients are a thousandth or less of the median layer's, step after step.",
     doc="""## What it does
 On sampled steps, compares every layer's gradient with the median layer's, both per element (RMS)
@@ -120,6 +126,11 @@ class _Layer:
     low_start: float = 0.0
     low_ratio: float = 1.0
     high_streak: int = 0
+    dropped_peak: float = 0.0                            # the largest norm that left `history`
+
+    def peak_before(self, index: int) -> float:
+        """The largest finite norm this layer had before ``history[index]``."""
+        return max([self.dropped_peak, *(x for x in self.history[:index] if math.isfinite(x))])
 
 
 @dataclass
@@ -254,6 +265,8 @@ class GradHealth(Watcher):
         layer.history.append(norm)
         layer.steps.append(step)
         if len(layer.history) > 32:
+            if math.isfinite(layer.history[0]):
+                layer.dropped_peak = max(layer.dropped_peak, layer.history[0])
             del layer.history[0], layer.steps[0]
         points = self.series.setdefault(layer.key, [])
         if points and points[-1][0] == step:  # a second optimizer holding the same layer, or a re-step
@@ -329,7 +342,7 @@ class GradHealth(Watcher):
             before = [x for x in h[max(0, start - 10):start] if math.isfinite(x) and x > 0]
             if len(before) >= BASELINE_MIN:
                 base = statistics.median(before)
-                if now >= JUMP * base:
+                if now >= JUMP * base and now > ABOVE_PEAK * layer.peak_before(start):
                     layer.high_streak += 1
                     if layer.high_streak >= 2:
                         hits.append((now / base, layer, "jump"))
@@ -337,7 +350,7 @@ class GradHealth(Watcher):
             layer.high_streak = 0
             tail = h[-(GROWTH_STEPS + 1):]
             if (len(tail) == GROWTH_STEPS + 1 and all(0 < a < b for a, b in itertools.pairwise(tail))
-                    and tail[-1] >= JUMP * tail[0]):
+                    and tail[-1] >= JUMP * tail[0] and tail[-1] > ABOVE_PEAK * layer.peak_before(len(h) - len(tail))):
                 hits.append((tail[-1] / tail[0], layer, "growth"))
         key = (id(optimizer), EXPLODING.code)
         if not hits or key in self._reported:

@@ -193,6 +193,7 @@ class GradientFlowWatcher(Watcher):
     """TP251 (never a gradient) and TP252 (always an exactly-zero gradient) for trainable parameters."""
 
     name = "gradient_flow"
+    unsampled_calls = "none"
     checks = (NEVER_GETS_GRAD, ALWAYS_ZERO_GRAD)
 
     def __init__(self) -> None:
@@ -211,12 +212,16 @@ class GradientFlowWatcher(Watcher):
         self._outputs: dict[int, list[int]] = {}    # module -> [calls seen, calls with a nonzero output]
         self._order: dict[int, tuple[int, weakref.ref, tuple[str | None, int | None]]] = {}
         self._forwards = 0
+        self._widths: dict[int, int] = {}           # root -> last dimension of its output, when 2-D or more
 
     # ------------------------------------------------------------------ callbacks
     def on_forward(self, module: Any, args: tuple, output: Any) -> None:
         if not self.session.sampled:
             return
         import torch
+
+        if self.session.depth == 0 and isinstance(output, torch.Tensor) and output.dim() >= 2:
+            self._widths[id(module)] = output.shape[-1]
 
         if self._zero_roots and self._module_root.get(id(module)) in self._zero_roots and torch.is_grad_enabled():
             self._watch_output(module, output)
@@ -512,7 +517,17 @@ class GradientFlowWatcher(Watcher):
                     f"exactly zero at {_plural(streak, 'checked step')} in a row (since step {since})")
             dead = self._dead_module(root_ref)
             names = self.session.names
-            if dead is not None:
+            root = root_ref() if root_ref is not None else None
+            whole = root is not None and len(recs) == len(self._trainable(root_ref, with_grad=True))
+            if whole and self._widths.get(id(root)) == 1:
+                subject = subjects[0]
+                path, line = self.session.root_call_sites.get(id(root), (None, None))
+                message = (f"{zero}: every trainable parameter of the model gets a zero gradient, and its output has "
+                           "a single column — cross_entropy over one class is always exactly 0 (the log-softmax of "
+                           "a single logit is 0), so the loss is constant and the model learns nothing")
+                fix = ("for a binary task keep the one column and use F.binary_cross_entropy_with_logits(out.squeeze(1), "
+                       "target.float()) (nn.BCEWithLogitsLoss); for C classes give the output C columns")
+            elif dead is not None:
                 subject = names.module(dead)
                 path, line = self._order[id(dead)][2]
                 message = (f"the output of `{subject}` ({type(dead).__name__}) was exactly 0 at every checked forward, "

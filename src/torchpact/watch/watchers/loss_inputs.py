@@ -64,6 +64,7 @@ BCE_PROBABILITY_LOGIT = Check(
     code="TP303",
     category=Category.NUMERICS,
     severity=Severity.ERROR,
+    severity_note="`warning` when a sigmoid's output reaches the loss but no prediction is saturated on the wrong side yet",
     summary="Probabilities and logits are mixed up in a binary cross-entropy loss.",
     doc="""## What it does
 Looks at the input of the binary cross-entropy losses on sampled steps:
@@ -121,6 +122,7 @@ NLL_NOT_LOG_PROBS = Check(
     code="TP357",
     category=Category.NUMERICS,
     severity=Severity.ERROR,
+    severity_note="`warning` when nll_loss is given raw scores (logits) rather than probabilities",
     summary="NLLLoss is given probabilities or logits instead of log-probabilities.",
     doc="""## What it does
 Looks at the input of `nn.NLLLoss` / `F.nll_loss` on sampled steps. It reports probabilities (a
@@ -512,6 +514,8 @@ class LossInputsWatcher(Watcher):
     def on_step_end(self, step: int) -> None:
         if self._mode is not None and (self._mode_off or step + 1 >= MODE_STEPS):
             self._drop_mode()
+        if self._mode is None:  # module calls matter on sampled steps only from now on
+            self.unsampled_calls = "none"
         if self._pending:
             self._flush()
 

@@ -83,6 +83,7 @@ GRAPH_IN_CONTAINER = Check(
     code="TP102",
     category=Category.MEMORY,
     severity=Severity.ERROR,
+    severity_note="`warning` when the graphs of earlier steps stay alive but no variable of the training loop is found holding them",
     summary="Graph-attached outputs are kept in a container across iterations, so every step's graph stays alive.",
     doc="""## What it does
 Marks, on sampled steps, the autograd nodes of the model's outputs (a sentinel in `grad_fn.metadata`,
@@ -531,6 +532,7 @@ class MemoryWatcher(Watcher):
     """Graphs kept alive across steps (TP101/TP102), growing memory (TP151), cached CUDA memory (TP152)."""
 
     name = "memory"
+    unsampled_calls = "none"
     checks = (GRAPH_ACCUMULATED, GRAPH_IN_CONTAINER, MEMORY_GROWS, CACHED_GAP)
 
     def __init__(self) -> None:

@@ -162,6 +162,7 @@ class MixedPrecision(Watcher):
     """TP304: float16 gradients overflow/underflow without a GradScaler; TP356: a GradScaler's scale collapses."""
 
     name = "mixed_precision"
+    unsampled_calls = "roots"
     checks = (FP16_WITHOUT_SCALER, SCALE_COLLAPSE)
 
     def __init__(self) -> None:

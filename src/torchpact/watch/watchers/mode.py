@@ -155,6 +155,7 @@ class ModeWatcher(Watcher):
     """TP402 (stepping a model in eval mode) and TP453 (no-grad forward of the trained model in train mode)."""
 
     name = "mode"
+    unsampled_calls = "roots"
     checks = (EVAL_WHILE_TRAINING, VALIDATION_IN_TRAIN_MODE)
 
     def __init__(self) -> None:

@@ -482,17 +482,28 @@ class _Deferred:
         return self.host.tolist()
 
 
+def _version(t: Any) -> int:
+    """``t._version``; -1 for a tensor made under ``inference_mode``, which has no version counter (it
+    never reaches a backward, so an in-place change of it does not matter here)."""
+    try:
+        return t._version
+    except RuntimeError:  # "Inference tensors do not track version counter"
+        return -1
+
+
 # ------------------------------------------------------------------------------------------ watcher
 class NonFinite(Watcher):
     """Finds the first module whose forward output or backward input gradient turns NaN/inf."""
 
     name = "nonfinite"
     checks = (FORWARD, BACKWARD)
+    unsampled_calls = "roots"   # every call while armed
 
     def __init__(self) -> None:
         super().__init__()
         self._on = False                      # this outermost forward is recorded
         self._armed_until = -1
+        self._armed_at = -1                   # armed during this step: every call delivered from the next
         self._stack: list[_Call] = []
         self._calls: list[_Call] = []         # completion order
         self._entries: list[_Entry] = []
@@ -563,7 +574,7 @@ class NonFinite(Watcher):
             self._stepped = False
             self._forward_bad_this_step = False
             self._recorded = False
-        self._on = session.sampled or session.step < self._armed_until
+        self._on = session.sampled or self._armed_at < session.step < self._armed_until
         self._recorded = self._recorded or self._on
         self._stack.clear()
 
@@ -572,7 +583,7 @@ class NonFinite(Watcher):
         import torch
 
         key = id(t)
-        version = t._version
+        version = _version(t)
         index = self._by_id.get(key)
         if index is not None:
             entry = self._entries[index]
@@ -728,7 +739,7 @@ class NonFinite(Watcher):
             if not entry.bad:
                 continue
             t = entry.tensor
-            if t is None or t._version != entry.version:
+            if t is None or _version(t) != entry.version:
                 return True  # changed in place since: trust the sum
             with torch.no_grad():
                 if bool((torch.isnan(t) | torch.isposinf(t)).any()):
@@ -766,7 +777,7 @@ class NonFinite(Watcher):
 
         if self._reruns >= MAX_RERUNS or call.args is None:
             return None  # under no_grad the inputs were not kept
-        entries_ok = all(not isinstance(a, torch.Tensor) or a._version == self._version_at_call(call, a)
+        entries_ok = all(not isinstance(a, torch.Tensor) or _version(a) == self._version_at_call(call, a)
                          for a in _flat(call.args))
         if not entries_ok or _module_bytes(call.module) > MAX_RERUN_BYTES:
             return None
@@ -802,7 +813,7 @@ class NonFinite(Watcher):
             entry = self._entries[i] if i < len(self._entries) else None
             if entry is not None and entry.tensor is t:
                 return entry.version
-        return t._version
+        return _version(t)
 
     # -------------------------------------------------------------------------------- step
     def on_step_pre(self, optimizer: Any) -> None:
@@ -850,6 +861,8 @@ class NonFinite(Watcher):
     def on_step_end(self, step: int) -> None:
         self._stepped = True
         self._poll()
+        if step + 1 >= self._armed_until:
+            self.unsampled_calls = "roots"
 
     def on_close(self) -> None:
         for pending in self._pending:
@@ -872,7 +885,10 @@ class NonFinite(Watcher):
             params = [p for p in params if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
             if not params:
                 return
+        if self._armed_until <= self.session.step:
+            self._armed_at = self.session.step
         self._armed_until = max(self._armed_until, self.session.step + ARMED_STEPS)
+        self.unsampled_calls = "all"
         self._bad_update_steps.append(pending.step)
         if self._unlocated is None:
             self._unlocated = {"step": pending.step, "params": [self.session.names.param(p) for p in params]}

@@ -38,6 +38,7 @@ from torchpact.watch.frames import is_user_file, user_frame, variable_name
 from torchpact.watch.watcher import Check, Watcher
 
 NO_OPTIMIZER_STEPS = 3
+KIND_GROUP = 3            # TP451: this many left-out modules of one class are reported together
 FROZEN_STEPS = 3
 NO_GRAD_STEPS = 3
 PROBE_WINDOWS = 8        # clean windows after which an optimizer's zeroing is not probed any more
@@ -238,6 +239,26 @@ def _group(affected: list[str], others: list[str]) -> list[tuple[str, list[str]]
     return out
 
 
+def _by_kind(groups: list[tuple[str, list[str]]], root: Any, names: Any) -> list[tuple[str, list[str], list[str]]]:
+    """``groups`` as (subject, parameters, []), except that ``KIND_GROUP`` or more groups that are each a
+    whole module of the same class (every BatchNorm of a ResNet) become one (class name, parameters,
+    module names)."""
+    by_name = {names.module(m): m for m in root.modules()}
+    kinds: dict[str, list[tuple[str, list[str]]]] = {}
+    for subject, members in groups:
+        module = by_name.get(subject) if subject else None
+        if module is not None and module is not root:
+            kinds.setdefault(type(module).__name__, []).append((subject, members))
+    merged = {kind for kind, items in kinds.items() if len(items) >= KIND_GROUP}
+    out: list[tuple[str, list[str], list[str]]] = []
+    for kind in merged:
+        items = kinds[kind]
+        out.append((kind, [n for _, members in items for n in members], [subject for subject, _ in items]))
+    done = {subject for kind in merged for subject, _ in kinds[kind]}
+    out.extend((subject, members, []) for subject, members in groups if subject not in done)
+    return out
+
+
 @dataclass
 class _ParamState:
     """A parameter's ``.grad`` between two steps, followed by a post-accumulate-grad hook."""
@@ -375,7 +396,7 @@ class OptimizerWatcher(Watcher):
         """Whether this optimizer's next step is a sampled one."""
         opts = self.session.optimizers()
         step = self.session.step + 1 if opts and opts[0] is optimizer else self.session.step
-        return self.session.sampler(step)
+        return self.session.will_sample(step)
 
     def _all_frozen(self, state: _Opt) -> bool:
         return state.all_frozen > 0 and not state.ever_trainable
@@ -540,15 +561,23 @@ class OptimizerWatcher(Watcher):
                 continue
             others = [names.param(p) for p in params if id(p) not in due_ids]
             due_ids -= {id(p) for p in params}
-            for subject, members in _group(affected, others):
+            for subject, members, modules in _by_kind(_group(affected, others), root, names):
                 subject = subject or type(root).__name__
-                what = (f"`{subject}` ({_plural(len(members), 'parameter')})" if members != [subject]
-                        else f"parameter `{subject}`")
+                if modules:
+                    what = (f"{_plural(len(modules), f'`{subject}` module')} ({_listing(modules)}; "
+                            f"{_plural(len(members), 'parameter')} in all)")
+                    subject = f"{subject} modules"
+                else:
+                    what = (f"`{subject}` ({_plural(len(members), 'parameter')})" if members != [subject]
+                            else f"parameter `{subject}`")
                 self.session.report(
                     NOT_IN_OPTIMIZER,
-                    f"{what} gets gradients but is not in {by} ({', '.join(s.label() for s in alive)}): step() "
-                    "never updates it, so it keeps its initial values — the optimizer was probably created before "
-                    "this module was added, or from another module's parameters",
+                    f"{what} {'get' if modules else 'gets'} gradients but {'are' if modules else 'is'} not in {by} "
+                    f"({', '.join(s.label() for s in alive)}): step() never updates "
+                    f"{'them' if modules else 'it'}, so {'they keep' if modules else 'it keeps'} "
+                    "initial values — the optimizer was probably created before "
+                    f"{'these modules were' if modules else 'this module was'} added, or from a filtered list "
+                    "of parameters",
                     subject=subject, path=path if line else None, line=line,
                     fix="create the optimizer after the model is complete, from every parameter that should train, "
                         "or add these with optimizer.add_param_group({'params': ...}); if they should stay fixed, "

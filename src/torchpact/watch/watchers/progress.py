@@ -31,6 +31,7 @@ class Progress(Watcher):
     """Series of step time, loss and memory; a progress line on a terminal."""
 
     name = "progress"
+    unsampled_calls = "none"
 
     def __init__(self) -> None:
         super().__init__()

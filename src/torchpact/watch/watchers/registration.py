@@ -58,6 +58,7 @@ class Registration(Watcher):
     """TP403 at run time: unregistered submodules whose parameters no optimizer trains."""
 
     name = "registration"
+    unsampled_calls = "none"
     checks = (UNREGISTERED,)
 
     def __init__(self) -> None:

@@ -19,9 +19,13 @@ hooks still run, and the profiler itself adds a few microseconds per op.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import statistics
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from torchpact.findings import Category, Severity
@@ -61,6 +65,7 @@ images; check `prefetch_factor`.""" + _RUNTIME)
 
 HOST_SYNCS = Check(
     code="TP912", category=Category.PERFORMANCE, severity=Severity.WARNING,
+    severity_note="`info` on CPU, where reading a tensor's value is cheap but each read becomes a host-device sync on a GPU",
     summary="Many host-device syncs per step: the host waits for the device again and again.",
     doc="""## What it does
 Counts, in each profiled step, the points where the host waits for the device: on CUDA the
@@ -82,6 +87,7 @@ Keep values on the device (`running += loss.detach()`), read them only when logg
 
 TINY_KERNELS = Check(
     code="TP913", category=Category.PERFORMANCE, severity=Severity.INFO,
+    severity_note="`warning` on a GPU busy for at most half the step: kernel launch overhead sets the step time",
     summary="Steps are made of many tiny operators or kernels: per-call overhead dominates the step.",
     doc="""## What it does
 Counts, in each profiled step, the operators the host dispatches (top-level `aten::` calls) and, on
@@ -106,6 +112,7 @@ class StepProfile(Watcher):
     """torch.profiler over ``steps`` optimizer steps after ``warmup``; attribution, top operators, findings."""
 
     name = "profile"
+    unsampled_calls = "roots"
     checks = (DATA_BOUND, HOST_SYNCS, TINY_KERNELS)
     enabled_by_default = False
 
@@ -169,7 +176,8 @@ class StepProfile(Watcher):
         self._device = torch.cuda.is_available() and torch.cuda.is_initialized()
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if self._device else [])
         self._prof = profile(activities=activities, record_shapes=False, with_stack=False)
-        self._prof.start()
+        with _native_stderr_silenced():
+            self._prof.start()
         self._mark(self.session.step - 1)
 
     def _mark(self, step: int) -> None:
@@ -185,7 +193,8 @@ class StepProfile(Watcher):
         if self._forward is not None:  # the script ended inside a forward
             self._forward.__exit__(None, None, None)
             self._forward = None
-        prof.stop()
+        with _native_stderr_silenced():
+            prof.stop()
         events = _events(prof)
         result = P.analyse(events, has_device=self._device)
         steps = result["steps"]
@@ -212,80 +221,131 @@ class StepProfile(Watcher):
 
     # ------------------------------------------------------------------ findings
     def _judge(self, result: dict[str, Any]) -> None:
-        steps = result["steps"]
-        median = result["median"]
-        step_s = statistics.median(s["seconds"] for s in steps)
-        if step_s <= 0:
-            return
-        wait = median.get("dataloader", 0.0)
-        if wait >= DATA_SHARE * step_s and wait >= DATA_MIN_S:
-            kind = result.get("data_loader")
-            if kind == "single-process":
-                why = ("the DataLoader loads in the training process (num_workers=0): __getitem__, the transforms "
-                       "and collate run between steps while the model waits")
-                fix = ("DataLoader(..., num_workers=N, pin_memory=True, persistent_workers=True); move heavy "
-                       "transforms to the GPU or precompute them")
-            else:
-                why = "the DataLoader's worker processes do not produce batches as fast as the model consumes them"
-                fix = "more workers (num_workers), a larger prefetch_factor, lighter or precomputed transforms"
-            self.session.report(
-                DATA_BOUND, f"the loop waits on the DataLoader for {wait / step_s:.0%} of each step "
-                f"({_ms(wait)} of {_ms(step_s)}, median of {len(steps)} profiled steps): {why}",
-                fix=fix, key="data", share=round(wait / step_s, 3), data_loader=kind)
-        syncs = P.median_of(steps, "syncs")
-        if syncs >= SYNCS_PER_STEP:
-            sources: dict[str, int] = {}
-            for s in steps:
-                for k, v in (s.get("sync_sources") or {}).items():
-                    sources[k] = sources.get(k, 0) + v
-            what = ", ".join(f"{k} ×{round(v / len(steps))}" for k, v in sorted(sources.items(), key=lambda kv: -kv[1])
-                             if round(v / len(steps)))
-            share = median.get("sync", 0.0) / step_s
-            if self._device:
-                message = (f"{syncs:.0f} host-device syncs per step (median of {len(steps)} profiled steps"
-                           + (f"; scalar reads: {what}" if what else "") + f"), {share:.0%} of the step spent "
-                           "waiting: each one stops the host until the GPU has drained its queue")
-                severity = Severity.WARNING
-            else:
-                message = (f"{syncs:.0f} tensor values are read back to Python per step ({what or 'scalar reads'}; "
-                           f"median of {len(steps)} profiled steps): cheap on CPU, but once the model runs on a GPU "
-                           "each read is a host-device sync that stalls the queue")
-                severity = Severity.INFO
-            self.session.report(
-                HOST_SYNCS, message, key="syncs", severity=severity, syncs_per_step=syncs,
-                fix="keep values on the device (`running += loss.detach()`), read them only when logging, and "
-                    "replace `if` on tensors by torch.where; torch.cuda.set_sync_debug_mode('warn') names each line")
-        self._judge_granularity(steps, step_s)
-
-    def _judge_granularity(self, steps: list[dict[str, Any]], step_s: float) -> None:
-        if self._device:
-            kernels = P.median_of(steps, "kernels")
-            kmed = P.median_of(steps, "kernel_median_us")
-            busy = P.median_of(steps, "device_busy_seconds")
-            if kernels >= KERNELS_PER_STEP and 0 < kmed < P.TINY_KERNEL_US and busy <= 0.5 * step_s:
-                self.session.report(
-                    TINY_KERNELS, f"each step launches {kernels:.0f} GPU kernels with a median of {kmed:.1f} µs, and "
-                    f"the GPU is busy for only {busy / step_s:.0%} of the step: launch overhead, not compute, sets "
-                    "the step time", key="tiny", severity=Severity.WARNING, fix=_TINY_FIX,
-                    kernels_per_step=kernels, kernel_median_us=kmed)
-            return
-        ops = P.median_of(steps, "ops")
-        omed = P.median_of(steps, "op_median_us")
-        share = statistics.median(s["op_seconds"] / s["compute_seconds"] for s in steps if s["compute_seconds"] > 0) \
-            if any(s["compute_seconds"] > 0 for s in steps) else 1.0
-        if ops >= OPS_PER_STEP and 0 < omed < P.TINY_US and share < OP_SHARE:
-            self.session.report(
-                TINY_KERNELS, f"each step dispatches {ops:.0f} operators with a median of {omed:.1f} µs, and the "
-                f"operators themselves fill only {share:.0%} of the step's training time: the rest is per-call "
-                "overhead (Python, dispatch), which sets the step time", key="tiny", fix=_TINY_FIX,
-                ops_per_step=ops, op_median_us=omed, op_share=round(share, 3))
+        for verdict in judge(result, device=self._device):
+            self.session.report(verdict.check, verdict.message, fix=verdict.fix, key=verdict.key,
+                                severity=verdict.severity, **verdict.extra)
 
     def data(self) -> dict[str, Any]:
         return dict(self.result)
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """One finding the recorded numbers call for (plain data; the watcher reports it)."""
+
+    check: Check
+    message: str
+    fix: str
+    key: str
+    severity: Severity | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def judge(result: dict[str, Any], *, device: bool) -> list[Verdict]:
+    """The findings of a profile, a pure function of its recorded numbers (``profiling.analyse``'s result).
+
+    Kept apart from the recording so the decision can be tested on recorded or synthetic timings:
+    real timings depend on the machine's load.
+    """
+    steps = result.get("steps") or []
+    if not steps:
+        return []
+    median = result.get("median") or {}
+    step_s = statistics.median(s["seconds"] for s in steps)
+    if step_s <= 0:
+        return []
+    out = []
+    wait = median.get("dataloader", 0.0)
+    if wait >= DATA_SHARE * step_s and wait >= DATA_MIN_S:
+        kind = result.get("data_loader")
+        if kind == "single-process":
+            why = ("the DataLoader loads in the training process (num_workers=0): __getitem__, the transforms "
+                   "and collate run between steps while the model waits")
+            fix = ("DataLoader(..., num_workers=N, pin_memory=True, persistent_workers=True); move heavy "
+                   "transforms to the GPU or precompute them")
+        else:
+            why = "the DataLoader's worker processes do not produce batches as fast as the model consumes them"
+            fix = "more workers (num_workers), a larger prefetch_factor, lighter or precomputed transforms"
+        out.append(Verdict(
+            DATA_BOUND, f"the loop waits on the DataLoader for {wait / step_s:.0%} of each step "
+            f"({_ms(wait)} of {_ms(step_s)}, median of {len(steps)} profiled steps): {why}",
+            fix, "data", extra={"share": round(wait / step_s, 3), "data_loader": kind}))
+    syncs = P.median_of(steps, "syncs")
+    if syncs >= SYNCS_PER_STEP:
+        sources: dict[str, int] = {}
+        for s in steps:
+            for k, v in (s.get("sync_sources") or {}).items():
+                sources[k] = sources.get(k, 0) + v
+        what = ", ".join(f"{k} ×{round(v / len(steps))}" for k, v in sorted(sources.items(), key=lambda kv: -kv[1])
+                         if round(v / len(steps)))
+        share = median.get("sync", 0.0) / step_s
+        if device:
+            message = (f"{syncs:.0f} host-device syncs per step (median of {len(steps)} profiled steps"
+                       + (f"; scalar reads: {what}" if what else "") + f"), {share:.0%} of the step spent "
+                       "waiting: each one stops the host until the GPU has drained its queue")
+            severity = Severity.WARNING
+        else:
+            message = (f"{syncs:.0f} tensor values are read back to Python per step ({what or 'scalar reads'}; "
+                       f"median of {len(steps)} profiled steps): cheap on CPU, but once the model runs on a GPU "
+                       "each read is a host-device sync that stalls the queue")
+            severity = Severity.INFO
+        out.append(Verdict(
+            HOST_SYNCS, message, "keep values on the device (`running += loss.detach()`), read them only when "
+            "logging, and replace `if` on tensors by torch.where; torch.cuda.set_sync_debug_mode('warn') names "
+            "each line", "syncs", severity, {"syncs_per_step": syncs}))
+    tiny = _granularity(steps, step_s, device)
+    if tiny is not None:
+        out.append(tiny)
+    return out
+
+
+def _granularity(steps: list[dict[str, Any]], step_s: float, device: bool) -> Verdict | None:
+    if device:
+        kernels = P.median_of(steps, "kernels")
+        kmed = P.median_of(steps, "kernel_median_us")
+        busy = P.median_of(steps, "device_busy_seconds")
+        if kernels >= KERNELS_PER_STEP and 0 < kmed < P.TINY_KERNEL_US and busy <= 0.5 * step_s:
+            return Verdict(
+                TINY_KERNELS, f"each step launches {kernels:.0f} GPU kernels with a median of {kmed:.1f} µs, and "
+                f"the GPU is busy for only {busy / step_s:.0%} of the step: launch overhead, not compute, sets "
+                "the step time", _TINY_FIX, "tiny", Severity.WARNING,
+                {"kernels_per_step": kernels, "kernel_median_us": kmed})
+        return None
+    ops = P.median_of(steps, "ops")
+    omed = P.median_of(steps, "op_median_us")
+    shares = [s["op_seconds"] / s["compute_seconds"] for s in steps if s["compute_seconds"] > 0]
+    share = statistics.median(shares) if shares else 1.0
+    if ops >= OPS_PER_STEP and 0 < omed < P.TINY_US and share < OP_SHARE:
+        return Verdict(
+            TINY_KERNELS, f"each step dispatches {ops:.0f} operators with a median of {omed:.1f} µs, and the "
+            f"operators themselves fill only {share:.0%} of the step's training time: the rest is per-call "
+            "overhead (Python, dispatch), which sets the step time", _TINY_FIX, "tiny",
+            extra={"ops_per_step": ops, "op_median_us": omed, "op_share": round(share, 3)})
+    return None
+
+
 _TINY_FIX = ("batch the work (vectorise Python loops over samples, heads or parameters; stack small tensors), use "
              "foreach/fused optimizers, larger batches, or torch.compile / CUDA graphs to fuse the small calls")
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced() -> Iterator[None]:
+    """Kineto (torch 2.13) prints ``USDT: ... profiler_start`` / ``profiler_stop`` on the process's fd 2
+    from C++, whatever KINETO_LOG_LEVEL says: not for the user's screen."""
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError):  # no usable fd 2 (a closed or replaced stderr): nothing to hide
+        yield
+        return
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _ms(seconds: float) -> str:

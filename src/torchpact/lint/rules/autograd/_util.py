@@ -180,18 +180,32 @@ def grad_leaf(ctx: FileContext, expr: ast.AST) -> bool:
 
 def turns_off_grad(ctx: FileContext, expr: ast.AST, key: str) -> bool:
     """``x.requires_grad_(False)``, ``x.requires_grad = False`` or ``x.detach_()`` in the scope."""
-    scope = ctx.scope(expr)
+    return key in _grad_turned_off(ctx, ctx.scope(expr))
+
+
+def _grad_turned_off(ctx: FileContext, scope: ast.AST) -> set[str]:
+    """The names whose grad a scope turns off; one walk per scope, however many names are asked."""
+    memo_key = ("grad_turned_off", id(scope))
+    found = ctx.memo.get(memo_key)
+    if found is not None:
+        return found
+    found = set()
     body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]
     for node in ctx.walk_scope(body):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and name_key(node.func.value) == key:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             if node.func.attr in ("detach_",) or (node.func.attr == "requires_grad_" and node.args
                                                    and not is_const(node.args[0], True)):
-                return True
+                key = name_key(node.func.value)
+                if key is not None:
+                    found.add(key)
         if isinstance(node, ast.Assign):
             for t in node.targets:
-                if isinstance(t, ast.Attribute) and t.attr == "requires_grad" and name_key(t.value) == key:
-                    return True
-    return False
+                if isinstance(t, ast.Attribute) and t.attr == "requires_grad":
+                    key = name_key(t.value)
+                    if key is not None:
+                        found.add(key)
+    ctx.memo[memo_key] = found
+    return found
 
 
 def pos(node: ast.AST) -> tuple[int, int]:

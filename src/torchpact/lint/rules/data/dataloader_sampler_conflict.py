@@ -23,7 +23,8 @@ class DataloaderSamplerConflict(Rule):
     and calls that pass a `batch_sampler` together with a `batch_size` other than 1, `sampler=`, or
     `drop_last=True` — keyword or positional. A sampler that is literally `None` is not flagged. A
     sampler bound to `None` on one path and to a sampler on another (`DistributedSampler(ds) if
-    distributed else None`) is flagged: that path raises.
+    distributed else None`) is a `warning`: only that path raises; the `error` is kept for calls
+    that raise on every path. `sampler if batch_sampler is None else None` is the correct idiom.
 
     ## Why is this bad?
     The sampler decides the order; `shuffle` only chooses between the default `RandomSampler` and
@@ -72,6 +73,14 @@ from torch.utils.data import DataLoader
 def build(dataset, sampler=None, **kwargs):
     return DataLoader(dataset, shuffle=True, sampler=sampler, **kwargs)
 """,
+        """
+from torch.utils.data import DataLoader
+def build(dataset, sampler, batch_sampler, cfg):
+    if batch_sampler is not None:
+        batch_sampler = make_batch_sampler(cfg)
+    return DataLoader(dataset, sampler=sampler if batch_sampler is None else None,
+                      batch_sampler=batch_sampler, **cfg)
+""",
     ]
     invalid = [
         """
@@ -81,12 +90,12 @@ from torch.utils.data.distributed import DistributedSampler
 sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank)
 loader = DataLoader(dataset, batch_size=32, shuffle=True, sampler=sampler)
 """,
-        """
+        Invalid("""
 import torch.utils.data as tud
 def main(args, dataset):
     train_sampler = tud.DistributedSampler(dataset) if args.distributed else None
     return tud.DataLoader(dataset, args.batch_size, True, train_sampler)
-""",
+""", severity=Severity.WARNING),
         Invalid(
             """
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
@@ -104,44 +113,71 @@ loader2 = DataLoader(dataset, batch_sampler=batch_sampler, shuffle=True, drop_la
             return
         args = {name: argument(node, name, pos) for name, pos in POSITIONS.items()}
         shuffle, sampler, batch_sampler = args["shuffle"], args["sampler"], args["batch_sampler"]
-        if _may_be_sampler(batch_sampler, ctx):
+        batch_paths = _sampler_paths(batch_sampler, ctx)
+        if batch_paths:
+            guards = frozenset(n.id for n in ast.walk(batch_sampler) if isinstance(n, ast.Name))  # type: ignore[arg-type]
             conflicts = []
+            paths = [batch_paths]
             if shuffle is not None and _truthy_const(shuffle):
                 conflicts.append("shuffle=True")
-            if _may_be_sampler(sampler, ctx):
+            sampler_paths = _sampler_paths(sampler, ctx, guards)
+            if sampler_paths:
                 conflicts.append("sampler")
+                paths.append(sampler_paths)
             size = args["batch_size"]
             if isinstance(size, ast.Constant) and size.value != 1:
                 conflicts.append(f"batch_size={size.value!r}")
             if args["drop_last"] is not None and is_const(args["drop_last"], True):
                 conflicts.append("drop_last=True")
             if conflicts:
-                yield self.hit(
-                    node,
-                    message=f"`DataLoader` gets a `batch_sampler` together with {', '.join(conflicts)}: torch raises "
-                            f"`ValueError: {BATCH_SAMPLER_ERROR}`",
+                yield self._conflict(
+                    node, min(paths),
+                    f"`DataLoader` gets a `batch_sampler` together with {', '.join(conflicts)}", BATCH_SAMPLER_ERROR,
                     fix_hint="the batch sampler already decides batch size, order and dropping: pass only `batch_sampler=` "
                              "(set those options on the BatchSampler)",
                 )
             return
-        if shuffle is not None and _truthy_const(shuffle) and _may_be_sampler(sampler, ctx):
-            yield self.hit(node, subject=ctx.segment(sampler) or None)
+        if shuffle is not None and _truthy_const(shuffle):
+            sampler_paths = _sampler_paths(sampler, ctx)
+            if sampler_paths:
+                yield self._conflict(node, sampler_paths, "`DataLoader` gets `shuffle=True` and a `sampler`",
+                                     SAMPLER_ERROR, subject=ctx.segment(sampler) or None)
+
+    def _conflict(self, node: ast.Call, paths: int, what: str, error: str, **kw) -> Hit:
+        """An error when every path raises; a warning when only some do (``... if distributed else None``)."""
+        if paths == ALWAYS:
+            return self.hit(node, message=f"{what}: torch raises `ValueError: {error}`", **kw)
+        return self.hit(node, message=f"{what} on some paths: there torch raises `ValueError: {error}`",
+                        severity=Severity.WARNING, **kw)
 
 
 def _truthy_const(node: ast.expr) -> bool:
     return isinstance(node, ast.Constant) and node.value is not None and bool(node.value)
 
 
-def _may_be_sampler(expr: ast.AST | None, ctx: FileContext, seen: frozenset[int] = frozenset()) -> bool:
-    """Whether ``expr`` is, on some path the file shows, something other than ``None``."""
-    if expr is None or is_const(expr, None) or id(expr) in seen:
-        return False
+NEVER, SOMETIMES, ALWAYS = 0, 1, 2
+
+
+def _sampler_paths(expr: ast.AST | None, ctx: FileContext, guards: frozenset[str] = frozenset(),
+                   seen: frozenset[int] = frozenset()) -> int:
+    """On how many of the paths that reach it ``expr`` is something other than ``None``: NEVER,
+    SOMETIMES or ALWAYS. A conditional whose test names one of ``guards`` (the other argument, as in
+    ``sampler if batch_sampler is None else None``) is the correct idiom: NEVER."""
+    if expr is None or is_const(expr, None) or id(expr) in seen or isinstance(expr, ast.Constant):
+        return NEVER
     seen = seen | {id(expr)}
     if isinstance(expr, ast.IfExp):
-        return _may_be_sampler(expr.body, ctx, seen) or _may_be_sampler(expr.orelse, ctx, seen)
+        if guards & {n.id for n in ast.walk(expr.test) if isinstance(n, ast.Name)}:
+            return NEVER
+        return _combine([_sampler_paths(expr.body, ctx, guards, seen), _sampler_paths(expr.orelse, ctx, guards, seen)])
     if isinstance(expr, ast.Name):
         # a bare parameter or an unknown name: what the caller passes is not visible here
-        return any(_may_be_sampler(v, ctx, seen) for _, v in ctx.bindings(expr) if v is not None)
-    if isinstance(expr, ast.Constant):
-        return False
-    return True
+        values = [v for _, v in ctx.bindings(expr) if v is not None]
+        return _combine([_sampler_paths(v, ctx, guards, seen) for v in values]) if values else NEVER
+    return ALWAYS
+
+
+def _combine(paths: list[int]) -> int:
+    if all(p == ALWAYS for p in paths):
+        return ALWAYS
+    return NEVER if all(p == NEVER for p in paths) else SOMETIMES

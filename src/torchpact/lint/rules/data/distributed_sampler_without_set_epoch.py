@@ -6,6 +6,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, argument, is_const
+from torchpact.lint.project import SET_EPOCH
 from torchpact.lint.rule import Hit, Rule
 
 DIST_SAMPLERS = {"torch.utils.data.DistributedSampler"}
@@ -148,6 +149,8 @@ while step < max_steps:
         if any(a.attr == "set_epoch" for a in ctx.nodes(ast.Attribute)) or any(
                 isinstance(c, ast.Constant) and c.value == "set_epoch" for c in ctx.nodes(ast.Constant)):
             return  # set (or checked) somewhere: lint cannot tell which sampler, so trust it
+        if any(ctx.calls_project_function_that(c, SET_EPOCH) for c in ctx.nodes(ast.Call)):
+            return  # a helper in another module of the project sets it
         seed = argument(node, "seed", 4)
         if seed is not None and not isinstance(seed, ast.Constant) and ctx.in_loop(node):
             return  # re-seeded per epoch: a different permutation every time

@@ -116,6 +116,17 @@ class Trainer:
             if self.gpu_id == 0 and epoch % 10 == 0:
                 self._save_checkpoint(epoch)
 """,
+        """
+import torch
+import torch.distributed as dist
+def main(args):
+    dist.init_process_group("nccl")
+    args.save_logs = args.logs is not None and is_master(args)
+    for epoch in range(args.epochs):
+        train_one_epoch(model, epoch)
+        if args.save_logs:
+            torch.save(model.state_dict(), f"epoch_{epoch}.pt")
+""",
     ]
     invalid = [
         """

@@ -14,7 +14,9 @@ class GraphAccumulatedAcrossIterations(Rule):
     ## What it does
     Flags `total += loss` (or `total = total + loss`) inside a loop that calls `.backward()` every
     iteration, when `loss` was computed with gradients enabled and `total` is never the target of
-    `.backward()` in the same function.
+    `.backward()` in the same function. A total reset inside the training loop itself before it is
+    added to (`running = 0` at the top of each step) is not flagged; one reset by an enclosing loop
+    (per epoch) is a bounded leak, reported as `info`.
 
     ## Why is this bad?
     `loss` carries its `grad_fn`, so `total` becomes a tensor whose graph links every iteration's
@@ -64,6 +66,26 @@ with torch.no_grad():
     for x, y in loader:
         loss = criterion(model(x), y)
         total += loss
+""",
+        """
+import torch.nn.functional as F
+for x, y in loader:
+    running = 0
+    for part in x.split(8):
+        running += F.cross_entropy(model(part), y)
+    running.backward()
+    optimizer.step()
+""",
+        """
+import torch.nn.functional as F
+def train(model, loader, optimizer):
+    for x, y in loader:
+        running = 0
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        running = running + loss
+        log(running)
 """,
     ]
     invalid = [
@@ -129,13 +151,38 @@ for batch in loader:
     total += loss.detach()
 """,
         ),
+        Invalid(
+            """
+import torch.nn.functional as F
+for epoch in range(10):
+    epoch_loss = 0
+    for x, y in loader:
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        epoch_loss += loss
+    print(epoch_loss / len(loader))
+""",
+            fixed="""
+import torch.nn.functional as F
+for epoch in range(10):
+    epoch_loss = 0
+    for x, y in loader:
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        epoch_loss += loss.detach()
+    print(epoch_loss / len(loader))
+""",
+            severity=Severity.INFO,
+        ),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         if isinstance(node, ast.AugAssign):
             if not isinstance(node.op, ast.Add) or not isinstance(node.target, ast.Name):
                 return
-            target, value = node.target, node.value
+            target, value, read = node.target, node.value, node.target
         else:
             assert isinstance(node, ast.Assign)
             if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
@@ -144,22 +191,37 @@ for batch in loader:
             if not (isinstance(b, ast.BinOp) and isinstance(b.op, ast.Add) and isinstance(b.left, ast.Name)
                     and b.left.id == node.targets[0].id):
                 return
-            target, value = node.targets[0], b.right
+            target, value, read = node.targets[0], b.right, b.left
         loops = ctx.enclosing_loops(node)
         if not loops or ctx.grad_disabled(node):
             return
         # Only a loop that back-propagates each iteration frees its graphs per iteration; summing
         # inside a forward (residuals, auxiliary losses) is what the graph is for.
-        if not any(_calls_backward(loop, ctx) for loop in loops):
+        training = next((loop for loop in loops if _calls_backward(loop, ctx)), None)
+        if training is None:
             return
         kinds = ctx.kinds(value)
         if GRAPH not in kinds or not kinds & {LOSS, OUTPUT}:
             return
         if target.id in ctx.backward_names(ctx.scope(node)):
             return  # gradient accumulation: the total is what gets back-propagated
+        # Where the running total was last set: a reset in the training loop itself (``running = 0``
+        # at the top of each step) keeps one step's graph at most; a reset in an enclosing loop (per
+        # epoch) bounds the growth to that loop's iteration.
+        carried = [owner for owner, _ in ctx.bindings(read) if owner is not node and training not in ctx.ancestors(owner)]
+        if ctx.bindings(read) and not carried:
+            return
+        outer = loops[loops.index(training) + 1:]
+        bounded = bool(carried) and all(any(loop in ctx.ancestors(o) for loop in outer) for o in carried)
         text = ctx.locator.source(value)
         simple = isinstance(value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
         replacement = f"{text}.detach()" if simple else f"({text}).detach()"
+        if bounded:
+            yield self.hit(node, subject=target.id, edits=[ctx.locator.replace(value, replacement)], severity=Severity.INFO,
+                           message=("a graph-attached tensor is accumulated across iterations: every step's autograd graph "
+                                    "stays alive until the total is reset in the enclosing loop, so peak memory grows with "
+                                    "that loop's length"))
+            return
         yield self.hit(node, subject=target.id, edits=[ctx.locator.replace(value, replacement)])
 
 

@@ -22,8 +22,10 @@ class GraphKeptInContainer(Rule):
     calls `backward()` or `optimizer.step()` — when the value was computed with gradients enabled
     and still carries its `grad_fn` (`.cpu()`, `.to()`, `.float()` keep it), and the container is
     created outside the loop. Containers that are emptied or re-created inside the loop, bounded
-    `deque(maxlen=...)`s, and containers whose contents are later back-propagated in the same
-    function (`torch.stack(losses).sum().backward()`) are not flagged.
+    `deque(maxlen=...)`s, containers whose contents are later back-propagated in the same
+    function (`torch.stack(losses).sum().backward()`), and containers the function creates and
+    returns (`return sum(losses)`: they live for one call, and the caller back-propagates them) are
+    not flagged.
 
     ## Why is this bad?
     Each stored tensor keeps its step's whole autograd graph reachable. On torch 2.13, until
@@ -107,6 +109,20 @@ def forward(self, x):
         x = layer(x)
         hidden.append(x)
     return x, hidden
+""",
+        """
+import torch
+import torch.nn.functional as F
+def chunked_loss(model, anchors, positives, chunk, with_backward):
+    losses = []
+    for begin in range(0, len(anchors), chunk):
+        loss = F.mse_loss(model(anchors[begin:begin + chunk]), positives[begin:begin + chunk])
+        if with_backward:
+            loss.backward()
+            loss = loss.detach()
+        losses.append(loss)
+    total = sum(losses)
+    return total
 """,
     ]
     invalid = [
@@ -208,7 +224,7 @@ class Trainer:
         if not _is_container(root, ctx) or _is_bounded(root, ctx):
             return
         scope = ctx.scope(node)
-        if _root_name(root) in _differentiated_names(scope, ctx):
+        if _root_name(root) in _differentiated_names(scope, ctx) or _handed_to_caller(root, scope, ctx):
             return
         graph_values = [v for v in values if _carries_graph(v, ctx)]
         if not graph_values:
@@ -384,6 +400,31 @@ def _differentiated_names(scope: ast.AST, ctx: FileContext) -> set[str]:
             break
     scope._tp_differentiated = names  # type: ignore[attr-defined]
     return names
+
+
+def _handed_to_caller(root: ast.expr, scope: ast.AST, ctx: FileContext) -> bool:
+    """A container this function creates and returns (``return sum(losses)``): it lives for one call
+    and the caller back-propagates or drops it, so nothing accumulates across training steps here."""
+    if not isinstance(root, ast.Name) or not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    binds = ctx.assignments(scope).get(root.id, [])
+    if not binds or any(isinstance(owner, ast.arg) for owner, _ in binds):
+        return False
+    returned: set[str] = set()
+    assigns: list[ast.Assign] = []
+    for node in ctx.walk_scope(scope.body):
+        if isinstance(node, ast.Return) and node.value is not None:
+            returned |= _mentioned(node.value)
+        elif isinstance(node, ast.Assign):
+            assigns.append(node)
+    for _ in range(3):  # ``loss = sum(losses); return loss``
+        before = len(returned)
+        for a in assigns:
+            if any(_mentioned(t) & returned for t in a.targets):
+                returned |= _mentioned(a.value)
+        if len(returned) == before:
+            break
+    return root.id in returned
 
 
 def _mentioned(expr: ast.AST) -> set[str]:

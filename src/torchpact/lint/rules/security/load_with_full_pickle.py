@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, is_const, keyword
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule
 
 TORCH_LOAD = {"torch.load", "torch.serialization.load"}
 LOAD_FROM_URL = {"torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url"}
@@ -16,7 +16,9 @@ class LoadWithFullPickle(Rule):
 
     ## What it does
     Flags `torch.load(..., weights_only=False)` (unless the same function has just written that file
-    with `torch.save`); `torch.load(..., pickle_module=...)` without
+    with `torch.save`, directly, through `with open(path, "wb")` or through a helper of the file),
+    as an `info`: spelled out, full unpickling is a decision, and the finding is a reminder to keep
+    it for trusted files; `torch.load(..., pickle_module=...)` without
     `weights_only`, whose default is then `False` (with `weights_only=True` as well, torch raises
     "Can not safely load weights when explicit pickle_module is specified"); and `torch.hub.load_state_dict_from_url(...)`
     (also `torch.utils.model_zoo.load_url`) unless it passes `weights_only=True`: on torch 2.13
@@ -77,12 +79,28 @@ def deep_copy(model):
     buffer.seek(0)
     return torch.load(buffer, weights_only=False)
 """,
-    ]
-    invalid = [
         """
 import torch
-ckpt = torch.load("checkpoint.pt", map_location="cpu", weights_only=False)
+def test_state_round_trip(state, save_path):
+    with open(save_path, "wb") as fh:
+        torch.save(state.state_dict(), fh)
+    assert torch.load(save_path, weights_only=False).keys()
 """,
+        """
+import torch
+def write_fixture(path, n):
+    torch.save(torch.randn(n), path)
+def test_fixture(tmp_path):
+    path = tmp_path / "x.pt"
+    write_fixture(path, 4)
+    assert torch.load(path, weights_only=False).shape == (4,)
+""",
+    ]
+    invalid = [
+        Invalid("""
+import torch
+ckpt = torch.load("checkpoint.pt", map_location="cpu", weights_only=False)
+""", severity=Severity.INFO),
         """
 from torch import load
 import dill
@@ -107,8 +125,9 @@ state_dict = torch.hub.load_state_dict_from_url("https://example.com/resnet.pth"
             weights_only = node.args[6]
         shown = ctx.locator.source(node.func)
         if weights_only is not None:
-            if is_const(weights_only, False) and not _round_trip(node, ctx):
-                yield self.hit(node, subject=shown)
+            if is_const(weights_only, False) and not round_trip(node, ctx):
+                # spelled out, full unpickling is a decision: a reminder, not a likely mistake
+                yield self.hit(node, subject=shown, severity=Severity.INFO)
             return
         if name in LOAD_FROM_URL:
             yield self.hit(node, subject=shown, message=(
@@ -123,9 +142,10 @@ state_dict = torch.hub.load_state_dict_from_url("https://example.com/resnet.pth"
                           "\"Can not safely load weights when explicit pickle_module is specified\")"))
 
 
-def _round_trip(load: ast.Call, ctx: FileContext) -> bool:
-    """``torch.save(obj, f)`` then ``torch.load(f, ...)`` in the same function: the file is one this
-    code just wrote, not untrusted input."""
+def round_trip(load: ast.Call, ctx: FileContext) -> bool:
+    """The file ``torch.load`` reads is one this code just wrote, not untrusted input: an earlier
+    ``torch.save(obj, f)`` in the same function to the same path or buffer, directly, through
+    ``with open(path, "wb") as fh``, or through a function of this file that saves to its argument."""
     source = load.args[0] if load.args else keyword(load, "f")
     if source is None:
         return False
@@ -133,8 +153,44 @@ def _round_trip(load: ast.Call, ctx: FileContext) -> bool:
     scope = ctx.scope(load)
     body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]
     for node in ctx.walk_scope(body):
-        if isinstance(node, ast.Call) and ctx.call_name(node) in ("torch.save", "torch.serialization.save"):
+        if not isinstance(node, ast.Call) or node.lineno > load.lineno:
+            continue
+        if ctx.call_name(node) in TORCH_SAVE:
             target = node.args[1] if len(node.args) >= 2 else keyword(node, "f")
-            if target is not None and ast.dump(target) == wanted and node.lineno <= load.lineno:
+            if target is not None and wanted in _written_paths(target, ctx):
                 return True
+        elif any(ast.dump(a) == wanted for a in node.args) and _saves_an_argument(node, ctx):
+            return True
+    return False
+
+
+TORCH_SAVE = ("torch.save", "torch.serialization.save")
+
+
+def _written_paths(target: ast.AST, ctx: FileContext) -> set[str]:
+    """What ``torch.save`` writes to: the target itself, and the path of ``open(path, "wb")`` when the
+    target is the handle of a ``with`` block."""
+    out = {ast.dump(target)}
+    if isinstance(target, ast.Name):
+        for owner, value in ctx.bindings(target):
+            if isinstance(owner, ast.withitem) and isinstance(value, ast.Call) and value.args:
+                out.add(ast.dump(value.args[0]))
+    return out
+
+
+def _saves_an_argument(call: ast.Call, ctx: FileContext) -> bool:
+    """``helper(obj, path)`` where a function of this file by that name ``torch.save``s to a parameter."""
+    name = call.func.id if isinstance(call.func, ast.Name) else None
+    for fn in ctx.functions.get(name or "", []):
+        params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+        for node in ctx.walk_scope(fn.body):
+            if isinstance(node, ast.Call) and ctx.call_name(node) in TORCH_SAVE:
+                target = node.args[1] if len(node.args) >= 2 else keyword(node, "f")
+                if isinstance(target, ast.Name) and target.id in params:
+                    return True
+                if isinstance(target, ast.Name) and any(
+                        isinstance(o, ast.withitem) and isinstance(v, ast.Call) and v.args
+                        and isinstance(v.args[0], ast.Name) and v.args[0].id in params
+                        for o, v in ctx.bindings(target)):
+                    return True
     return False

@@ -9,7 +9,7 @@ from torchpact.config import torch_floor_from_dependencies
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, keyword
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.security.load_with_full_pickle import TORCH_LOAD
+from torchpact.lint.rules.security.load_with_full_pickle import TORCH_LOAD, round_trip
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -27,10 +27,16 @@ class LoadWithoutWeightsOnly(Rule):
     ## What it does
     Flags `torch.load(...)` calls that do not pass `weights_only`, when the oldest torch the
     project supports is below 2.6: `min-torch` in `[tool.torchpact]`, `--min-torch`, or the torch
-    floor in `[project] dependencies` (e.g. `"torch>=2.1"`), or that of the file's own inline
+    floor the file's closest project declares (e.g. `"torch>=2.1"` in `[project] dependencies`,
+    `setup.cfg`, `setup.py`'s `install_requires` or `requirements*.txt`), or that of the file's own inline
     script metadata (a PEP 723 `# /// script` block). With none of these the code is assumed to run
     on the installed torch (2.13) and the rule is silent. Calls passing
-    `pickle_module` or `**kwargs` are left to TP951 / not judged.
+    `pickle_module` or `**kwargs` are left to TP951 / not judged. Not flagged either: loads in test
+    modules (`test_*.py`, `tests/`: they read fixtures the repository itself ships or writes, and a
+    malicious file there would already be malicious code there), a load of a file the same code has
+    just written (as for TP951), and the compatibility fallback
+    `except TypeError: torch.load(f)` after a `torch.load(f, weights_only=...)` that an older torch
+    rejected.
 
     ## Why is this bad?
     Before torch 2.6 `weights_only` defaulted to `False`: the same line that is safe on torch 2.13
@@ -72,6 +78,20 @@ import torch
 def restore(path, **kwargs):
     return torch.load(path, **kwargs)
 """,
+        """
+# /// script
+# dependencies = ["torch>=1.10"]
+# ///
+import torch
+def load_checkpoint(path, device, weights_only=True):
+    try:
+        return torch.load(path, map_location=device, weights_only=weights_only)
+    except TypeError:
+        return torch.load(path, map_location=device)
+def round_trip(obj, path):
+    torch.save(obj, path)
+    return torch.load(path)
+""",
     ]
     # The examples run with the default configuration (torch 2.13): only a script's own metadata can
     # lower the floor there. tests/proofs/test_security.py checks the configured floor.
@@ -98,11 +118,33 @@ model.load_state_dict(torch.load("model.pt", weights_only=True))
             return
         if len(node.args) >= 3 or any(k.arg is None for k in node.keywords):
             return
+        if ctx.is_test_file or _compat_fallback(node, ctx) or round_trip(node, ctx):
+            return  # a test reads fixtures its own repository ships or writes: not untrusted input
         shown = ".".join(map(str, floor))
         yield self.hit(node, message=(
             f"`torch.load` without `weights_only` fully unpickles the file on torch < 2.6 (this code "
             f"supports torch {shown}): a malicious checkpoint runs arbitrary code there"),
             subject=ctx.locator.source(node.func))  # type: ignore[attr-defined]
+
+
+def _compat_fallback(load: ast.Call, ctx: FileContext) -> bool:
+    """``try: torch.load(f, weights_only=True) except TypeError: torch.load(f)``: the fallback only runs
+    on a torch too old to know ``weights_only`` (< 1.13), where there is no safe loader to ask for."""
+    child: ast.AST = load
+    for anc in ctx.ancestors(load):
+        if isinstance(anc, ast.ExceptHandler):
+            handler = anc
+        elif isinstance(anc, (ast.Try, getattr(ast, "TryStar", ast.Try))) and isinstance(child, ast.ExceptHandler):
+            names = {n.id if isinstance(n, ast.Name) else getattr(n, "attr", "") for n in ast.walk(handler.type)} if handler.type else set()
+            if "TypeError" in names and any(
+                    isinstance(n, ast.Call) and ctx.call_name(n) in TORCH_LOAD and keyword(n, "weights_only") is not None
+                    for stmt in anc.body for n in ast.walk(stmt)):
+                return True
+            return False
+        elif isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+        child = anc
+    return False
 
 
 def min_torch(ctx: FileContext) -> tuple[int, int]:

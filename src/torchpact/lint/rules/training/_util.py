@@ -15,6 +15,7 @@ from torchpact.lint.context import (
     is_const,
     keyword,
 )
+from torchpact.lint.project import ZERO_GRAD
 
 _OPTIMIZER_NAME = re.compile(r"^(opt|optim|optimizer|optimiser)s?(_\w+)?$|_(opt|optim|optimizer|optimiser)$")
 _ZERO_HELPER = re.compile(r"(zero|clear|reset|free)_?\w*grad", re.IGNORECASE)
@@ -67,7 +68,7 @@ def zeroes_grads(ctx: FileContext, node: ast.AST) -> bool:
     if isinstance(node, ast.Call):
         func = node.func
         name = func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
-        if name == "zero_grad" or _ZERO_HELPER.search(name):
+        if name == "zero_grad" or _ZERO_HELPER.search(name) or ctx.calls_project_function_that(node, ZERO_GRAD):
             return True
         if isinstance(func, ast.Attribute) and func.attr in ("zero_", "fill_", "mul_", "detach_", "requires_grad_"):
             return _mentions_grad(func.value)

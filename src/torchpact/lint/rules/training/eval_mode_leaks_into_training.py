@@ -126,6 +126,19 @@ for step, (x, y) in enumerate(loader):
     if step % 100 == 0:
         evaluate(model)
 """,
+        """
+import torch
+def train(net, loader, opt, device, val_set):
+    for epoch in range(3):
+        net = net.eval().cpu()
+        evaluate(net, val_set)
+        net = net.to(device).train()
+        for x, y in loader:
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+""",
     ]
     invalid = [
         """

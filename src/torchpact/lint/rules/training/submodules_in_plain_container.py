@@ -33,7 +33,8 @@ class SubmodulesInPlainContainer(Rule):
     in a method of an `nn.Module` subclass, when the elements are module (or parameter)
     constructions and the container is never wrapped (`nn.ModuleList(self.layers)`,
     `nn.Sequential(*self.layers)`) nor registered by `add_module` / `register_module` / `setattr`.
-    Lists of parameter-free, mode-free modules (activations, pooling) are not flagged.
+    Lists of parameter-free, mode-free modules (activations, pooling, and local module classes that
+    create no parameter, buffer or stateful submodule) are not flagged.
 
     ## Why is this bad?
     `nn.Module.__setattr__` registers `Module` and `Parameter` values, not lists or dicts of them.
@@ -103,6 +104,25 @@ import torch.nn as nn
 class Config:
     def __init__(self):
         self.layers = [nn.Linear(4, 4)]
+""",
+        """
+import math
+import torch
+import torch.nn as nn
+class SinusoidalEmbedding(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.dim = dim
+    def forward(self, t):
+        freqs = torch.exp(-math.log(10000) * torch.arange(self.dim // 2, device=t.device) / self.dim)
+        return torch.cat([(t[:, None] * freqs).sin(), (t[:, None] * freqs).cos()], -1)
+class Model(nn.Module):
+    def __init__(self, dims):
+        super().__init__()
+        self.embedders = [SinusoidalEmbedding(d) for d in dims]
+        self.proj = nn.Linear(sum(dims), 8)
+    def forward(self, t):
+        return self.proj(torch.cat([e(t) for e in self.embedders], -1))
 """,
     ]
     invalid = [
@@ -283,8 +303,35 @@ def _construction(ctx: FileContext, expr: ast.expr, depth: int = 0) -> str | Non
             return "stateless" if parts[-1] in STATELESS else "module"
         return None
     if isinstance(expr.func, ast.Name) and expr.func.id in ctx.module_classes:
-        return "module"
+        return "stateless" if _stateless_class(ctx, ctx.module_classes[expr.func.id]) else "module"
     return None
+
+
+def _stateless_class(ctx: FileContext, cls: ast.ClassDef, depth: int = 0) -> bool:
+    """A local module class that holds no state: its own code creates no parameter, buffer or
+    stateful submodule (it may make tensors in ``forward`` on the input's device), and its bases
+    are ``nn.Module`` or such classes. Not registering it loses nothing."""
+    if depth > 3 or ctx.method(cls, "forward") is None:
+        return False  # a stub (``class Block(nn.Module): pass``) says nothing about what it will hold
+    for base in cls.bases:
+        if isinstance(base, ast.Name) and base.id in ctx.module_classes:
+            if base.id == cls.name or not _stateless_class(ctx, ctx.module_classes[base.id], depth + 1):
+                return False
+        elif ctx.resolve(base) not in ("torch.nn.Module", "torch.nn.modules.module.Module"):
+            return False
+    for node in ast.walk(cls):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if isinstance(func, ast.Attribute) and func.attr in (
+                    "register_buffer", "register_parameter", "add_module", "register_module", "train", "eval"):
+                return False
+            kind = _construction(ctx, node, depth=3) if not (
+                isinstance(func, ast.Name) and func.id == cls.name) else "module"
+            if kind in ("module", "parameter"):
+                return False
+        elif isinstance(node, ast.Attribute) and node.attr == "training":
+            return False  # behaves differently in train and eval mode
+    return True
 
 
 def _class_nodes(cls: ast.ClassDef):

@@ -1,0 +1,28 @@
+"""The metadata of a runtime check, shared by the watchers of ``run`` and the audits of export/compile-check.
+
+Stdlib only (and ``findings``): ``watch`` and ``audit`` both import it, so neither imports the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torchpact.findings import Category, Severity
+
+
+@dataclass(frozen=True)
+class Check:
+    """One runtime check: its stable code and its documentation page.
+
+    ``doc`` holds the sections "What it does", "Why is this bad?" and "How to fix" (``## `` headings).
+    A check that shares a code with a lint rule documents the runtime side of the same pattern.
+    ``severity_note`` says when a finding is reported at another severity than ``severity``
+    ("`warning` when ..."); the rule's page shows it.
+    """
+
+    code: str
+    category: Category
+    severity: Severity
+    summary: str
+    doc: str
+    severity_note: str = ""

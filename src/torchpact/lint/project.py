@@ -1,0 +1,145 @@
+"""Project-wide function summaries: what each function of the linted files does that rules in other
+files need to know (it zeroes gradients, calls ``set_epoch``, switches a module to eval mode, saves
+with ``torch.save``).
+
+Each file's summary comes from lint's own parse of it (no second parse): every function is summarised
+by bare name, and facts flow from callees to callers (``fit`` calls ``train_one_epoch``, which calls
+``sampler.set_epoch``). A rule asking about another module's function is recorded; once every file
+is summarised, only the files whose answers change are linted again with the facts (lint_paths).
+Names are merged across files, which can only make rules quieter (a fact silences a finding, never
+makes one), the safe direction for a linter.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+from dataclasses import dataclass, field
+
+ZERO_GRAD = "zero_grad"
+SET_EPOCH = "set_epoch"
+EVAL = "eval"
+SAVE = "save"
+
+_TRIGGERS = ("zero_grad", ".grad", "set_epoch", ".eval(", "save(")
+_PROPAGATION_ROUNDS = 4
+
+
+@dataclass
+class FileSummary:
+    """One file's functions: name -> facts it shows itself, and names it calls."""
+
+    facts: dict[str, list[str]] = field(default_factory=dict)
+    calls: dict[str, list[str]] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"facts": self.facts, "calls": self.calls}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "FileSummary":
+        return cls(facts=dict(data.get("facts", {})), calls=dict(data.get("calls", {})))
+
+
+def summarize(text: str) -> FileSummary:
+    """The facts of the functions in one file's text; empty when it mentions none or cannot parse."""
+    if not mentions_facts(text):
+        return FileSummary()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return FileSummary()
+    return summarize_tree(tree)
+
+
+def mentions_facts(text: str) -> bool:
+    """Whether a file's text can hold any fact (most files cannot: no walk for them)."""
+    return any(t in text for t in _TRIGGERS)
+
+
+def summarize_tree(tree: ast.Module) -> FileSummary:
+    """The facts of the functions of an already parsed file (lint's own parse: no second one)."""
+    out = FileSummary()
+    modules = {(a.asname or a.name).split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        facts: set[str] = set()
+        calls: set[str] = set()
+        stack: list[ast.AST] = list(fn.body)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+                continue
+            if isinstance(node, ast.Call):
+                _call_facts(node, facts, calls, modules)
+            elif isinstance(node, (ast.Assign, ast.Delete)):
+                targets = node.targets
+                if any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in targets):
+                    facts.add(ZERO_GRAD)  # ``p.grad = None``
+            stack.extend(ast.iter_child_nodes(node))
+        if facts:
+            out.facts.setdefault(fn.name, [])
+            out.facts[fn.name] = sorted(set(out.facts[fn.name]) | facts)
+        if calls:
+            out.calls[fn.name] = sorted(set(out.calls.get(fn.name, [])) | calls)
+    return out
+
+
+def _call_facts(call: ast.Call, facts: set[str], calls: set[str], modules: set[str]) -> None:
+    func = call.func
+    if isinstance(func, ast.Attribute):
+        attr = func.attr
+        if attr == "zero_grad" or (attr == "zero_" and _mentions_grad(func.value)):
+            facts.add(ZERO_GRAD)
+        elif attr == "set_epoch":
+            facts.add(SET_EPOCH)
+        elif attr == "eval" and not call.args:
+            facts.add(EVAL)
+        elif attr == "save" and isinstance(func.value, ast.Name) and func.value.id == "torch":
+            facts.add(SAVE)
+        elif isinstance(func.value, ast.Name) and func.value.id in modules:
+            calls.add(attr)  # ``utils.helper(...)``; methods are not followed: ``x.step()`` could be anything
+    elif isinstance(func, ast.Name):
+        calls.add(func.id)
+
+
+def _mentions_grad(expr: ast.AST) -> bool:
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
+        if isinstance(expr, ast.Attribute) and expr.attr == "grad":
+            return True
+        expr = expr.value
+    return False
+
+
+class ProjectFacts:
+    """Facts of every function of the linted files, by bare name, callees' facts included."""
+
+    def __init__(self, summaries: list[FileSummary] | None = None):
+        facts: dict[str, set[str]] = {}
+        calls: dict[str, set[str]] = {}
+        for s in summaries or []:
+            for name, fs in s.facts.items():
+                facts.setdefault(name, set()).update(fs)
+            for name, cs in s.calls.items():
+                calls.setdefault(name, set()).update(cs)
+        for _ in range(_PROPAGATION_ROUNDS):
+            changed = False
+            for name, callees in calls.items():
+                gained = set().union(*(facts.get(c, ()) for c in callees)) - facts.get(name, set())
+                if gained:
+                    facts.setdefault(name, set()).update(gained)
+                    changed = True
+            if not changed:
+                break
+        self.functions: dict[str, frozenset[str]] = {k: frozenset(v) for k, v in facts.items() if v}
+
+    def has(self, function: str | None, fact: str) -> bool:
+        """Whether a function of the project by that name does ``fact`` (itself or through calls)."""
+        return bool(function) and fact in self.functions.get(function, ())  # type: ignore[arg-type]
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes whenever a fact changes: part of every cached file's key."""
+        blob = json.dumps(sorted((k, sorted(v)) for k, v in self.functions.items()))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]

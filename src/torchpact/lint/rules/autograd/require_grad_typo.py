@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from torchpact.findings import Category, Severity
+from torchpact.lint.context import FileContext
+from torchpact.lint.rule import Hit, Invalid, Rule
+
+
+class RequireGradTypo(Rule):
+    """`x.require_grad = ...` is assigned: a misspelling of `requires_grad` that does nothing.
+
+    ## What it does
+    Flags assignments to an attribute named `require_grad` (TorchFix TOR002, with its autofix).
+
+    ## Why is this bad?
+    A tensor or parameter accepts any new Python attribute, so on torch 2.13 `p.require_grad =
+    False` silently creates an unused attribute: the parameter keeps `requires_grad=True` and the
+    "frozen" layer goes on training (and `x.require_grad = True` leaves `x` without gradients).
+
+    ## Fix safety
+    The fix renames the attribute to `requires_grad`, which is what the line meant. Setting it can
+    raise where the old line did not (`requires_grad` can only be changed on leaf tensors) — an
+    error that was hidden before.
+    """
+
+    code = "TP210"
+    category = Category.AUTOGRAD
+    severity = Severity.ERROR
+    message = "`require_grad` is a misspelling of `requires_grad`: the assignment creates an unused attribute"
+    fix_hint = "assign `requires_grad`"
+    nodes = (ast.Assign, ast.AnnAssign, ast.AugAssign)
+    triggers = ("require_grad",)
+    fixable = True
+
+    valid = ["""
+import torch
+for p in model.backbone.parameters():
+    p.requires_grad = False
+x.requires_grad_(True)
+"""]
+    invalid = [Invalid("""
+import torch
+for p in model.backbone.parameters():
+    p.require_grad = False
+""", fixed="""
+import torch
+for p in model.backbone.parameters():
+    p.requires_grad = False
+""")]
+
+    def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
+        for target in targets:
+            for t in ast.walk(target):
+                if isinstance(t, ast.Attribute) and t.attr == "require_grad" and isinstance(t.ctx, ast.Store):
+                    text = f"{ctx.locator.source(t.value)}.requires_grad"
+                    yield self.hit(t, edits=[ctx.locator.replace(t, text)])

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from torchpact.findings import Category, Severity
+from torchpact.lint.context import FileContext
+from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.rules._api import respell
+
+
+def is_one(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) in (int, float) and node.value == 1
+
+
+class LogOfOnePlus(Rule):
+    """`torch.log(1 + x)` is computed instead of `torch.log1p(x)`.
+
+    ## What it does
+    Flags `torch.log(1 + x)` and `torch.log(x + 1)` (TorchFix TOR106).
+
+    ## Why is this bad?
+    For small `x`, `1 + x` rounds to 1 before the log is taken: on torch 2.13, in float32,
+    `torch.log(1 + 1e-10)` is exactly `0.` while `torch.log1p(1e-10)` is `1e-10`. In float16 or
+    bfloat16 the loss of precision starts around `1e-3`.
+
+    ## Fix safety
+    The fix rewrites the call to `torch.log1p(x)`, which computes the same function without the
+    intermediate rounding: the results agree where `1 + x` was exact and are more accurate elsewhere.
+    """
+
+    code = "TP319"
+    category = Category.NUMERICS
+    severity = Severity.INFO
+    message = "`torch.log(1 + x)` loses all precision for small x (1 + x rounds to 1)"
+    fix_hint = "use `torch.log1p(x)`"
+    nodes = (ast.Call,)
+    triggers = ("log",)
+    fixable = True
+
+    valid = ["""
+import torch
+y = torch.log1p(x)
+z = torch.log(2 + x)
+w = torch.log(x) + 1
+"""]
+    invalid = [
+        Invalid("""
+import torch
+y = torch.log(1 + x)
+z = torch.log(x.exp() + 1.0)
+""", fixed="""
+import torch
+y = torch.log1p(x)
+z = torch.log1p(x.exp())
+""", count=2),
+    ]
+
+    def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
+        assert isinstance(node, ast.Call)
+        if ctx.call_name(node) != "torch.log" or len(node.args) != 1 or node.keywords:
+            return
+        arg = node.args[0]
+        if not (isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add)):
+            return
+        other = arg.right if is_one(arg.left) else arg.left if is_one(arg.right) else None
+        if other is None:
+            return
+        func = respell(node.func, ctx, "torch.log1p")
+        edits = [ctx.locator.replace(node, f"{func}({ctx.locator.source(other)})")] if func else []
+        yield self.hit(node, edits=edits)

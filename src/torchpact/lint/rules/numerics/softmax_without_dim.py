@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+import ast
+from typing import Iterator
+
+from torchpact.findings import Category, Severity
+from torchpact.lint.context import FileContext, argument
+from torchpact.lint.rule import Hit, Invalid, Rule
+
+# function -> position of `dim` ; module class -> position of `dim`
+FUNCTIONS = {"torch.nn.functional.softmax": 1, "torch.nn.functional.log_softmax": 1,
+             "torch.nn.functional.softmin": 1}
+MODULES = {"torch.nn.Softmax": 0, "torch.nn.LogSoftmax": 0, "torch.nn.Softmin": 0}
+
+
+class SoftmaxWithoutDim(Rule):
+    """A softmax is taken without `dim`, so torch guesses the dimension from the input's rank.
+
+    ## What it does
+    Flags `F.softmax(x)`, `F.log_softmax(x)`, `F.softmin(x)`, `nn.Softmax()`, `nn.LogSoftmax()` and
+    `nn.Softmin()` without a `dim`.
+
+    ## Why is this bad?
+    torch 2.13 warns `Implicit dimension choice for softmax has been deprecated` and then picks
+    `dim=0` for 0-, 1- and 3-dimensional inputs and `dim=1` otherwise. For a batch of sequences
+    `(batch, seq, vocab)` it normalises over the *batch*: every row sums to anything but 1 and the
+    model trains on wrong probabilities without an error. The guess also changes silently when a
+    batch dimension is added or removed.
+
+    ## Fix safety
+    No autofix: only the author knows which dimension holds the classes (usually `dim=-1`).
+    """
+
+    code = "TP318"
+    category = Category.NUMERICS
+    severity = Severity.WARNING
+    message = ("softmax without `dim`: torch guesses the dimension from the input's rank (dim 0 for a 3-D "
+               "input, the batch), silently normalising over the wrong axis")
+    fix_hint = "pass the class dimension explicitly, e.g. `dim=-1`"
+    nodes = (ast.Call,)
+    triggers = ("oftm",)
+
+    valid = ["""
+import torch
+import torch.nn.functional as F
+from torch import nn
+p = F.softmax(logits, dim=-1)
+lp = F.log_softmax(logits, 1)
+head = nn.Sequential(nn.Linear(8, 4), nn.LogSoftmax(dim=1))
+act = nn.Softmax(-1)
+q = torch.softmax(x, -1)
+"""]
+    invalid = [
+        Invalid("""
+import torch.nn.functional as F
+from torch import nn
+attn = F.softmax(scores)
+head = nn.Sequential(nn.Linear(8, 4), nn.LogSoftmax())
+""", count=2),
+    ]
+
+    def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
+        assert isinstance(node, ast.Call)
+        qn = ctx.call_name(node)
+        position = FUNCTIONS.get(qn, MODULES.get(qn))
+        if position is None or any(isinstance(a, ast.Starred) for a in node.args):
+            return
+        if any(k.arg is None for k in node.keywords):
+            return
+        if argument(node, "dim", position) is None:
+            yield self.hit(node, subject=qn)

@@ -1,0 +1,122 @@
+"""The oldest torch a project declares, wherever it declares it.
+
+TP952 (``torch.load`` without ``weights_only``) depends on the oldest supported torch, so it must not be
+silent or loud depending only on *where* the project states it. Read, in this order, in one folder:
+``pyproject.toml`` ``[project] dependencies``, ``setup.cfg`` ``[options] install_requires``,
+``setup.py``'s ``install_requires=`` (a literal list, or a name bound to one; the file is parsed,
+never run), then ``requirements*.txt``. Stdlib only: lint never imports torch, nor runs user code.
+"""
+
+from __future__ import annotations
+
+import ast
+import configparser
+import os
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+_TORCH = re.compile(r"\s*torch\s*(\[[^\]]*\])?\s*(.*)$")
+
+
+def parse_version(text: str) -> tuple[int, int] | None:
+    """``"2.4"`` / ``"2.4.1"`` / ``">=2.4,<3"`` -> (2, 4); None when no version is there."""
+    m = re.search(r"(\d+)\.(\d+)", text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def torch_requirement(deps: Iterable[Any]) -> tuple[bool, tuple[int, int] | None]:
+    """(whether a list of PEP 508 requirements names torch, the oldest torch it admits if stated)."""
+    for dep in deps:
+        if not isinstance(dep, str):
+            continue
+        m = _TORCH.match(dep)
+        if not m or (m.group(2) and m.group(2)[0].isalnum()):
+            continue  # "torchvision" and the like
+        spec = m.group(2).split(";")[0]
+        floor = re.search(r"(>=|==|~=|>)\s*(\d+\.\d+)", spec)
+        return True, parse_version(floor.group(2)) if floor else None
+    return False, None
+
+
+def declared_torch(folder: Path) -> tuple[bool, tuple[int, int] | None]:
+    """(whether the project in ``folder`` names torch, its floor) from the first file that names it."""
+    try:
+        names = set(os.listdir(folder))  # one listing, not a stat per candidate: every folder is asked
+    except OSError:
+        return False, None
+    for reader in (_pyproject, _setup_cfg, _setup_py, _requirements):
+        try:
+            deps = reader(folder, names)
+        except (OSError, ValueError, TypeError, SyntaxError, RecursionError, MemoryError, configparser.Error):
+            continue  # an unreadable declaration states nothing; the rules still run
+        found, floor = torch_requirement(deps)
+        if found:
+            return found, floor
+    return False, None
+
+
+def nearest_torch_floor(start: Path, stop: Path | None = None) -> tuple[int, int] | None:
+    """The torch floor of the closest folder at or above ``start`` whose project names torch; the walk
+    ends at ``stop``, at a repository root (``.git``) or at the filesystem root."""
+    for folder in [start, *start.parents]:
+        found, floor = declared_torch(folder)
+        if found:
+            return floor
+        if folder == stop or (folder / ".git").exists():
+            return None
+    return None
+
+
+def _pyproject(folder: Path, names: set[str]) -> list[Any]:
+    if "pyproject.toml" not in names:
+        return []
+    path = folder / "pyproject.toml"
+    project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
+    deps = project.get("dependencies") if isinstance(project, dict) else None
+    return deps if isinstance(deps, list) else []
+
+
+def _setup_cfg(folder: Path, names: set[str]) -> list[str]:
+    if "setup.cfg" not in names:
+        return []
+    path = folder / "setup.cfg"
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read_string(path.read_text(encoding="utf-8"))
+    return parser.get("options", "install_requires", fallback="").splitlines()
+
+
+def _setup_py(folder: Path, names: set[str]) -> list[Any]:
+    if "setup.py" not in names:
+        return []
+    path = folder / "setup.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    bound = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
+             for t in node.targets if isinstance(t, ast.Name)}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg == "install_requires":
+                    value = bound.get(kw.value.id, kw.value) if isinstance(kw.value, ast.Name) else kw.value
+                    try:
+                        deps = ast.literal_eval(value)
+                    except (ValueError, TypeError):
+                        return []  # computed at install time: nothing to read without running it
+                    return list(deps) if isinstance(deps, (list, tuple)) else []
+    return []
+
+
+def _requirements(folder: Path, names: set[str]) -> list[str]:
+    lines: list[str] = []
+    found = [n for n in names if n.startswith("requirements") and n.endswith(".txt")]
+    for name in sorted(found, key=lambda n: (n != "requirements.txt", n)):
+        lines += [ln.split(" #")[0].strip() for ln in (folder / name).read_text(encoding="utf-8").splitlines()
+                  if not ln.lstrip().startswith(("#", "-"))]
+    return lines

@@ -1,0 +1,95 @@
+"""Proofs for the autograd rules about misspelled, deprecated and silently ignored APIs, with real torch."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+
+def _warns(fn, category=Warning):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn()
+    return out, " ".join(str(w.message) for w in caught if issubclass(w.category, category))
+
+
+@pytest.mark.proves("TP210")
+def test_require_grad_typo_leaves_the_parameter_trainable():
+    layer = nn.Linear(3, 3)
+    layer.weight.require_grad = False
+    assert layer.weight.requires_grad  # still trained
+    x = torch.zeros(3)
+    x.require_grad = True
+    assert not x.requires_grad
+    layer.weight.requires_grad = False  # the fix
+    assert not layer.weight.requires_grad
+
+
+@pytest.mark.proves("TP211")
+def test_implicit_reentrant_checkpoint_warns_and_drops_the_segment_weight_gradients():
+    torch.manual_seed(0)
+    block, head = nn.Linear(4, 4), nn.Linear(4, 1)
+    data = torch.randn(2, 4)  # an input that does not require grad, like a batch of data
+    out, text = _warns(lambda: checkpoint(block, data), UserWarning)
+    assert "use_reentrant parameter should be passed explicitly" in text
+    head(out).sum().backward()  # trains without an error...
+    assert head.weight.grad is not None
+    assert block.weight.grad is None  # ...but the weights inside the checkpoint got no gradient
+
+    head(checkpoint(block, data, use_reentrant=False)).sum().backward()  # the fix
+    expected = torch.autograd.grad(head(block(data)).sum(), block.weight)[0]
+    assert torch.allclose(block.weight.grad, expected)
+
+
+@pytest.mark.proves("TP212")
+def test_functorch_transforms_warn_and_torch_func_is_the_same():
+    import functorch
+
+    f = lambda x: (x ** 3).sum()  # noqa: E731
+    x = torch.randn(3)
+    old, text = _warns(lambda: functorch.grad(f)(x), FutureWarning)
+    assert "`functorch.grad` is deprecated as of PyTorch 2.0" in text
+    assert torch.allclose(old, torch.func.grad(f)(x))
+    old, text = _warns(lambda: functorch.vmap(torch.sin)(x), FutureWarning)
+    assert "`functorch.vmap` is deprecated" in text
+    assert torch.equal(old, torch.func.vmap(torch.sin)(x))
+
+
+@pytest.mark.proves("TP213")
+def test_stateless_functional_call_warns_and_torch_func_is_the_same():
+    lin = nn.Linear(2, 2)
+    params = {"weight": torch.eye(2), "bias": torch.zeros(2)}
+    x = torch.randn(1, 2)
+    old, text = _warns(lambda: torch.nn.utils.stateless.functional_call(lin, params, (x,)), FutureWarning)
+    assert "stateless.functional_call` is deprecated" in text
+    assert torch.equal(old, torch.func.functional_call(lin, params, (x,))) and torch.equal(old, x)
+
+
+@pytest.mark.proves("TP214")
+def test_volatile_variable_still_records_the_graph():
+    from torch.autograd import Variable
+
+    model = nn.Linear(3, 3)
+    inputs, text = _warns(lambda: Variable(torch.randn(2, 3), volatile=True), UserWarning)
+    assert "volatile was removed and now has no effect" in text
+    out = model(inputs)
+    assert out.requires_grad and out.grad_fn is not None  # the graph (and activations) are kept
+    with torch.no_grad():
+        assert model(inputs).grad_fn is None
+
+
+@pytest.mark.proves("TP215")
+def test_torch_tensor_of_an_output_detaches_it():
+    model = nn.Linear(3, 1)
+    out = model(torch.randn(4, 3))
+    scores, text = _warns(lambda: torch.tensor(out), UserWarning)
+    assert "To copy construct from a tensor" in text
+    assert not scores.requires_grad and scores.grad_fn is None
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        scores.sum().backward()
+    out.clone().sum().backward()  # the fix keeps the graph
+    assert model.weight.grad is not None

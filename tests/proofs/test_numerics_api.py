@@ -1,0 +1,268 @@
+"""Proofs for the numerics rules about deprecated and removed APIs: what torch 2.13 really does when
+the old name is called, and that each autofix computes the same thing as the code it replaces."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+
+
+def _warns(fn, category=Warning):
+    """Run ``fn`` and return (result, the text of every warning of ``category`` it emitted)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn()
+    return out, " ".join(str(w.message) for w in caught if issubclass(w.category, category))
+
+
+def _spd(n=4):
+    a = torch.randn(n, n, dtype=torch.float64)
+    return a @ a.mT + n * torch.eye(n, dtype=torch.float64)
+
+
+@pytest.mark.proves("TP310")
+@pytest.mark.parametrize("call", [
+    lambda A, b: torch.solve(b, A),
+    lambda A, b: torch.symeig(A),
+    lambda A, b: torch.matrix_rank(A),
+    lambda A, b: torch.lstsq(b, A),
+    lambda A, b: torch.eig(A),
+])
+def test_removed_linalg_functions_raise(call):
+    with pytest.raises(RuntimeError, match="deprecated since version 1.9 and is now removed"):
+        call(_spd(), torch.randn(4, 1, dtype=torch.float64))
+
+
+@pytest.mark.proves("TP311")
+def test_cuda_and_cpu_amp_autocast_warn_and_the_fix_is_the_same_context():
+    _, text = _warns(lambda: torch.cuda.amp.autocast(enabled=False), FutureWarning)
+    assert "torch.cuda.amp.autocast(args...)` is deprecated" in text
+    old, text = _warns(lambda: torch.cpu.amp.autocast(dtype=torch.bfloat16), FutureWarning)
+    assert "torch.cpu.amp.autocast(args...)` is deprecated" in text
+    new = torch.amp.autocast("cpu", dtype=torch.bfloat16)
+    assert (old.device, old.fast_dtype, old._enabled) == (new.device, new.fast_dtype, new._enabled)
+    lin = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    with old:
+        a = lin(x)
+    with new:
+        b = lin(x)
+    assert a.dtype == b.dtype == torch.bfloat16 and torch.equal(a, b)
+
+
+@pytest.mark.proves("TP312")
+def test_cuda_amp_grad_scaler_warns_and_is_the_amp_scaler():
+    old, text = _warns(lambda: torch.cuda.amp.GradScaler(init_scale=1024.0, enabled=False), FutureWarning)
+    assert "torch.cuda.amp.GradScaler(args...)` is deprecated" in text
+    new = torch.amp.GradScaler("cuda", init_scale=1024.0, enabled=False)
+    assert isinstance(old, torch.amp.GradScaler) and old.state_dict() == new.state_dict()
+
+
+@pytest.mark.proves("TP313")
+def test_torch_range_warns_includes_end_and_the_fix_matches():
+    old, text = _warns(lambda: torch.range(0, 9), UserWarning)
+    assert "torch.range is deprecated" in text
+    assert len(old) == 10 and old.dtype == torch.get_default_dtype()  # the end point is included
+    assert len(torch.arange(0, 9)) == 9
+    fixed = torch.arange(0, 10, dtype=torch.get_default_dtype())
+    assert torch.equal(old, fixed) and old.dtype == fixed.dtype
+    evens, _ = _warns(lambda: torch.range(0, 8, 2, dtype=torch.long))
+    assert torch.equal(evens, torch.arange(0, 10, 2, dtype=torch.long))
+    down, _ = _warns(lambda: torch.range(5, -1, -2))
+    assert torch.equal(down, torch.arange(5, -3, -2, dtype=torch.get_default_dtype()))
+
+
+@pytest.mark.proves("TP314")
+def test_torch_qr_warns_and_linalg_qr_is_the_same():
+    A = torch.randn(5, 3, dtype=torch.float64)
+    (q, r), text = _warns(lambda: torch.qr(A), UserWarning)
+    assert "torch.qr is deprecated in favor of torch.linalg.qr" in text
+    q2, r2 = torch.linalg.qr(A)
+    assert torch.allclose(q, q2) and torch.allclose(r, r2)
+    (Q, R), _ = _warns(lambda: torch.qr(A, some=False))
+    Q2, R2 = torch.linalg.qr(A, mode="complete")
+    assert Q.shape == Q2.shape == (5, 5) and torch.allclose(Q, Q2) and torch.allclose(R, R2)
+
+
+@pytest.mark.proves("TP315")
+def test_torch_cholesky_warns_and_linalg_cholesky_is_the_same():
+    S = _spd()
+    L, text = _warns(lambda: torch.cholesky(S), UserWarning)
+    assert "torch.cholesky is deprecated in favor of torch.linalg.cholesky" in text
+    assert torch.allclose(L, torch.linalg.cholesky(S))
+    U, _ = _warns(lambda: torch.cholesky(S, upper=True))
+    assert torch.allclose(U, torch.linalg.cholesky(S).mH)
+
+
+@pytest.mark.proves("TP316")
+def test_chain_matmul_warns_and_multi_dot_is_the_same():
+    a, b, c = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5, 2)
+    old, text = _warns(lambda: torch.chain_matmul(a, b, c), UserWarning)
+    assert "torch.chain_matmul is deprecated" in text
+    assert torch.allclose(old, torch.linalg.multi_dot([a, b, c]))
+
+
+@pytest.mark.proves("TP317")
+def test_lu_family_warns():
+    A = _spd()
+    b = torch.randn(4, 1, dtype=torch.float64)
+    (LU, piv), text = _warns(lambda: torch.lu(A), UserWarning)
+    assert "torch.lu is deprecated in favor of torch.linalg.lu_factor" in text
+    x, text = _warns(lambda: torch.lu_solve(b, LU, piv), UserWarning)
+    assert "torch.lu_solve is deprecated" in text
+    assert torch.allclose(x, torch.linalg.lu_solve(LU, piv, b))
+    U = torch.linalg.cholesky(A).mH
+    (y, _), text = _warns(lambda: torch.triangular_solve(b, U), UserWarning)
+    assert "torch.triangular_solve is deprecated" in text
+    assert torch.allclose(y, torch.linalg.solve_triangular(U, b, upper=True))
+
+
+@pytest.mark.proves("TP318")
+def test_softmax_without_dim_normalises_a_3d_batch_over_the_batch():
+    import torch.nn.functional as F
+
+    x = torch.randn(2, 3, 5)
+    p, text = _warns(lambda: F.softmax(x), UserWarning)
+    assert "Implicit dimension choice for softmax has been deprecated" in text
+    assert torch.allclose(p, F.softmax(x, dim=0))  # the batch dimension
+    assert not torch.allclose(p.sum(-1), torch.ones(2, 3))  # rows over the classes do not sum to 1
+    lp, _ = _warns(lambda: torch.nn.LogSoftmax()(x))
+    assert torch.allclose(lp, F.log_softmax(x, dim=0))
+
+
+@pytest.mark.proves("TP319")
+def test_log_of_one_plus_small_x_is_zero_where_log1p_is_exact():
+    x = torch.tensor([1e-10])
+    assert torch.log(1 + x).item() == 0.0
+    assert torch.log1p(x).item() == pytest.approx(1e-10, rel=1e-6)
+    y = torch.rand(100) * 10
+    assert torch.allclose(torch.log(1 + y), torch.log1p(y))
+
+
+@pytest.mark.proves("TP320")
+def test_exp_minus_one_of_small_x_cancels_where_expm1_is_exact():
+    x = torch.tensor([1e-10])
+    assert (torch.exp(x) - 1).item() == 0.0
+    assert torch.expm1(x).item() == pytest.approx(1e-10, rel=1e-6)
+    y = torch.randn(100)
+    assert torch.allclose(torch.exp(y) - 1, torch.expm1(y), atol=1e-6)
+
+
+@pytest.mark.proves("TP321")
+def test_cuda_amp_custom_fwd_and_bwd_warn_and_amp_versions_work_on_cpu():
+    _, text = _warns(lambda: torch.cuda.amp.custom_fwd(lambda ctx, x: x), FutureWarning)
+    assert "torch.cuda.amp.custom_fwd(args...)` is deprecated" in text
+    _, text = _warns(lambda: torch.cuda.amp.custom_bwd(lambda ctx, g: g), FutureWarning)
+    assert "torch.cuda.amp.custom_bwd(args...)` is deprecated" in text
+
+    class Mul(torch.autograd.Function):
+        @staticmethod
+        @torch.amp.custom_fwd(cast_inputs=torch.float32, device_type="cuda")
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        @torch.amp.custom_bwd(device_type="cuda")
+        def backward(ctx, g):
+            return g * 2
+
+    x = torch.ones(3, requires_grad=True)
+    Mul.apply(x).sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.proves("TP322")
+def test_size_average_and_reduce_warn_and_override_reduction():
+    a, b = torch.randn(4, 3), torch.randn(4, 3)
+    crit, text = _warns(lambda: torch.nn.MSELoss(size_average=False, reduction="mean"), UserWarning)
+    assert "size_average and reduce args will be deprecated" in text
+    assert crit.reduction == "sum"  # the explicit reduction= was ignored
+    assert torch.allclose(crit(a, b), torch.nn.MSELoss(reduction="sum")(a, b))
+    per_item, _ = _warns(lambda: torch.nn.functional.mse_loss(a, b, reduce=False))
+    assert torch.equal(per_item, torch.nn.functional.mse_loss(a, b, reduction="none"))
+
+
+@pytest.mark.proves("TP323")
+def test_stft_without_return_complex_raises_for_real_input():
+    wave = torch.randn(1600)
+    with pytest.raises(RuntimeError, match="stft requires the return_complex parameter"):
+        torch.stft(wave, n_fft=400, window=torch.hann_window(400))
+    spec = torch.stft(wave, n_fft=400, window=torch.hann_window(400), return_complex=True)
+    assert spec.is_complex()
+
+
+@pytest.mark.proves("TP324")
+def test_functional_upsample_warns_and_interpolate_is_the_same():
+    import torch.nn.functional as F
+
+    x = torch.randn(1, 2, 5, 5)
+    old, text = _warns(lambda: F.upsample(x, scale_factor=2, mode="bilinear", align_corners=False), UserWarning)
+    assert "nn.functional.upsample is deprecated" in text.replace("`", "")
+    assert torch.equal(old, F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False))
+    old, text = _warns(lambda: F.upsample_bilinear(x, size=(9, 9)), UserWarning)
+    assert "upsample_bilinear` is deprecated" in text
+    assert torch.equal(old, F.interpolate(x, size=(9, 9), mode="bilinear", align_corners=True))
+    assert not torch.equal(old, F.interpolate(x, size=(9, 9), mode="bilinear"))
+    old, _ = _warns(lambda: F.upsample_nearest(x, scale_factor=3))
+    assert torch.equal(old, F.interpolate(x, scale_factor=3, mode="nearest"))
+
+
+@pytest.mark.proves("TP325")
+def test_upsampling_modules_are_upsample_with_fixed_modes():
+    x = torch.randn(1, 2, 5, 5)
+    assert torch.equal(torch.nn.UpsamplingBilinear2d(scale_factor=2)(x),
+                       torch.nn.Upsample(scale_factor=2, mode="bilinear", align_corners=True)(x))
+    assert not torch.equal(torch.nn.UpsamplingBilinear2d(scale_factor=2)(x),
+                           torch.nn.Upsample(scale_factor=2, mode="bilinear")(x))
+    assert torch.equal(torch.nn.UpsamplingNearest2d(size=(7, 7))(x),
+                       torch.nn.Upsample(size=(7, 7), mode="nearest")(x))
+    assert "deprecated" in torch.nn.UpsamplingBilinear2d.__doc__.lower()
+
+
+@pytest.mark.proves("TP326")
+def test_set_default_tensor_type_warns():
+    before = torch.get_default_dtype()
+    try:
+        _, text = _warns(lambda: torch.set_default_tensor_type(torch.DoubleTensor), UserWarning)
+        assert "set_default_tensor_type() is deprecated as of PyTorch 2.1" in text
+        assert torch.get_default_dtype() == torch.float64
+    finally:
+        torch.set_default_dtype(before)
+
+
+@pytest.mark.proves("TP327")
+def test_assert_allclose_warns_and_assert_close_checks_dtypes():
+    a = torch.ones(3)
+    _, text = _warns(lambda: torch.testing.assert_allclose(a, a.double()), FutureWarning)
+    assert "assert_allclose()` is deprecated since 1.12" in text
+    with pytest.raises(AssertionError, match="dtype"):
+        torch.testing.assert_close(a, a.double())
+    torch.testing.assert_close(a, a.double(), check_dtype=False)
+
+
+@pytest.mark.proves("TP328")
+def test_ger_is_outer():
+    u, v = torch.randn(3), torch.randn(4)
+    assert torch.equal(torch.ger(u, v), torch.outer(u, v))
+    assert "deprecated" in torch.ger.__doc__
+
+
+@pytest.mark.proves("TP329")
+def test_torch_norm_p2_on_a_matrix_is_frobenius_not_the_spectral_norm():
+    M = torch.tensor([[3.0, 0.0], [4.0, 5.0]])
+    assert torch.norm(M, p=2).item() == pytest.approx(torch.linalg.vector_norm(M, 2).item())
+    assert torch.linalg.norm(M, 2).item() != pytest.approx(torch.norm(M, p=2).item(), rel=1e-3)
+    assert "deprecated" in torch.norm.__doc__
+
+
+@pytest.mark.proves("TP330")
+def test_svd_returns_v_where_linalg_svd_returns_vh_and_full_factors():
+    A = torch.randn(5, 3, dtype=torch.float64)
+    U, S, V = torch.svd(A)
+    U2, S2, Vh = torch.linalg.svd(A)
+    assert U.shape == (5, 3) and U2.shape == (5, 5)  # reduced vs full by default
+    assert torch.allclose(U @ torch.diag(S) @ V.mT, A)
+    assert torch.allclose(V.abs(), Vh.mH.abs()) and not torch.allclose(V, Vh, atol=1e-3)
+    assert "deprecated" in torch.svd.__doc__

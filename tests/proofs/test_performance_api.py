@@ -1,0 +1,42 @@
+"""Proofs for the performance rules added with the TorchFix parity work."""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Pids(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return torch.tensor([os.getpid()])
+
+
+@pytest.mark.proves("TP920")
+def test_dataloader_without_workers_loads_in_the_training_process():
+    main = os.getpid()
+    assert {int(p) for p in torch.cat(list(DataLoader(Pids(), batch_size=1)))} == {main}
+    with_workers = {int(p) for p in torch.cat(list(DataLoader(Pids(), batch_size=1, num_workers=2, timeout=120)))}
+    assert main not in with_workers and len(with_workers) == 2
+
+
+@pytest.mark.proves("TP921")
+def test_sdp_kernel_warns():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.backends.cuda.sdp_kernel(enable_math=True):
+            pass
+    assert any(issubclass(w.category, FutureWarning) and "sdp_kernel()` is deprecated" in str(w.message)
+               for w in caught)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    q = torch.randn(1, 2, 4, 8)
+    with sdpa_kernel([SDPBackend.MATH]):
+        out = torch.nn.functional.scaled_dot_product_attention(q, q, q)
+    assert out.shape == q.shape

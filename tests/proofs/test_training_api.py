@@ -1,0 +1,156 @@
+"""Proofs for the training rules about silently ignored calls, removed arguments and deprecated
+names, with real torch training steps."""
+
+from __future__ import annotations
+
+import warnings
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _warns(fn, category=Warning):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn()
+    return out, " ".join(str(w.message) for w in caught if issubclass(w.category, category))
+
+
+def _sgd(lr=1.0):
+    return torch.optim.SGD([nn.Parameter(torch.ones(1))], lr=lr)
+
+
+@pytest.mark.proves("TP411")
+@pytest.mark.parametrize("make", [
+    lambda o: torch.optim.lr_scheduler.ReduceLROnPlateau(o, patience=3, verbose=True),
+    lambda o: torch.optim.lr_scheduler.StepLR(o, 10, verbose=True),
+    lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 10, verbose=False),
+])
+def test_scheduler_verbose_argument_raises(make):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'verbose'"):
+        make(_sgd())
+
+
+@pytest.mark.proves("TP412")
+def test_scheduler_step_with_epoch_warns_and_recursive_schedulers_ignore_it():
+    opt = _sgd()
+    sched = torch.optim.lr_scheduler.MultiplicativeLR(opt, lambda e: 0.5)
+    opt.step()
+    _, text = _warns(lambda: sched.step(5), UserWarning)
+    assert "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated" in text
+    assert opt.param_groups[0]["lr"] == 0.5  # not 0.5 ** 5: the epoch did not place the schedule
+    for _ in range(2):
+        opt.step()
+        _warns(lambda: sched.step(5))
+    assert opt.param_groups[0]["lr"] == 0.125  # the "same epoch" decays again each call
+
+
+@pytest.mark.proves("TP413")
+def test_weight_norm_warns_and_the_parametrization_renames_the_state():
+    old, text = _warns(lambda: torch.nn.utils.weight_norm(nn.Linear(3, 3)), FutureWarning)
+    assert "torch.nn.utils.weight_norm` is deprecated" in text
+    new = torch.nn.utils.parametrizations.weight_norm(nn.Linear(3, 3))
+    assert {"weight_g", "weight_v"} <= set(old.state_dict())
+    assert {"parametrizations.weight.original0", "parametrizations.weight.original1"} <= set(new.state_dict())
+
+
+@pytest.mark.proves("TP414")
+def test_init_without_underscore_warns_and_fills_like_the_underscore_version():
+    a, b = torch.empty(4, 4), torch.empty(4, 4)
+    torch.manual_seed(0)
+    _, text = _warns(lambda: nn.init.xavier_uniform(a, gain=2.0), FutureWarning)
+    assert "nn.init.xavier_uniform` is now deprecated in favor of `nn.init.xavier_uniform_`" in text
+    torch.manual_seed(0)
+    nn.init.xavier_uniform_(b, gain=2.0)
+    assert torch.equal(a, b)
+
+
+@pytest.mark.proves("TP415")
+def test_clip_grad_norm_without_underscore_warns_and_clips_the_same():
+    def grads():
+        p = nn.Parameter(torch.ones(3))
+        p.grad = torch.tensor([3.0, 4.0, 12.0])
+        return [p]
+
+    p1, p2 = grads(), grads()
+    n1, text = _warns(lambda: torch.nn.utils.clip_grad_norm(p1, max_norm=1.0), FutureWarning)
+    assert "clip_grad_norm` is now deprecated in favor of `torch.nn.utils.clip_grad_norm_`" in text
+    n2 = torch.nn.utils.clip_grad_norm_(p2, max_norm=1.0)
+    assert n1.item() == n2.item() == 13.0 and torch.equal(p1[0].grad, p2[0].grad)
+
+
+@pytest.mark.proves("TP416")
+def test_method_named_without_call_changes_nothing():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    model.eval  # noqa: B018 - the pitfall itself
+    assert model.training and model[1].training  # dropout still on
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.randn(2, 4)).sum().backward()
+    opt.zero_grad  # noqa: B018
+    assert model[0].weight.grad is not None  # gradients not cleared
+    model.eval()
+    assert not model.training
+
+
+@pytest.mark.proves("TP417")
+def test_tensor_methods_as_statements_leave_the_tensor_unchanged():
+    x = torch.tensor([-2.0, 0.5, 3.0])
+    x.to(torch.float64)
+    x.clamp(0, 1)
+    x.unsqueeze(0)
+    assert x.dtype == torch.float32 and x.tolist() == [-2.0, 0.5, 3.0] and x.shape == (3,)
+    m = nn.Linear(2, 2)
+    m.to(torch.float64)  # modules, by contrast, convert in place
+    assert m.weight.dtype == torch.float64
+
+
+@pytest.mark.proves("TP418")
+def test_functional_dropout_keeps_dropping_after_eval():
+    class Block(nn.Module):
+        def __init__(self, fixed):
+            super().__init__()
+            self.fixed = fixed
+
+        def forward(self, x):
+            if self.fixed:
+                return F.dropout(x, p=0.5, training=self.training)
+            return F.dropout(x, p=0.5)
+
+    x = torch.ones(1000)
+    buggy, fixed = Block(False).eval(), Block(True).eval()
+    out = buggy(x)
+    assert (out == 0).sum() > 300 and (out == 2).sum() > 300  # still dropping and rescaling
+    assert torch.equal(fixed(x), x)
+    torch.manual_seed(0)
+    a = Block(False).train()(x)
+    torch.manual_seed(0)
+    b = Block(True).train()(x)
+    assert torch.equal(a, b)  # the fix is identical in training mode
+
+
+@pytest.mark.proves("TP419")
+def test_optimizer_recreated_each_step_loses_adam_state():
+    torch.manual_seed(0)
+    target = torch.tensor([3.0])
+
+    def train(recreate):
+        w = nn.Parameter(torch.zeros(1))
+        opt = torch.optim.Adam([w], lr=0.1)
+        steps = []
+        for _ in range(5):
+            if recreate:
+                opt = torch.optim.Adam([w], lr=0.1)
+            opt.zero_grad()
+            before = w.detach().clone()
+            ((w - target) ** 2 * (0.01 if _ % 2 else 1.0)).sum().backward()
+            opt.step()
+            steps.append((w.detach() - before).item())
+        return steps, opt
+
+    recreated, opt = train(True)
+    assert all(s == pytest.approx(0.1, abs=1e-6) for s in recreated)  # a full lr-sized step each time
+    assert opt.state[opt.param_groups[0]["params"][0]]["step"].item() == 1
+    kept, _ = train(False)
+    assert kept != pytest.approx(recreated)

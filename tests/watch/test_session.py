@@ -1,0 +1,105 @@
+"""The session's dispatch: what each watcher receives on unsampled steps, the sampler's call budget,
+and hooks that dynamo sees as disabled only once it compiles."""
+
+from __future__ import annotations
+
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.modules.module as module_hooks
+
+from torchpact.watch import Sampler, Watcher, watch
+
+
+class Recorder(Watcher):
+    name = "recorder"
+
+    def __init__(self, calls: str) -> None:
+        super().__init__()
+        self.unsampled_calls = calls
+        self.pre: list[tuple[int, int]] = []    # (step, depth)
+        self.post: list[tuple[int, int]] = []
+        self.sampled: list[bool] = []
+
+    def on_forward_pre(self, module, args):
+        self.pre.append((self.session.step, self.session.depth))
+
+    def on_forward(self, module, args, output):
+        self.post.append((self.session.step, self.session.depth))
+
+    def on_step_end(self, step):
+        self.sampled.append(self.session.sampled)
+
+
+def _train(steps: int, forwards: int = 1) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = sum(model(torch.randn(2, 4)).pow(2).mean() for _ in range(forwards))
+        loss.backward()
+        opt.step()
+
+
+def test_unsampled_steps_deliver_only_the_calls_each_watcher_asks_for():
+    everything, roots, none = Recorder("all"), Recorder("roots"), Recorder("none")
+    with watch([everything, roots, none], sampler=Sampler(first=2, every=100)):
+        _train(5)
+    per_step = lambda rec, step: [d for s, d in rec.pre if s == step]  # noqa: E731
+    for step in range(5):
+        assert per_step(everything, step) == [1, 2, 2, 2]
+        assert per_step(roots, step) == ([1, 2, 2, 2] if step < 2 else [1])
+        assert per_step(none, step) == ([1, 2, 2, 2] if step < 2 else [])
+    assert [d for s, d in roots.post if s >= 2] == [0, 0, 0]  # after the root's forward: depth 0
+
+
+def test_a_watcher_can_widen_what_it_receives_from_the_next_step():
+    rec = Recorder("none")
+
+    class Widen(Watcher):
+        name = "widen"
+
+        def on_step_end(self, step):
+            if step == 3:
+                rec.unsampled_calls = "all"
+
+    with watch([rec, Widen()], sampler=Sampler(first=2, every=100)):
+        _train(6)
+    assert sorted({s for s, _ in rec.pre}) == [0, 1, 4, 5]
+
+
+def test_call_budget_spaces_out_sampled_steps_of_call_heavy_scripts():
+    heavy, unlimited = Recorder("none"), Recorder("none")
+    # 30 forwards of 4 module calls: 120 calls a step
+    with watch([heavy], sampler=Sampler(first=20, every=5, calls=200, share=0.1)):
+        _train(25, forwards=30)
+    with watch([unlimited], sampler=Sampler(first=20, every=5, calls=None)):
+        _train(25, forwards=30)
+    assert unlimited.sampled[:19] == [True] * 19
+    # budget after s steps: 200 + 0.1 * 120 * s calls; each sampled step costs 120
+    assert [s for s in range(25) if any(p == s for p, _ in heavy.pre)] == [0, 4, 14]
+    assert Sampler(first=20, calls=200).affordable(0, 10**6, 0)  # the first sampled step is always paid
+
+
+def test_hooks_become_invisible_to_dynamo_when_it_starts_compiling():
+    def ours():
+        return [h for h in module_hooks._global_forward_hooks.values()
+                if getattr(h, "__self__", None) is session or getattr(h, "_torchdynamo_disable", False)]
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    x = torch.randn(3, 4)
+    expected = model(x)
+    torch.optim.SGD(model.parameters(), lr=0.1)  # imports torch._dynamo, as every optimizer does
+    with watch([Recorder("all")]) as session:
+        assert "torch._dynamo" in sys.modules
+        model(x)  # the hooks stay bare until dynamo compiles
+        hooks = ours()
+        assert len(hooks) == 1 and not getattr(hooks[0], "_torchdynamo_disable", False)
+        compiled = torch.compile(model, backend="eager")
+        assert torch.equal(compiled(x), expected)
+        hooks = ours()
+        assert len(hooks) == 1 and getattr(hooks[0], "_torchdynamo_disable", False)
+    assert ours() == []
