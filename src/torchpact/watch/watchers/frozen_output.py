@@ -61,6 +61,7 @@ class FrozenOutput(Watcher):
 
     name = "frozen_output"
     checks = (FROZEN_OUTPUT,)
+    unsampled_calls = "none"  # the output layer is looked for on sampled steps only
 
     def __init__(self) -> None:
         super().__init__()
