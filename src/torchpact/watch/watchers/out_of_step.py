@@ -62,6 +62,7 @@ and the run looks merely "unstable".
 Initialise once, before the optimizer is created; when loading or resizing a model, skip the
 initialisation of weights that are already trained (`_is_hf_initialized`, `init_weights=False`).
 If the write is deliberate, do it through the optimizer's parameters and reset its state.""",
+    severity_note="`info` when the checksum changed once and the writer did not show again, so its line is unknown",
 )
 
 
