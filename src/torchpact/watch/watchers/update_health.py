@@ -20,6 +20,7 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers import _sites
+from torchpact.watch.watchers._local import local
 
 SLICE = 512             # elements of each parameter compared across a sampled step
 CONFIRM = 2             # sampled steps in a row a parameter must stay unchanged
@@ -184,10 +185,10 @@ class UpdateHealth(Watcher):
                     continue
                 for p in group["params"]:
                     g = p.grad
-                    if g is None or not p.requires_grad or g.is_sparse or p.numel() == 0:
+                    if g is None or not p.requires_grad or g.is_sparse or local(p).numel() == 0:
                         continue
-                    chosen.append((p, p.detach().reshape(-1)[:SLICE].clone(), lr))
-                    grads.append(g.detach().reshape(-1)[:SLICE])
+                    chosen.append((p, local(p).reshape(-1)[:SLICE].clone(), lr))
+                    grads.append(local(g).reshape(-1)[:SLICE])
             if not chosen:
                 return
             stats = torch.stack([torch.stack([g.abs().max().float(), w.abs().max().float()])
@@ -213,7 +214,7 @@ class UpdateHealth(Watcher):
         with torch.no_grad():
             rows = []
             for p, before, _ in alive:
-                now = p.detach().reshape(-1)[:SLICE]
+                now = local(p).reshape(-1)[:SLICE]
                 rows.append(torch.stack([(now != before).any().float(),
                                          (now.float() - before.float()).norm() / before.float().norm().clamp_min(1e-12)]))
             stats = torch.stack(rows).tolist()
