@@ -21,52 +21,36 @@ from torchpact.watch.watchers._patch import Patch, remove_all
 
 _DROPOUTS = ("dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")
 
-FUNCTIONAL_DROPOUT_IN_EVAL = Check(
-    code="TP418",
-    category=Category.TRAINING,
-    severity=Severity.WARNING,
-    summary="A module in eval mode calls F.dropout without training=: dropout stays on.",
-    doc="""## What it does
-At runtime, looks at `F.dropout` calls (and the 1d/2d/3d/alpha variants) that leave `training=` at
-its default, made inside a module whose `training` is False (after `model.eval()`). It reports the
-module and the line of the call.
-
-## Why is this bad?
-`F.dropout`'s `training` argument defaults to True in torch 2.13: `model.eval()` cannot reach it.
-Evaluation and inference stay random — the same input gives different outputs, and metrics are
-those of a model with dropout on.
-
-## How to fix
-Pass the mode: `F.dropout(x, p, training=self.training)`, or use an `nn.Dropout` submodule, which
-follows `model.eval()`.""",
-)
-
 DROPOUT_IN_EVAL = Check(
     code="TP458",
     category=Category.TRAINING,
     severity=Severity.WARNING,
-    summary="A module in eval mode still applies attention dropout: dropout_p ignores self.training.",
+    summary="A module in eval mode still applies dropout: a functional call ignores self.training.",
     doc="""## What it does
-At runtime, looks at `F.scaled_dot_product_attention` calls with `dropout_p > 0` made inside a
-module whose `training` is False (after `model.eval()`). It reports the module and the line of the
-call. `nn.MultiheadAttention`, which zeroes its dropout outside training, is not reported.
+At runtime, looks at the functional dropout calls — `F.dropout` (and its 1d/2d/3d/alpha variants)
+with `training=` left at its default, and `F.scaled_dot_product_attention` with `dropout_p > 0` —
+made inside a module whose `training` is False (after `model.eval()`). It reports the module and the
+line of the call.
 
 ## Why is this bad?
-`scaled_dot_product_attention` applies `dropout_p` whatever the mode in torch 2.13: `model.eval()`
-cannot reach it. Evaluation and inference stay random — the same input gives different outputs,
-and metrics are those of a model with dropout on (transformers#33844: the FlashAttention-2
-attention of M2M100/Bart kept dropping attention weights in eval mode).
+`F.dropout`'s `training` argument defaults to True in torch 2.13, and
+`scaled_dot_product_attention` applies `dropout_p` whatever the mode: `model.eval()` cannot reach
+them. Evaluation and inference stay random — the same input gives different outputs, and metrics
+are those of a model with dropout on (transformers#33844: the FlashAttention-2 attention of
+M2M100/Bart kept dropping attention weights in eval mode).
 
 ## How to fix
-Pass `dropout_p=self.dropout if self.training else 0.0`.""",
+Pass the mode: `F.dropout(x, p, training=self.training)`, and
+`dropout_p=self.dropout if self.training else 0.0` for `scaled_dot_product_attention` — or use an
+`nn.Dropout` submodule, which follows `model.eval()`.""",
 )
 
 
 class FunctionalDropout(Watcher):
-    """TP418 / TP458: functional dropout that stays active in eval mode."""
+    """TP458: functional dropout that stays active in eval mode."""
 
     name = "functional_dropout"
-    checks = (FUNCTIONAL_DROPOUT_IN_EVAL, DROPOUT_IN_EVAL)
+    checks = (DROPOUT_IN_EVAL,)
 
     def __init__(self) -> None:
         super().__init__()
@@ -99,8 +83,7 @@ class FunctionalDropout(Watcher):
                     if isinstance(p, (int, float)) and p > 0:
                         module = self._eval_module()
                         if module is not None:
-                            self._report(FUNCTIONAL_DROPOUT_IN_EVAL, module, f"F.{name}(p={p:g}) without training=",
-                                     sys._getframe(2))
+                            self._report(module, f"F.{name}(p={p:g}) without training=", sys._getframe(2))
                 return original(input, *args, **kwargs)
             return dropout
         return make
@@ -111,17 +94,16 @@ class FunctionalDropout(Watcher):
             if isinstance(p, (int, float)) and p > 0:
                 module = self._eval_module()
                 if module is not None:
-                    self._report(DROPOUT_IN_EVAL, module, f"F.scaled_dot_product_attention(dropout_p={p:g})",
-                                 sys._getframe(2))
+                    self._report(module, f"F.scaled_dot_product_attention(dropout_p={p:g})", sys._getframe(2))
             return original(*args, **kwargs)
         return scaled_dot_product_attention
 
-    def _report(self, check: Check, module: Any, call: str, frame: Any) -> None:
+    def _report(self, module: Any, call: str, frame: Any) -> None:
         path, line = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else (None, None)
         name = self.session.names.module(module)
         where = f" at {os.path.basename(path)}:{line}" if path else ""
         self.session.report(
-            check,
+            DROPOUT_IN_EVAL,
             f"`{name}` ({type(module).__name__}) is in eval mode but calls {call}{where}: dropout stays on "
             "during evaluation, so outputs are random and metrics are those of a model with dropout",
             subject=name, path=path, line=line, key=(type(module).__name__, path, line),

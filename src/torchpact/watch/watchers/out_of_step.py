@@ -42,6 +42,7 @@ CHANGED_OUTSIDE_STEP = Check(
     code="TP456",
     category=Category.TRAINING,
     severity=Severity.WARNING,
+    severity_note="`info` when the parameters changed once but the writer did not show again, so its line is unknown",
     summary="Parameters an optimizer trains are changed outside optimizer.step() (re-initialised or overwritten).",
     doc="""## What it does
 At runtime, watches the parameters that an optimizer holds once it has stepped. It reports when they
@@ -63,7 +64,6 @@ and the run looks merely "unstable".
 Initialise once, before the optimizer is created; when loading or resizing a model, skip the
 initialisation of weights that are already trained (`_is_hf_initialized`, `init_weights=False`).
 If the write is deliberate, do it through the optimizer's parameters and reset its state.""",
-    severity_note="`info` when the checksum changed once and the writer did not show again, so its line is unknown",
 )
 
 
