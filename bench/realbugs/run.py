@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,14 +40,15 @@ CASES = (
     Case("transformers_17877", "init re-run over trained weights", ("TP456",)),
     Case("transformers_33844", "attention dropout on in eval mode", ("TP458",)),
     Case("stackoverflow_67180955", "same RNG state in every DataLoader worker", ("TP550",)),
-    Case("pytorch_104336", "DDP parameters moved after wrapping", ("TP601",), nproc=2),
+    Case("pytorch_104336", "DDP model converted after wrapping: hooks lost", ("TP657",), nproc=2),
     Case("x_jxmnop_ddp_out_of_sync", "model only sometimes wrapped in DDP", ("TP602", "TP652"), nproc=2),
     Case("deepspeed_1801", "rank-local clipping desynchronises replicas", ("TP652",), nproc=2),
 )
 
 
 def run_case(case: Case, mode: str, timeout: int = 600) -> tuple[list[dict], float, str]:
-    cmd = [sys.executable, "-m", "torchpact", "run", "--quiet", "--format", "json"]
+    report = Path(tempfile.mkdtemp(prefix="realbugs-")) / "report.json"
+    cmd = [sys.executable, "-m", "torchpact", "run", "--quiet", "--format", "json", "--output", str(report)]
     if case.nproc > 1:
         cmd += ["--nproc", str(case.nproc)]
     cmd += [str(HERE / "cases" / f"{case.name}.py"), mode]
@@ -56,9 +59,11 @@ def run_case(case: Case, mode: str, timeout: int = 600) -> tuple[list[dict], flo
         return [], time.perf_counter() - start, "timed out"
     elapsed = time.perf_counter() - start
     try:
-        return json.loads(out.stdout)["findings"], elapsed, ""
-    except (ValueError, KeyError):
+        return json.loads(report.read_text())["findings"], elapsed, ""
+    except (OSError, ValueError, KeyError):
         return [], elapsed, (out.stderr.strip().splitlines() or ["no report"])[-1]
+    finally:
+        shutil.rmtree(report.parent, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:

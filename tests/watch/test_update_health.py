@@ -86,3 +86,14 @@ def test_clean_runs_with_warmup_schedulers_weight_decay_and_clipping_are_silent(
             nn.functional.cross_entropy(cnn(torch.randn(4, 3, 8, 8)), torch.randint(0, 3, (4,))).backward()
             opt.step()
     assert codes(watched(train_cnn, ["update_health"])) == []
+
+
+def test_a_learning_rate_far_too_high_rewrites_the_weights_every_step():
+    model = _model()
+
+    def run():
+        opt = torch.optim.Adam(model.parameters(), lr=1.0)  # meant for another optimizer
+        _train(model, opt, steps=16)
+    found = [f for f in watched(run, ["update_health"]) if f.code == "TP463"]
+    assert found and all(f.severity.value == "info" for f in found)
+    assert "of its norm" in found[0].message and found[0].path.endswith("test_update_health.py")

@@ -16,6 +16,7 @@ from typing import Any
 
 from torchpact.findings import Category, Severity
 from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers._local import local
 
 FROZEN_OUTPUT = Check(
     code="TP459",
@@ -52,7 +53,7 @@ def _default_init(module: Any) -> bool:
         return False
     bound = 1.0 / math.sqrt(fan_in)
     with torch.no_grad():
-        top = weight.detach().abs().max().item()
+        top = local(weight).abs().max().item()
     return 0.5 * bound < top <= bound * (1 + 1e-4)
 
 
@@ -62,6 +63,7 @@ class FrozenOutput(Watcher):
     name = "frozen_output"
     unsampled_calls = "none"
     checks = (FROZEN_OUTPUT,)
+    unsampled_calls = "none"  # the output layer is looked for on sampled steps only
 
     def __init__(self) -> None:
         super().__init__()

@@ -28,6 +28,7 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.watch.frames import user_location
 from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers._local import local
 from torchpact.watch.watchers._patch import Patch, remove_all
 
 MAX_ARMED = 3   # iterations the write detector may run in one job
@@ -224,7 +225,7 @@ class OutOfStep(Watcher):
         import torch
 
         with torch.no_grad():
-            flat = [p.detach() for p in params]
+            flat = [local(p) for p in params]
             return torch.stack([torch.stack(torch._foreach_norm(flat)).float(),
                                 torch.stack([t.sum() for t in flat]).float()])
 

@@ -20,11 +20,15 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers import _sites
+from torchpact.watch.watchers._local import local
 
 SLICE = 512             # elements of each parameter compared across a sampled step
 CONFIRM = 2             # sampled steps in a row a parameter must stay unchanged
 ZERO_LR_STEPS = 20      # consecutive steps with lr == 0 in every group
 RELATIVE_FLOOR = 1e-6   # lr·|grad| below this fraction of |weight| cannot move float32 weights
+HIGH_RATIO = 0.1        # |update| / |weight| of one step, for a weight matrix
+RATIO_FROM = 10         # steps before this (the first, largest updates; warmup) are not counted
+RATIO_STEPS = 5         # consecutive sampled steps above it
 
 STALE_PARAMS = Check(
     code="TP454",
@@ -74,6 +78,30 @@ Print `scheduler.get_last_lr()` for the first steps and fix the factor (`s / war
 )
 
 
+LARGE_UPDATES = Check(
+    code="TP463",
+    category=Category.TRAINING,
+    severity=Severity.INFO,
+    summary="Each optimizer step changes a weight matrix by a large fraction of its norm.",
+    doc=f"""## What it does
+At runtime, on sampled steps, measures the update-to-weight ratio ‖w_after − w_before‖ / ‖w_before‖
+of each weight matrix (on a fixed slice of it). When it stays above {HIGH_RATIO:.0%} on
+{RATIO_STEPS} sampled steps in a row (from step {RATIO_FROM} on), it reports the parameter, the ratios and the optimizer's
+creation line. Biases and normalisation weights (1-D) are left out; small ratios (warmup, decay,
+fine-tuning) are never reported.
+
+## Why is this bad?
+In a healthy run each step moves a weight matrix by about 0.1% of its norm (1e-3 is the usual rule
+of thumb, for SGD and Adam alike). Steps that change a tenth of the weights' norm or more, step after step, do not refine
+them, they overwrite them: the loss oscillates or plateaus high, and a learning rate meant for
+another model size or optimizer is the usual cause. It is a heuristic, hence `info`.
+
+## How to fix
+Lower the learning rate (for this module's parameter group at least) or add warmup; check that the
+gradients are not scaled up by mistake (a summed loss, an un-unscaled GradScaler).""",
+)
+
+
 def _lr(group: dict) -> float | None:
     lr = group.get("lr")
     if isinstance(lr, (int, float)):
@@ -88,13 +116,14 @@ class UpdateHealth(Watcher):
     """TP454 and TP455: steps that leave the weights where they were."""
 
     name = "update_health"
-    checks = (STALE_PARAMS, ZERO_LR)
+    checks = (STALE_PARAMS, ZERO_LR, LARGE_UPDATES)
 
     def __init__(self) -> None:
         super().__init__()
         self._pending: dict[int, tuple[weakref.ref, list[tuple[Any, Any, float]]]] = {}
         self._stale: dict[int, int] = {}          # param id -> sampled steps in a row without change
         self._zero_lr: dict[int, int] = {}        # optimizer id -> consecutive steps with lr == 0
+        self._high: dict[int, list[float]] = {}   # param id -> update/weight ratios, consecutive high ones
 
     def attach(self, session: Any) -> None:
         super().attach(session)
@@ -156,10 +185,10 @@ class UpdateHealth(Watcher):
                     continue
                 for p in group["params"]:
                     g = p.grad
-                    if g is None or not p.requires_grad or g.is_sparse or p.numel() == 0:
+                    if g is None or not p.requires_grad or g.is_sparse or local(p).numel() == 0:
                         continue
-                    chosen.append((p, p.detach().reshape(-1)[:SLICE].clone(), lr))
-                    grads.append(g.detach().reshape(-1)[:SLICE])
+                    chosen.append((p, local(p).reshape(-1)[:SLICE].clone(), lr))
+                    grads.append(local(g).reshape(-1)[:SLICE])
             if not chosen:
                 return
             stats = torch.stack([torch.stack([g.abs().max().float(), w.abs().max().float()])
@@ -183,10 +212,15 @@ class UpdateHealth(Watcher):
         if not alive:
             return
         with torch.no_grad():
-            moved = torch.stack([(p.detach().reshape(-1)[:SLICE] != before).any()
-                                 for p, before, _ in alive]).tolist()
+            rows = []
+            for p, before, _ in alive:
+                now = local(p).reshape(-1)[:SLICE]
+                rows.append(torch.stack([(now != before).any().float(),
+                                         (now.float() - before.float()).norm() / before.float().norm().clamp_min(1e-12)]))
+            stats = torch.stack(rows).tolist()
+        self._check_ratios(optimizer, [(p, ratio) for (p, _, _), (_, ratio) in zip(alive, stats) if p.dim() >= 2])
         stale = []
-        for (p, _, lr), changed in zip(alive, moved):
+        for (p, _, lr), (changed, _) in zip(alive, stats):
             if changed:
                 self._stale.pop(id(p), None)
                 continue
@@ -196,6 +230,32 @@ class UpdateHealth(Watcher):
                 stale.append((p, lr))
         if stale:
             self._report_stale(optimizer, stale)
+
+    def _check_ratios(self, optimizer: Any, ratios: list[tuple[Any, float]]) -> None:
+        """TP463: weight matrices whose every sampled update is a large part of the weight itself."""
+        if self.session.step < RATIO_FROM:
+            return
+        names = self.session.names
+        for p, ratio in ratios:
+            key = id(p)
+            if ratio <= HIGH_RATIO or not math.isfinite(ratio):
+                self._high.pop(key, None)
+                continue
+            seen = self._high.setdefault(key, [])
+            seen.append(ratio)
+            if len(seen) != RATIO_STEPS:
+                continue
+            name = names.param(p)
+            module = name.rsplit(".", 1)[0] if "." in name else name
+            path, line = _sites.creation_site(optimizer)
+            self.session.report(
+                LARGE_UPDATES,
+                f"each of the last {RATIO_STEPS} sampled steps of the {_sites.label(optimizer)} changed `{name}` by "
+                f"{min(seen):.0%}–{max(seen):.0%} of its norm (a healthy update is around 0.1%): the weights are "
+                "rewritten rather than refined, usually a learning rate far too high for this module",
+                subject=module, path=path, line=line, key=("ratio", module),
+                fix="lower the learning rate (or this module's param group lr), add warmup, and check that "
+                    "gradients are not scaled up (loss summed instead of averaged, a GradScaler not unscaled)")
 
     def _report_stale(self, optimizer: Any, stale: list[tuple[Any, float]]) -> None:
         names = self.session.names

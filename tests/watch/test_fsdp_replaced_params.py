@@ -1,0 +1,65 @@
+"""Runtime TP656: an optimizer created before FSDP2's fully_shard (gloo, one rank)."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+from tests.watch.util import run_source
+
+SCRIPT = """
+import json, os, sys
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.distributed.fsdp import fully_shard
+
+os.environ["MASTER_ADDR"] = "127.0.0.1"
+os.environ["MASTER_PORT"] = sys.argv[2]
+dist.init_process_group("gloo", rank=0, world_size=1)
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
+before = sys.argv[1] == "before"
+if before:
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+for layer in (model[0], model[2]):
+    fully_shard(layer)
+fully_shard(model)
+if not before:
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+start = [p.full_tensor().clone() for p in model.parameters()]
+for _ in range(4):
+    opt.zero_grad()
+    model(torch.randn(4, 8)).pow(2).mean().backward()
+    opt.step()
+moved = any(not torch.equal(a, p.full_tensor()) for a, p in zip(start, model.parameters()))
+with open(sys.argv[3], "w") as f:
+    json.dump(moved, f)
+dist.destroy_process_group()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(tmp_path, order, port=None):
+    port = port or _free_port()
+    out = tmp_path / f"{order}.json"
+    outcome = run_source(tmp_path, SCRIPT, ["fsdp_replaced_params"], args=[order, str(port), str(out)],
+                         name=f"{order}.py")
+    return outcome, json.loads(out.read_text())
+
+
+def test_optimizer_built_before_fully_shard_is_named(tmp_path):
+    outcome, moved = _run(tmp_path, "before")
+    assert moved is False  # the consequence: the sharded model never trains
+    [f] = [f for f in outcome.findings if f.code == "TP656"]
+    assert "4 of the 4 parameters the Adam created at before.py:" in f.message and f.severity.value == "error"
+
+
+def test_optimizer_built_after_fully_shard_is_silent(tmp_path):
+    outcome, moved = _run(tmp_path, "after")
+    assert moved is True and [f for f in outcome.findings if f.code == "TP656"] == []
