@@ -42,6 +42,7 @@ NUMBER = "number"          # a Python number (e.g. from .item())
 FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
+_NESTED_SCOPES = frozenset({*FUNCTION_TYPES, ast.ClassDef})
 COMPREHENSION_TYPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 NN_MODULE_BASES = {
@@ -207,12 +208,23 @@ class FileContext:
         """Nodes under ``root`` (statements, or a node), not entering nested functions or classes."""
         stack: list[ast.AST] = list(reversed(root)) if isinstance(root, list) else [root]
         first = None if isinstance(root, list) else root
+        # ast.iter_child_nodes inlined (hot: most analyses walk a scope); the Load/Store/Del markers
+        # are skipped, as no analysis asks for them.
+        AST, CONTEXT, pop, push = ast.AST, ast.expr_context, stack.pop, stack.append
         while stack:
-            node = stack.pop()
+            node = pop()
             yield node
-            if node is not first and isinstance(node, (*FUNCTION_TYPES, ast.ClassDef)):
+            if node is not first and type(node) in _NESTED_SCOPES:
                 continue
-            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+            children = []
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if type(value) is list:
+                    children += [item for item in value if isinstance(item, AST)]
+                elif isinstance(value, AST) and not isinstance(value, CONTEXT):
+                    children.append(value)
+            while children:
+                push(children.pop())
 
     # ------------------------------------------------------------------ names
     @cached_property

@@ -36,8 +36,18 @@ class FileResult:
     asked: list = field(default_factory=list)
 
 
+# (select, ignore) -> the rules they enable, for configurations without per-file ignores.
+_ENABLED: dict[tuple, list[type[Rule]]] = {}
+
+
 def enabled_rules(config: Config, path: str) -> list[Rule]:
-    return [r() for r in all_rules() if config.is_enabled(r.code, r.category.value, path)]
+    if config.per_file_ignores:
+        return [r() for r in all_rules() if config.is_enabled(r.code, r.category.value, path)]
+    key = (tuple(config.select), tuple(config.ignore))
+    classes = _ENABLED.get(key)
+    if classes is None:
+        classes = _ENABLED[key] = [r for r in all_rules() if config.is_enabled(r.code, r.category.value)]
+    return [r() for r in classes]
 
 
 def parse(source: Source) -> ast.Module:
@@ -97,6 +107,38 @@ def index(ctx: FileContext) -> None:
             parents[id(child)] = node
             push(child)
     ctx.by_type = by_type
+
+
+def callee_name(call: ast.Call, aliases: dict[str, str]) -> str | None:
+    """The last name of a call's callee: ``step`` for ``opt.step()`` and ``step()``, and the imported
+    name for an alias (``load`` for ``from torch import load as tload; tload(f)``), so it is always
+    the last part of ``ctx.call_name(call)`` when that is not None."""
+    func = call.func
+    t = type(func)
+    if t is ast.Attribute:
+        return func.attr  # type: ignore[attr-defined]
+    if t is ast.Name:
+        name = func.id  # type: ignore[attr-defined]
+        origin = aliases.get(name)
+        return origin.rpartition(".")[2] if origin else name
+    return None
+
+
+def rule_nodes(rule: Rule, ctx: FileContext, callees: list[tuple[ast.AST, str | None]]) -> list[ast.AST]:
+    """The nodes the engine hands ``rule``: of its types, through its ``calls``/``attrs`` pre-filters.
+    ``callees`` pairs every call of the file with its callee's last name, in walk order."""
+    calls, attrs = rule.calls, rule.attrs
+    if not calls and not attrs:
+        return ctx.nodes(*rule.nodes)
+    out: list[ast.AST] = []
+    for t in rule.nodes:
+        if t is ast.Call and calls:
+            out += [n for n, name in callees if name in calls]
+        elif t is ast.Attribute and attrs:
+            out += [n for n in ctx.by_type.get(t, ()) if n.attr in attrs]  # type: ignore[attr-defined]
+        else:
+            out += ctx.by_type.get(t, ())
+    return out
 
 
 def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, config: Config) -> Finding:
@@ -162,7 +204,19 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
     if rules is None:
         rules = enabled_rules(config, source.path)
     text = source.text
-    active = [r for r in rules if not r.triggers or any(t in text for t in r.triggers)]
+    found: dict[str, bool] = {}  # each trigger searched once per file, however many rules share it
+    active = []
+    for r in rules:
+        for t in r.triggers:
+            hit = found.get(t)
+            if hit is None:
+                hit = found[t] = t in text
+            if hit:
+                active.append(r)
+                break
+        else:
+            if not r.triggers:
+                active.append(r)
     tree = parse(source)  # even with no rule to run: a file lint cannot parse is always reported
     if notes is not None and mentions_facts(text):
         notes["summary"] = summarize_tree(tree).to_json()
@@ -172,10 +226,12 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
     index(ctx)
     findings: list[Finding] = []
     edits: list[Edit] = []
+    aliases = ctx.aliases
+    callees = [(n, callee_name(n, aliases)) for n in ctx.by_type.get(ast.Call, ())]  # type: ignore[arg-type]
     for rule in active:
         if rule.needs_torch_import and not ctx.imports_torch:
             continue
-        nodes = ctx.nodes(*rule.nodes)
+        nodes = rule_nodes(rule, ctx, callees)
         if not nodes:
             continue
         ctx.start_budget(RULE_BUDGET_S)

@@ -62,6 +62,11 @@ class Rule:
     fix_hint: ClassVar[str | None] = None
     nodes: ClassVar[tuple[type[ast.AST], ...]] = ()
     triggers: ClassVar[tuple[str, ...]] = ("torch",)
+    # Pre-filters the engine applies before ``check``, for rules that would return at once on other
+    # nodes: only calls whose callee's last name or attribute is in ``calls`` (``opt.step()``,
+    # ``step()``), only attributes whose ``.attr`` is in ``attrs``. Empty: every node of the type.
+    calls: ClassVar[frozenset[str]] = frozenset()
+    attrs: ClassVar[frozenset[str]] = frozenset()
     needs_torch_import: ClassVar[bool] = True
     fixable: ClassVar[bool] = False
     facts: ClassVar[tuple[str, ...]] = ()
@@ -107,6 +112,11 @@ class Rule:
     @classmethod
     def invalid_examples(cls) -> list[Invalid]:
         return [e if isinstance(e, Invalid) else Invalid(e) for e in cls.invalid]
+
+
+def last_names(*qualnames: Iterable[str]) -> frozenset[str]:
+    """The last parts of qualified names (``torch.load`` -> ``load``), for a rule's ``calls``."""
+    return frozenset(qn.rpartition(".")[2] for names in qualnames for qn in names)
 
 
 CODE_PATTERN = re.compile(r"^TP\d{3}$")

@@ -33,6 +33,10 @@ class ApiUse(Rule):
     names: ClassVar[dict[str, str | None]] = {}
     nodes = (ast.Attribute, ast.ImportFrom)
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.attrs = cls._last_parts()  # the engine's pre-filter: check's own first test
+
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         if isinstance(node, ast.ImportFrom):
             yield from self._check_import(node, ctx)

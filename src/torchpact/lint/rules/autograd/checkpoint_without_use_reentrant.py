@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, keyword
-from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule, last_names
 from torchpact.lint.rules._api import call_text
 
 CHECKPOINTS = {"torch.utils.checkpoint.checkpoint", "torch.utils.checkpoint.checkpoint_sequential"}
@@ -41,6 +41,7 @@ class CheckpointWithoutUseReentrant(Rule):
     triggers = ("checkpoint",)
     fixable = True
     nodes = (ast.Call,)
+    calls = last_names(CHECKPOINTS)
 
     valid = ["""
 import torch.utils.checkpoint as cp

@@ -44,6 +44,7 @@ class NumpyOnGradTensor(Rule):
                "requires grad. Use tensor.detach().numpy() instead.\"")
     fix_hint = "call `.detach().cpu().numpy()` (or compute the value under `torch.no_grad()`)"
     nodes = (ast.Call,)
+    calls = frozenset({"numpy"})
     triggers = ("numpy()",)
     fixable = True
     facts = ("numpy-of-grad-tensor-raises",)

@@ -36,6 +36,7 @@ class TensorCopyConstructed(Rule):
                "(torch 2.13 warns)")
     fix_hint = "use `t.clone()` to keep the graph, or `t.detach().clone()` to leave it on purpose"
     nodes = (ast.Call,)
+    calls = frozenset({"tensor"})
     triggers = ("tensor(",)
 
     valid = ["""

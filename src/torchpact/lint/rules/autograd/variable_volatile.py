@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, keyword
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Rule, last_names
 
 VARIABLE = {"torch.autograd.Variable", "torch.autograd.variable.Variable"}
 
@@ -34,6 +34,7 @@ class VariableVolatile(Rule):
     message = "`volatile` has no effect since torch 0.4: the graph is still recorded and activations kept"
     fix_hint = "wrap the forward pass in `with torch.no_grad():` (or `torch.inference_mode()`) and drop `Variable`"
     nodes = (ast.Call,)
+    calls = last_names(VARIABLE)
     triggers = ("volatile",)
 
     valid = ["""

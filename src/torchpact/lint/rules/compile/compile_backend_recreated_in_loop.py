@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import COMPREHENSION_TYPES, FileContext, keyword
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Rule, last_names
 
 _COMPILE = {"torch.compile"}
 _PARTIAL = {"functools.partial", "functools.partialmethod"}
@@ -43,6 +43,7 @@ class CompileBackendRecreatedInLoop(Rule):
                "time (BACKEND_MATCH guard) and after 8 recompilations falls back to eager")
     fix_hint = "create the backend once outside the loop (or compile once outside it) and reuse it"
     nodes = (ast.Call,)
+    calls = last_names(_COMPILE)
     triggers = ("compile",)
 
     valid = [

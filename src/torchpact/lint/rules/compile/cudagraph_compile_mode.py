@@ -47,6 +47,7 @@ class CudagraphCompileMode(Rule):
     proof = ("needs CUDA: re-recording per input shape and overwritten outputs only happen on a GPU; "
              "tests/proofs/test_compile.py proves on CPU that these modes switch on triton.cudagraphs")
     nodes = (ast.Call,)
+    calls = frozenset({"compile"})
     triggers = ("reduce-overhead", "max-autotune", "cudagraphs")
 
     valid = [

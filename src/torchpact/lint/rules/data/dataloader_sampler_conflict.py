@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, argument, is_const
-from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule, last_names
 
 DATALOADERS = {"torch.utils.data.DataLoader"}
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
@@ -48,6 +48,7 @@ class DataloaderSamplerConflict(Rule):
     message = "`DataLoader` gets `shuffle=True` and a `sampler`: torch raises `ValueError: sampler option is mutually exclusive with shuffle`"
     fix_hint = "drop `shuffle=True` and let the sampler shuffle (DistributedSampler shuffles by default), or pass `shuffle=sampler is None`"
     nodes = (ast.Call,)
+    calls = last_names(DATALOADERS)
     triggers = ("DataLoader",)
 
     valid = [

@@ -7,7 +7,7 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, argument, is_const
 from torchpact.lint.project import SET_EPOCH
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Rule, last_names
 
 DIST_SAMPLERS = {"torch.utils.data.DistributedSampler"}
 DATALOADERS = {"torch.utils.data.DataLoader"}
@@ -47,6 +47,7 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     message = "a shuffling `DistributedSampler` is iterated every epoch without `set_epoch(epoch)`: every epoch replays the same order"
     fix_hint = "call `sampler.set_epoch(epoch)` at the start of every epoch, before iterating the loader"
     nodes = (ast.Call,)
+    calls = last_names(DIST_SAMPLERS)
     triggers = ("DistributedSampler",)
 
     valid = [

@@ -40,6 +40,7 @@ class ForwardBypassesDdp(Rule):
     message = "the forward pass goes through `ddp.module(...)`, bypassing DDP: the backward pass all-reduces nothing and every rank trains on its own gradients"
     fix_hint = "call the DDP wrapper (`ddp(x)`) for training forward passes; use `with ddp.no_sync():` to skip a sync on purpose"
     nodes = (ast.Call,)
+    calls = frozenset({"forward", "module"})
     triggers = ("DistributedDataParallel",)
 
     valid = [

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, argument, mentions_rank
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Rule, last_names
 from torchpact.lint.rules.distributed._util import (DDP_CLASSES, FSDP_CLASSES, INIT_PROCESS_GROUP, in_rank_guard, is_multiprocess_script)
 
 SAVES = {"torch.save", "torch.serialization.save"}
@@ -48,6 +48,7 @@ class SaveOnEveryRank(Rule):
     message = "`torch.save` runs on every rank of this DDP script: all ranks write the same file at once"
     fix_hint = "save from one rank only (`if dist.get_rank() == 0: torch.save(...)`), then `dist.barrier()` if others read it"
     nodes = (ast.Call,)
+    calls = last_names(SAVES)
     triggers = ("init_process_group", "DistributedDataParallel", "FullyShardedDataParallel", "fully_shard")
 
     valid = [

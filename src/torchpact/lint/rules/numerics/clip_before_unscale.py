@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import SCALER, FileContext
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Rule, last_names
 
 CLIPS = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_", "torch.nn.utils.clip_grad_norm"}
 
@@ -36,6 +36,7 @@ class ClipBeforeUnscale(Rule):
     message = "gradients are clipped while still multiplied by the GradScaler's scale: clipping acts on the wrong norm"
     fix_hint = "call `scaler.unscale_(optimizer)` before clipping"
     nodes = (ast.Call,)
+    calls = last_names(CLIPS)
     triggers = ("clip_grad",)
 
     valid = ["""

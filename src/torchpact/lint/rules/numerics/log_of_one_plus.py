@@ -35,6 +35,7 @@ class LogOfOnePlus(Rule):
     message = "`torch.log(1 + x)` loses all precision for small x (1 + x rounds to 1)"
     fix_hint = "use `torch.log1p(x)`"
     nodes = (ast.Call,)
+    calls = frozenset({"log"})
     triggers = ("log",)
     fixable = True
 

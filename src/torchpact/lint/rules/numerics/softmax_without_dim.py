@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, argument
-from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule, last_names
 
 # function -> position of `dim` ; module class -> position of `dim`
 FUNCTIONS = {"torch.nn.functional.softmax": 1, "torch.nn.functional.log_softmax": 1,
@@ -38,6 +38,7 @@ class SoftmaxWithoutDim(Rule):
                "input, the batch), silently normalising over the wrong axis")
     fix_hint = "pass the class dimension explicitly, e.g. `dim=-1`"
     nodes = (ast.Call,)
+    calls = last_names(FUNCTIONS, MODULES)
     triggers = ("oftm",)
 
     valid = ["""

@@ -31,6 +31,7 @@ class StftWithoutReturnComplex(Rule):
     message = "`torch.stft` without `return_complex` raises RuntimeError for real inputs on torch 2.13"
     fix_hint = "pass `return_complex=True` and use `torch.view_as_real(spec)` where the old real layout is needed"
     nodes = (ast.Call,)
+    calls = frozenset({"stft"})
     triggers = ("stft",)
 
     valid = ["""

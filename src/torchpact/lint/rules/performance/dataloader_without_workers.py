@@ -33,6 +33,7 @@ class DataloaderWithoutWorkers(Rule):
     message = "the DataLoader loads every batch in the training process (`num_workers=0`), between steps"
     fix_hint = "set `num_workers` (e.g. 4-8, with `pin_memory=True` and `persistent_workers=True` on GPU)"
     nodes = (ast.Call,)
+    calls = frozenset({"DataLoader"})
     triggers = ("DataLoader",)
 
     valid = ["""

@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, is_const, keyword
-from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule, last_names
 
 TORCH_LOAD = {"torch.load", "torch.serialization.load"}
 LOAD_FROM_URL = {"torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url"}
@@ -50,6 +50,7 @@ class LoadWithFullPickle(Rule):
     fix_hint = ("load with `weights_only=True` (allow your own classes with "
                 "`torch.serialization.add_safe_globals`); keep full unpickling only for files you created")
     nodes = (ast.Call,)
+    calls = last_names(TORCH_LOAD, LOAD_FROM_URL)
     triggers = ("load",)
 
     valid = [

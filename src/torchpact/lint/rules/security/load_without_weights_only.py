@@ -8,7 +8,7 @@ from typing import Iterator
 from torchpact.config import torch_floor_from_dependencies
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, keyword
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Rule, last_names
 from torchpact.lint.rules.security.load_with_full_pickle import TORCH_LOAD, round_trip
 
 if sys.version_info >= (3, 11):
@@ -65,6 +65,7 @@ class LoadWithoutWeightsOnly(Rule):
     fix_hint = ("pass `weights_only=True` (or `weights_only=False` for files you created that need full "
                 "unpickling)")
     nodes = (ast.Call,)
+    calls = last_names(TORCH_LOAD)
     triggers = ("load",)
 
     valid = [

@@ -33,6 +33,7 @@ class WholeModuleSaved(Rule):
                "unpickle) and the class at the same import path")
     fix_hint = "save `model.state_dict()` and load it with `model.load_state_dict(torch.load(path))`"
     nodes = (ast.Call,)
+    calls = frozenset({"save"})
     triggers = ("save",)
 
     valid = ["""

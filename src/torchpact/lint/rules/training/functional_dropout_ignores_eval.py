@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, argument
-from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule, last_names
 
 DROPOUTS = {f"torch.nn.functional.{n}" for n in (
     "dropout", "dropout1d", "dropout2d", "dropout3d", "alpha_dropout", "feature_alpha_dropout")}
@@ -36,6 +36,7 @@ class FunctionalDropoutIgnoresEval(Rule):
     message = "functional dropout defaults to `training=True`: it keeps dropping activations after `model.eval()`"
     fix_hint = "pass `training=self.training` (or use an `nn.Dropout` submodule)"
     nodes = (ast.Call,)
+    calls = last_names(DROPOUTS)
     triggers = ("dropout",)
     fixable = True
 

@@ -36,6 +36,7 @@ class SchedulerStepWithEpoch(Rule):
     message = "`scheduler.step(epoch)` is deprecated (it warns on torch 2.13) and can skew the schedule"
     fix_hint = "call `scheduler.step()` with no argument; restore a resumed schedule with `load_state_dict`"
     nodes = (ast.Call,)
+    calls = frozenset({"step"})
     triggers = ("step(",)
 
     valid = ["""
