@@ -43,6 +43,7 @@ FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)
 LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
 _NESTED_SCOPES = frozenset({*FUNCTION_TYPES, ast.ClassDef})
+_BINDERS = frozenset({ast.Assign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr})
 COMPREHENSION_TYPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
 
 NN_MODULE_BASES = {
@@ -138,6 +139,10 @@ class FileContext:
         self._ticks = 0
         # Filled by the engine's single walk: every node of the file, grouped by type.
         self.by_type: dict[type, list[ast.AST]] = {}
+        # ``ctx.walk_scope`` walks each root once per file (the analyses and rules walk the same
+        # function bodies again and again); ``FileContext.walk_scope`` stays the plain walk.
+        self._walks: dict[object, tuple[object, list[ast.AST]]] = {}
+        self.walk_scope = self._walk_scope_once  # type: ignore[method-assign]
 
     def nodes(self, *types: type) -> list[ast.AST]:
         """All nodes of these types in the file, in walk order."""
@@ -225,6 +230,15 @@ class FileContext:
                     children.append(value)
             while children:
                 push(children.pop())
+
+    def _walk_scope_once(self, root: ast.AST | list[ast.stmt]) -> Iterator[ast.AST]:
+        key: object = tuple(map(id, root)) if isinstance(root, list) else id(root)
+        walked = self._walks.get(key)
+        if walked is None:
+            # the entry holds the root (or its statements), so their ids cannot be reused by others
+            walked = self._walks[key] = (tuple(root) if isinstance(root, list) else root,
+                                         list(FileContext.walk_scope(root)))
+        return iter(walked[1])
 
     # ------------------------------------------------------------------ names
     @cached_property
@@ -380,6 +394,8 @@ class FileContext:
         else:
             body = scope.body  # type: ignore[attr-defined]
         for node in self.walk_scope(body):
+            if type(node) not in _BINDERS:
+                continue  # most nodes: one set lookup instead of five isinstance tests
             if isinstance(node, ast.Assign):
                 for t in node.targets:
                     bind(t, node, node.value)
