@@ -6,8 +6,11 @@ import ast
 import re
 
 from torchpact.lint.context import FileContext
+from torchpact.lint.rule import last_names
 
 DDP_CLASSES = {"torch.nn.parallel.DistributedDataParallel"}
+# The engine's pre-filter (``Rule.calls``) for rules that start with is_ddp_call.
+DDP_CALLEES = last_names(DDP_CLASSES)
 FSDP_CLASSES = {
     "torch.distributed.fsdp.FullyShardedDataParallel",
     "torch.distributed.fsdp.fully_sharded_data_parallel.FullyShardedDataParallel",

@@ -7,7 +7,7 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, argument
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.distributed._util import is_ddp_call
+from torchpact.lint.rules.distributed._util import DDP_CALLEES, is_ddp_call
 
 BATCHNORMS = {f"torch.nn.{p}BatchNorm{d}d" for p in ("", "Lazy") for d in (1, 2, 3)}
 # torchvision constructors whose models are built from BatchNorm layers
@@ -51,6 +51,7 @@ class BatchnormWithoutSync(Rule):
     message = "a model with BatchNorm is wrapped in DDP without SyncBatchNorm: each rank normalises with its own batch statistics and the running stats come from rank 0's data only"
     fix_hint = "convert before wrapping: `model = nn.SyncBatchNorm.convert_sync_batchnorm(model)` (or keep per-rank BN on purpose)"
     nodes = (ast.Call,)
+    calls = DDP_CALLEES
     triggers = ("DistributedDataParallel",)
 
     valid = [

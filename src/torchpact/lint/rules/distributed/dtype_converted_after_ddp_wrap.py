@@ -6,7 +6,7 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, argument
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.distributed._util import (after, dotted_name, exclusive_branches, is_ddp_call, target_names)
+from torchpact.lint.rules.distributed._util import (DDP_CALLEES, after, dotted_name, exclusive_branches, is_ddp_call, target_names)
 
 CONVERTING_METHODS = {"half", "double", "bfloat16"}
 # dtypes that change a float32 model's parameters (float32 itself is a no-op on a float32 model)
@@ -51,6 +51,7 @@ class DtypeConvertedAfterDdpWrap(Rule):
     message = "the module is converted to another dtype after being wrapped in DDP: gradients are no longer all-reduced and the replicas silently drift apart"
     fix_hint = "convert the model first (`model.half()` / `model.to(dtype)`), then wrap it in `DistributedDataParallel`"
     nodes = (ast.Call,)
+    calls = DDP_CALLEES
     triggers = ("DistributedDataParallel",)
 
     valid = [

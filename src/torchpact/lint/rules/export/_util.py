@@ -6,6 +6,7 @@ import ast
 from dataclasses import dataclass
 
 from torchpact.lint.context import FileContext, is_const, keyword
+from torchpact.lint.rule import last_names
 
 TRACE = "trace"    # torch.jit.trace and the legacy (TorchScript) ONNX exporter, which traces
 EXPORT = "export"  # torch.export.export
@@ -41,6 +42,8 @@ class ExportCall:
         if self.qualname.startswith("torch.onnx."):
             return "torch.onnx.export(dynamo=False)" if self.legacy_onnx else "torch.onnx.export"
         return self.qualname.replace("torch.jit._trace.", "torch.jit.")
+# The callees' last names, the engine's pre-filter (``Rule.calls``) for rules that start with export_call.
+EXPORT_CALLEES = last_names(_EXPORTERS)
 
 
 def export_call(node: ast.AST, ctx: FileContext) -> ExportCall | None:

@@ -6,7 +6,7 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.export._util import TRACE, export_call
+from torchpact.lint.rules.export._util import EXPORT_CALLEES, TRACE, export_call
 
 # Calls whose result is a tensor computed from the *values* of their input (or a number from them).
 _VALUE_METHODS = {
@@ -65,6 +65,7 @@ class DataDependentForwardExported(Rule):
                "branch, torch.export raises on it")
     fix_hint = "express the branch with tensor ops (torch.where / masking) or torch.cond, not a Python `if` on tensor values"
     nodes = (ast.Call,)
+    calls = EXPORT_CALLEES
     triggers = ("jit.trace", "export", "trace(", "trace_module")
 
     valid = [

@@ -7,6 +7,7 @@ from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, is_const, keyword
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.rules.export._util import (
+    EXPORT_CALLEES,
     ONNX,
     call_chain,
     export_call,
@@ -67,6 +68,7 @@ class ExportedInTrainingMode(Rule):
                "training-mode dropout and batch statistics")
     fix_hint = "call `model.eval()` before exporting"
     nodes = (ast.Call,)
+    calls = EXPORT_CALLEES
     triggers = ("jit.trace", "export", "trace(", "trace_module")
 
     valid = [

@@ -6,7 +6,7 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, keyword
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.export._util import call_chain, export_call
+from torchpact.lint.rules.export._util import EXPORT_CALLEES, call_chain, export_call
 
 
 class OnnxExportFixedShapes(Rule):
@@ -39,6 +39,7 @@ class OnnxExportFixedShapes(Rule):
                "example's size, and onnxruntime rejects any other batch size")
     fix_hint = "pass `dynamic_shapes=({0: torch.export.Dim('batch')},)` (or `dynamic_axes=`) for the dimensions that vary"
     nodes = (ast.Call,)
+    calls = EXPORT_CALLEES
     triggers = ("onnx",)
 
     valid = [

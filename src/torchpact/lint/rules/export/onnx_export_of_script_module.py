@@ -6,7 +6,7 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Invalid, Rule
-from torchpact.lint.rules.export._util import SCRIPT_MAKERS, call_chain, export_call
+from torchpact.lint.rules.export._util import EXPORT_CALLEES, SCRIPT_MAKERS, call_chain, export_call
 
 
 class OnnxExportOfScriptModule(Rule):
@@ -39,6 +39,7 @@ class OnnxExportOfScriptModule(Rule):
                "raises 'Exporting a ScriptModule is not supported'")
     fix_hint = "export the eager nn.Module instead, or pass `dynamo=False` to use the TorchScript-based ONNX exporter"
     nodes = (ast.Call,)
+    calls = EXPORT_CALLEES
     triggers = ("jit.",)
 
     valid = [

@@ -47,6 +47,7 @@ class MissingZeroGrad(Rule):
                "applies the sum of all gradients so far")
     fix_hint = "call optimizer.zero_grad() every iteration (after optimizer.step(), or before backward())"
     nodes = (ast.Call,)
+    calls = frozenset({"step"})
     triggers = ("step",)
 
     valid = [

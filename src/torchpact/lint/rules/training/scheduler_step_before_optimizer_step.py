@@ -45,6 +45,7 @@ class SchedulerStepBeforeOptimizerStep(Rule):
     message = "`scheduler.step()` runs before `optimizer.step()`: the schedule's first learning rate is skipped"
     fix_hint = "call `scheduler.step()` after `optimizer.step()` (at the end of the epoch for epoch schedules)"
     nodes = (ast.Call,)
+    calls = frozenset({"step"})
     triggers = ("lr_scheduler", "scheduler")
 
     valid = ["""

@@ -53,6 +53,7 @@ class StepBeforeBackward(Rule):
                "the parameters are never updated by the loss")
     fix_hint = "order the loop as zero_grad(), forward, loss.backward(), optimizer.step()"
     nodes = (ast.Call,)
+    calls = frozenset({"step"})
     triggers = ("step",)
 
     valid = [
