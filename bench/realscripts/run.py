@@ -1,0 +1,110 @@
+"""Real, correct training scripts from pytorch/examples under `torchpact run`: any warning or error is a
+false alarm (or a documented upstream bug).
+
+Each script in this folder is an upstream example adapted to CPU and offline data (its header names
+the upstream file, the commit and what changed); the arguments below keep each run to seconds.
+Prints one row per script (steps seen, findings by severity) and exits 1 when any script gets a
+warning or an error, or does not finish.
+
+    .venv/bin/python bench/realscripts/run.py [SCRIPT ...] [--json FILE] [-v]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class Script:
+    name: str          # the row's name
+    file: str          # the script in this folder
+    args: tuple[str, ...] = ()
+
+
+SCRIPTS = (
+    Script("regression", "regression.py"),
+    Script("mnist", "mnist.py", ("--epochs", "1", "--batch-size", "32", "--test-batch-size", "64")),
+    Script("mnist_rnn", "mnist_rnn.py", ("--epochs", "1", "--batch-size", "32", "--test-batch-size", "64")),
+    Script("mnist_forward_forward", "mnist_forward_forward.py",
+           ("--epochs", "20", "--train_size", "512", "--test_size", "128")),
+    Script("vae", "vae.py", ("--epochs", "1", "--batch-size", "32")),
+    Script("dcgan", "dcgan.py", ("--dataset", "fake", "--niter", "1", "--batchSize", "32", "--workers", "0",
+                                 "--imageSize", "64")),
+    Script("time_sequence_prediction", "time_sequence_prediction.py", ("--steps", "2",)),
+    Script("reinforce", "reinforce.py"),
+    Script("actor_critic", "actor_critic.py"),
+    Script("word_language_model_lstm", "word_language_model.py",
+           ("--data", "wikitext-synthetic", "--epochs", "2", "--emsize", "64", "--nhid", "64", "--log-interval", "20")),
+    Script("word_language_model_transformer", "word_language_model.py",
+           ("--data", "wikitext-synthetic", "--model", "Transformer", "--use-optimizer", "--lr", "0.001",
+            "--epochs", "2", "--emsize", "64", "--nhid", "64", "--log-interval", "20")),
+    Script("super_resolution", "super_resolution.py",
+           ("--upscale_factor", "3", "--batchSize", "4", "--testBatchSize", "4", "--nEpochs", "2", "--threads", "0")),
+    Script("gcn", "gcn.py", ("--epochs", "40", "--val-every", "10")),
+    Script("gat", "gat.py", ("--epochs", "20", "--val-every", "10")),
+)
+
+
+def run_script(script: Script, workdir: Path, timeout: int = 600) -> tuple[dict | None, float, str]:
+    """Runs one script under `torchpact run --format json` in ``workdir``; returns (report, seconds, error)."""
+    report_file = workdir / "torchpact-report.json"  # the scripts print to stdout themselves
+    cmd = [sys.executable, "-m", "torchpact", "run", "--quiet", "--format", "json", "--output", str(report_file),
+           "--fail-on", "error", str(HERE / script.file), *script.args]
+    start = time.perf_counter()
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=workdir)
+    except subprocess.TimeoutExpired:
+        return None, time.perf_counter() - start, "timed out"
+    elapsed = time.perf_counter() - start
+    try:
+        report = json.loads(report_file.read_text())
+    except (OSError, ValueError):
+        return None, elapsed, (out.stderr.strip().splitlines() or ["no report"])[-1]
+    if out.returncode not in (0, 1):
+        return report, elapsed, f"exit code {out.returncode}: " + (out.stderr.strip().splitlines() or [""])[-1]
+    return report, elapsed, ""
+
+
+def count(findings: list[dict], severity: str) -> int:
+    return sum(f["severity"] == severity for f in findings)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("scripts", nargs="*", help="script names (default: all)")
+    parser.add_argument("--json", help="write the reports to this file")
+    parser.add_argument("-v", "--verbose", action="store_true", help="print every finding")
+    args = parser.parse_args(argv)
+    scripts = [s for s in SCRIPTS if not args.scripts or s.name in args.scripts]
+    rows, bad = [], 0
+    print(f"{'script':34} {'steps':>6} {'error':>6} {'warn':>5} {'info':>5} {'sec':>6}")
+    for script in scripts:
+        with tempfile.TemporaryDirectory(prefix="realscript-") as tmp:
+            report, seconds, err = run_script(script, Path(tmp))
+        findings = report["findings"] if report else []
+        steps = (report or {}).get("summary", {}).get("steps", "?")
+        e, w, i = count(findings, "error"), count(findings, "warning"), count(findings, "info")
+        bad += bool(e or w or err)
+        print(f"{script.name:34} {steps!s:>6} {e:>6} {w:>5} {i:>5} {seconds:>6.1f}" + (f"  {err}" if err else ""))
+        if args.verbose:
+            for f in findings:
+                print(f"    {f['severity']:7} {f['code']} {f.get('path')}:{f.get('line')} {f['message']}")
+        rows.append({"script": script.name, "steps": steps, "seconds": round(seconds, 1), "error": err,
+                     "findings": findings})
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    print(f"{len(scripts) - bad}/{len(scripts)} scripts with no warning or error")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
