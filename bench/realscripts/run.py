@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -79,6 +80,11 @@ def run_script(script: Script, workdir: Path, timeout: int = 600) -> tuple[dict 
     return report, elapsed, ""
 
 
+def run_in_tempdir(script: Script) -> tuple[dict | None, float, str]:
+    with tempfile.TemporaryDirectory(prefix="realscript-") as tmp:
+        return run_script(script, Path(tmp))
+
+
 def count(findings: list[dict], severity: str) -> int:
     return sum(f["severity"] == severity for f in findings)
 
@@ -88,13 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("scripts", nargs="*", help="script names (default: all)")
     parser.add_argument("--json", help="write the reports to this file")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every finding")
+    parser.add_argument("-j", "--jobs", type=int, default=1, help="scripts run at the same time (default: 1)")
     args = parser.parse_args(argv)
     scripts = [s for s in SCRIPTS if not args.scripts or s.name in args.scripts]
     rows, bad = [], 0
     print(f"{'script':34} {'steps':>6} {'error':>6} {'warn':>5} {'info':>5} {'sec':>6}")
-    for script in scripts:
-        with tempfile.TemporaryDirectory(prefix="realscript-") as tmp:
-            report, seconds, err = run_script(script, Path(tmp))
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = pool.map(run_in_tempdir, scripts)
+    for script, (report, seconds, err) in zip(scripts, results):
         findings = report["findings"] if report else []
         steps = (report or {}).get("summary", {}).get("steps", "?")
         alarms = [f for f in findings if f["severity"] in ("warning", "error") and f["code"] not in script.upstream_bug]
