@@ -165,8 +165,7 @@ def write_cora(path="./cora", nodes=1800, features=200, classes=7, edges=5000, s
     ids = torch.randperm(100000, generator=g)[:nodes] + 1
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "cora.content"), "w") as f:
-        for i in range(nodes):
-            f.write(f"{ids[i]}\t" + "\t".join(map(str, words[i].tolist())) + f"\tClass_{labels[i]}\n")
+        f.writelines(f"{ids[i]}\t" + "\t".join(map(str, words[i].tolist())) + f"\tClass_{labels[i]}\n" for i in range(nodes))
     src = torch.randint(0, nodes, (edges,), generator=g)
     same = torch.rand(edges, generator=g) < 0.8
     by_class = [torch.nonzero(labels == c).flatten() for c in range(classes)]

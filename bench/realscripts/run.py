@@ -17,7 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,22 +100,24 @@ def main(argv: list[str] | None = None) -> int:
     rows, bad = [], 0
     print(f"{'script':34} {'steps':>6} {'error':>6} {'warn':>5} {'info':>5} {'sec':>6}")
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        results = pool.map(run_in_tempdir, scripts)
-    for script, (report, seconds, err) in zip(scripts, results):
-        findings = report["findings"] if report else []
-        steps = (report or {}).get("summary", {}).get("steps", "?")
-        alarms = [f for f in findings if f["severity"] in ("warning", "error") and f["code"] not in script.upstream_bug]
-        missed = [c for c in script.upstream_bug if not any(f["code"] == c for f in findings)]
-        e, w, i = count(findings, "error"), count(findings, "warning"), count(findings, "info")
-        bad += bool(alarms or missed or err)
-        note = err or (f"upstream bug: {', '.join(script.upstream_bug)} " + ("missed" if missed else "found")
-                       if script.upstream_bug else "")
-        print(f"{script.name:34} {steps!s:>6} {e:>6} {w:>5} {i:>5} {seconds:>6.1f}" + (f"  {note}" if note else ""))
-        if args.verbose:
-            for f in findings:
-                print(f"    {f['severity']:7} {f['code']} {f.get('path')}:{f.get('line')} {f['message']}")
-        rows.append({"script": script.name, "steps": steps, "seconds": round(seconds, 1), "error": err,
-                     "findings": findings})
+        futures = {pool.submit(run_in_tempdir, s): s for s in scripts}
+        for future in as_completed(futures):  # a row as each run ends
+            script = futures[future]
+            report, seconds, err = future.result()
+            findings = report["findings"] if report else []
+            steps = (report or {}).get("summary", {}).get("steps", "?")
+            alarms = [f for f in findings if f["severity"] in ("warning", "error") and f["code"] not in script.upstream_bug]
+            missed = [c for c in script.upstream_bug if not any(f["code"] == c for f in findings)]
+            e, w, i = count(findings, "error"), count(findings, "warning"), count(findings, "info")
+            bad += bool(alarms or missed or err)
+            note = err or (f"upstream bug: {', '.join(script.upstream_bug)} " + ("missed" if missed else "found")
+                           if script.upstream_bug else "")
+            print(f"{script.name:34} {steps!s:>6} {e:>6} {w:>5} {i:>5} {seconds:>6.1f}" + (f"  {note}" if note else ""), flush=True)
+            if args.verbose:
+                for f in findings:
+                    print(f"    {f['severity']:7} {f['code']} {f.get('path')}:{f.get('line')} {f['message']}")
+            rows.append({"script": script.name, "steps": steps, "seconds": round(seconds, 1), "error": err,
+                         "findings": findings})
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
     clean = [s for s in scripts if not s.upstream_bug]

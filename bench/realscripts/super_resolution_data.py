@@ -3,9 +3,8 @@
 # Changes for the torchpact bench (CPU, offline, seconds): the BSDS300 download and image folder are
 # replaced by a few synthetic grey (Y channel) images; the crops and transforms are upstream's.
 import torch
-import torch.utils.data as data
-
 from _synth import transforms
+from torch.utils import data
 
 Compose, CenterCrop, ToTensor, Resize = transforms.Compose, transforms.CenterCrop, transforms.ToTensor, transforms.Resize
 
@@ -14,7 +13,7 @@ class SyntheticImages(data.Dataset):
     """Stands in for DatasetFromFolder: smooth random Y-channel images, 256x256, uint8."""
 
     def __init__(self, count, seed, input_transform=None, target_transform=None):
-        super(SyntheticImages, self).__init__()
+        super().__init__()
         g = torch.Generator().manual_seed(seed)
         coarse = torch.rand((count, 1, 16, 16), generator=g)
         smooth = torch.nn.functional.interpolate(coarse, size=(256, 256), mode="bicubic").clamp(0, 1)
