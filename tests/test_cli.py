@@ -161,10 +161,13 @@ def test_rule_and_rules_commands(capsys):
 
 
 def test_lint_never_imports_torch(leaky):
+    notebook = leaky.with_suffix(".ipynb")
+    notebook.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "!ls\n%time x = 1\n"}]}))
     script = (
         "import sys\nfrom torchpact.cli import main\n"
-        f"code = main(['lint', {str(leaky)!r}, '--format', 'json', '-o', '/dev/null', '-j', '1'])\n"
+        f"code = main(['lint', {str(leaky)!r}, {str(notebook)!r}, '--format', 'json', '-o', '/dev/null', '-j', '1'])\n"
         "assert 'torch' not in sys.modules, 'lint imported torch'\n"
+        "assert 'IPython' not in sys.modules, 'lint imported IPython: it must work without it'\n"
         "print(code)\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
@@ -272,7 +275,8 @@ def test_named_paths_are_linted_even_when_excluded(tmp_path, capsys, monkeypatch
         return [path for path, _, _ in _codes(out)], code, err
 
     assert linted(".") == ([], 0, "torchpact: warning: no Python files found under the given path(s)\n")
-    for named in ("vendor", "vendor/lib/train.py", "build", "build/train.py", ".venv/lib", ".venv/lib/train.py"):
+    for named in ("vendor", "vendor/lib/train.py", "build", "build/train.py", ".venv", ".venv/lib",
+                  ".venv/lib/train.py"):
         files, code, _ = linted(named)
         assert code == 1 and len(files) == 1, named
         assert linted(named, "--force-exclude") == (
@@ -317,3 +321,16 @@ def test_unknown_watcher_names_the_closest(tmp_path, capsys):
     script.write_text("raise SystemExit('the script must not run')\n")
     code, _, err = run_cli(["run", "--watchers", "gradient_flow,gradflow", script], capsys)
     assert code == 2 and "unknown watcher 'gradflow' (did you mean 'gradient_flow'?)" in err
+
+
+def test_parallel_lint_uses_each_files_config(tmp_path, capsys, monkeypatch):
+    leak = LEAKY.read_text()
+    (tmp_path / ".git").mkdir()
+    _tree(tmp_path, {"a/pyproject.toml": '[tool.torchpact]\nseverity = {TP101 = "info"}\n'})
+    _tree(tmp_path, {f"{project}/m{i}.py": leak for project in "ab" for i in range(15)})
+    monkeypatch.chdir(tmp_path)
+    serial = run_cli(["lint", ".", "--format", "json", "-j", "1"], capsys)[1]
+    parallel = run_cli(["lint", ".", "--format", "json", "-j", "2"], capsys)[1]
+    assert _codes(serial) == _codes(parallel)
+    assert {sev for path, _, sev in _codes(parallel) if path.startswith("a/")} == {"info"}
+    assert {sev for path, _, sev in _codes(parallel) if path.startswith("b/")} == {"error"}

@@ -37,15 +37,11 @@ def _severities(expr: ast.AST, func: ast.AST | None) -> set[str]:
     return out
 
 
-def reported_severities() -> dict[str, set[str]]:
-    """Code -> every severity the watchers and audits report it at, read from their calls.
-
-    A watcher reports with ``session.report(CHECK, ..., severity=...)``, an audit with
-    ``_finding(CHECK, ..., severity=...)``; without ``severity=`` the check's own applies.
-    """
+def _runtime_modules() -> list[tuple[Path, dict[str, tuple[str, str]], ast.Module]]:
+    """Each watcher / audit module, its checks (variable -> (code, severity)) and its tree."""
     files = [*(SRC / "watch" / "watchers").glob("*.py"), SRC / "audit" / "export.py", SRC / "audit" / "compile.py"]
-    out: dict[str, set[str]] = {}
-    for path in files:
+    out = []
+    for path in sorted(files):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         checks = {}
         for node in tree.body:
@@ -53,6 +49,20 @@ def reported_severities() -> dict[str, set[str]]:
                     and getattr(node.value.func, "id", "") == "Check"):
                 kw = {k.arg: k.value for k in node.value.keywords}
                 checks[node.targets[0].id] = (kw["code"].value, kw["severity"].attr.lower())
+        out.append((path, checks, tree))
+    return out
+
+
+def reported_severities() -> dict[str, set[str]]:
+    """Code -> the severities the watchers and audits report it at, read from the calls that name its check.
+
+    A watcher reports with ``session.report(CHECK, ..., severity=...)``, an audit with
+    ``_finding(CHECK, ..., severity=...)``, the profiler with ``Verdict(CHECK, ..., severity)``; without
+    a severity the check's own applies. A severity passed in through a helper's parameter is not
+    followed here: :func:`test_every_severity_a_module_reports_is_documented` covers those.
+    """
+    out: dict[str, set[str]] = {}
+    for _, checks, tree in _runtime_modules():
         for func in ast.walk(tree):
             if not isinstance(func, ast.FunctionDef):
                 continue
@@ -60,13 +70,12 @@ def reported_severities() -> dict[str, set[str]]:
                 if not (isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name)
                         and call.args[0].id in checks):
                     continue
-                name = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", "")
-                if name not in ("report", "_finding"):
-                    continue
                 code, default = checks[call.args[0].id]
-                given = next((k.value for k in call.keywords if k.arg == "severity"), None)
-                found = _severities(given, func) if given is not None else set()
-                if given is None or not found or "default" in found:  # None keeps the check's own
+                given = [k.value for k in call.keywords if k.arg == "severity"]
+                given += [a for a in call.args[1:] if _severities(a, None) - {"default"}
+                          or (isinstance(a, ast.Name) and a.id == "severity")]
+                found = set().union(*(_severities(g, func) for g in given)) if given else set()
+                if not found or "default" in found:  # None keeps the check's own
                     found = (found - {"default"}) | {default}
                 out.setdefault(code, set()).update(found)
     return out
@@ -76,6 +85,21 @@ def test_the_scan_sees_the_known_escalations():
     found = reported_severities()
     assert found["TP913"] == {"info", "warning"} and found["TP604"] == {"error", "info"}
     assert found["TP752"] == {"warning", "error"} and "info" in found["TP756"]
+
+
+def test_every_severity_a_module_reports_is_documented():
+    """Each Severity.X a watcher or audit module uses is the default or the documented note of one of its checks."""
+    for path, checks, tree in _runtime_modules():
+        used = set()
+        for func in ast.walk(tree):
+            if isinstance(func, ast.FunctionDef):
+                used |= _severities(func, None) - {"default"}
+        documented = set()
+        for var, (code, default) in checks.items():
+            documented.add(default)
+            note = getattr(runtime_checks()[code], "severity_note", "")
+            documented |= {s for s in ("error", "warning", "info") if f"`{s}`" in note}
+        assert used <= documented, f"{path.name} reports {sorted(used - documented)}: say when in a severity_note"
 
 
 def test_every_runtime_severity_is_documented_on_the_rules_page():
@@ -104,7 +128,7 @@ def test_severity_of_rule_page_cli_docs_and_sarif_agree(capsys):
         check = checks.get(rule.code)
         if check is not None:
             assert f"`{check.severity.value}` (`torchpact" in text.splitlines()[4]  # the header line says both
-            assert f"## At runtime (`" in text and f"Severity: `{check.severity.value}`" in text
+            assert "## At runtime (`" in text and f"Severity: `{check.severity.value}`" in text
             assert run_table[rule.code]["severity"] == check.severity.value
     for code, check in checks.items():
         assert run_table[code]["severity"] == check.severity.value

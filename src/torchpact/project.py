@@ -63,18 +63,6 @@ def declared_torch(folder: Path) -> tuple[bool, tuple[int, int] | None]:
     return False, None
 
 
-def nearest_torch_floor(start: Path, stop: Path | None = None) -> tuple[int, int] | None:
-    """The torch floor of the closest folder at or above ``start`` whose project names torch; the walk
-    ends at ``stop``, at a repository root (``.git``) or at the filesystem root."""
-    for folder in [start, *start.parents]:
-        found, floor = declared_torch(folder)
-        if found:
-            return floor
-        if folder == stop or (folder / ".git").exists():
-            return None
-    return None
-
-
 def _pyproject(folder: Path, names: set[str]) -> list[Any]:
     if "pyproject.toml" not in names:
         return []

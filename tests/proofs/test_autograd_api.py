@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-
-def _warns(fn, category=Warning):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        out = fn()
-    return out, " ".join(str(w.message) for w in caught if issubclass(w.category, category))
+from tests.proofs.warned import warned
 
 
 @pytest.mark.proves("TP210")
@@ -34,7 +27,7 @@ def test_implicit_reentrant_checkpoint_warns_and_drops_the_segment_weight_gradie
     torch.manual_seed(0)
     block, head = nn.Linear(4, 4), nn.Linear(4, 1)
     data = torch.randn(2, 4)  # an input that does not require grad, like a batch of data
-    out, text = _warns(lambda: checkpoint(block, data), UserWarning)
+    out, text = warned(lambda: checkpoint(block, data), UserWarning)
     assert "use_reentrant parameter should be passed explicitly" in text
     head(out).sum().backward()  # trains without an error...
     assert head.weight.grad is not None
@@ -51,10 +44,10 @@ def test_functorch_transforms_warn_and_torch_func_is_the_same():
 
     f = lambda x: (x ** 3).sum()  # noqa: E731
     x = torch.randn(3)
-    old, text = _warns(lambda: functorch.grad(f)(x), FutureWarning)
+    old, text = warned(lambda: functorch.grad(f)(x), FutureWarning)
     assert "`functorch.grad` is deprecated as of PyTorch 2.0" in text
     assert torch.allclose(old, torch.func.grad(f)(x))
-    old, text = _warns(lambda: functorch.vmap(torch.sin)(x), FutureWarning)
+    old, text = warned(lambda: functorch.vmap(torch.sin)(x), FutureWarning)
     assert "`functorch.vmap` is deprecated" in text
     assert torch.equal(old, torch.func.vmap(torch.sin)(x))
 
@@ -64,7 +57,7 @@ def test_stateless_functional_call_warns_and_torch_func_is_the_same():
     lin = nn.Linear(2, 2)
     params = {"weight": torch.eye(2), "bias": torch.zeros(2)}
     x = torch.randn(1, 2)
-    old, text = _warns(lambda: torch.nn.utils.stateless.functional_call(lin, params, (x,)), FutureWarning)
+    old, text = warned(lambda: torch.nn.utils.stateless.functional_call(lin, params, (x,)), FutureWarning)
     assert "stateless.functional_call` is deprecated" in text
     assert torch.equal(old, torch.func.functional_call(lin, params, (x,))) and torch.equal(old, x)
 
@@ -74,7 +67,7 @@ def test_volatile_variable_still_records_the_graph():
     from torch.autograd import Variable
 
     model = nn.Linear(3, 3)
-    inputs, text = _warns(lambda: Variable(torch.randn(2, 3), volatile=True), UserWarning)
+    inputs, text = warned(lambda: Variable(torch.randn(2, 3), volatile=True), UserWarning)
     assert "volatile was removed and now has no effect" in text
     out = model(inputs)
     assert out.requires_grad and out.grad_fn is not None  # the graph (and activations) are kept
@@ -86,7 +79,7 @@ def test_volatile_variable_still_records_the_graph():
 def test_torch_tensor_of_an_output_detaches_it():
     model = nn.Linear(3, 1)
     out = model(torch.randn(4, 3))
-    scores, text = _warns(lambda: torch.tensor(out), UserWarning)
+    scores, text = warned(lambda: torch.tensor(out), UserWarning)
     assert "To copy construct from a tensor" in text
     assert not scores.requires_grad and scores.grad_fn is None
     with pytest.raises(RuntimeError, match="does not require grad"):

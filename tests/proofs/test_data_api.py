@@ -36,7 +36,7 @@ def _epoch(ds):
     return torch.cat(list(loader))
 
 
-@pytest.mark.proves("TP510")
+@pytest.mark.proves("TP550")
 def test_a_datasets_own_generator_repeats_across_workers_and_epochs():
     torch.manual_seed(0)
     ds = OwnGenerators()

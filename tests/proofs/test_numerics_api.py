@@ -3,18 +3,10 @@ the old name is called, and that each autofix computes the same thing as the cod
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 
-
-def _warns(fn, category=Warning):
-    """Run ``fn`` and return (result, the text of every warning of ``category`` it emitted)."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        out = fn()
-    return out, " ".join(str(w.message) for w in caught if issubclass(w.category, category))
+from tests.proofs.warned import warned
 
 
 def _spd(n=4):
@@ -37,9 +29,9 @@ def test_removed_linalg_functions_raise(call):
 
 @pytest.mark.proves("TP311")
 def test_cuda_and_cpu_amp_autocast_warn_and_the_fix_is_the_same_context():
-    _, text = _warns(lambda: torch.cuda.amp.autocast(enabled=False), FutureWarning)
+    _, text = warned(lambda: torch.cuda.amp.autocast(enabled=False), FutureWarning)
     assert "torch.cuda.amp.autocast(args...)` is deprecated" in text
-    old, text = _warns(lambda: torch.cpu.amp.autocast(dtype=torch.bfloat16), FutureWarning)
+    old, text = warned(lambda: torch.cpu.amp.autocast(dtype=torch.bfloat16), FutureWarning)
     assert "torch.cpu.amp.autocast(args...)` is deprecated" in text
     new = torch.amp.autocast("cpu", dtype=torch.bfloat16)
     assert (old.device, old.fast_dtype, old._enabled) == (new.device, new.fast_dtype, new._enabled)
@@ -54,7 +46,7 @@ def test_cuda_and_cpu_amp_autocast_warn_and_the_fix_is_the_same_context():
 
 @pytest.mark.proves("TP312")
 def test_cuda_amp_grad_scaler_warns_and_is_the_amp_scaler():
-    old, text = _warns(lambda: torch.cuda.amp.GradScaler(init_scale=1024.0, enabled=False), FutureWarning)
+    old, text = warned(lambda: torch.cuda.amp.GradScaler(init_scale=1024.0, enabled=False), FutureWarning)
     assert "torch.cuda.amp.GradScaler(args...)` is deprecated" in text
     new = torch.amp.GradScaler("cuda", init_scale=1024.0, enabled=False)
     assert isinstance(old, torch.amp.GradScaler) and old.state_dict() == new.state_dict()
@@ -62,26 +54,26 @@ def test_cuda_amp_grad_scaler_warns_and_is_the_amp_scaler():
 
 @pytest.mark.proves("TP313")
 def test_torch_range_warns_includes_end_and_the_fix_matches():
-    old, text = _warns(lambda: torch.range(0, 9), UserWarning)
+    old, text = warned(lambda: torch.range(0, 9), UserWarning)
     assert "torch.range is deprecated" in text
     assert len(old) == 10 and old.dtype == torch.get_default_dtype()  # the end point is included
     assert len(torch.arange(0, 9)) == 9
     fixed = torch.arange(0, 10, dtype=torch.get_default_dtype())
     assert torch.equal(old, fixed) and old.dtype == fixed.dtype
-    evens, _ = _warns(lambda: torch.range(0, 8, 2, dtype=torch.long))
+    evens, _ = warned(lambda: torch.range(0, 8, 2, dtype=torch.long))
     assert torch.equal(evens, torch.arange(0, 10, 2, dtype=torch.long))
-    down, _ = _warns(lambda: torch.range(5, -1, -2))
+    down, _ = warned(lambda: torch.range(5, -1, -2))
     assert torch.equal(down, torch.arange(5, -3, -2, dtype=torch.get_default_dtype()))
 
 
 @pytest.mark.proves("TP314")
 def test_torch_qr_warns_and_linalg_qr_is_the_same():
     A = torch.randn(5, 3, dtype=torch.float64)
-    (q, r), text = _warns(lambda: torch.qr(A), UserWarning)
+    (q, r), text = warned(lambda: torch.qr(A), UserWarning)
     assert "torch.qr is deprecated in favor of torch.linalg.qr" in text
     q2, r2 = torch.linalg.qr(A)
     assert torch.allclose(q, q2) and torch.allclose(r, r2)
-    (Q, R), _ = _warns(lambda: torch.qr(A, some=False))
+    (Q, R), _ = warned(lambda: torch.qr(A, some=False))
     Q2, R2 = torch.linalg.qr(A, mode="complete")
     assert Q.shape == Q2.shape == (5, 5) and torch.allclose(Q, Q2) and torch.allclose(R, R2)
 
@@ -89,32 +81,32 @@ def test_torch_qr_warns_and_linalg_qr_is_the_same():
 @pytest.mark.proves("TP315")
 def test_torch_cholesky_warns_and_linalg_cholesky_is_the_same():
     S = _spd()
-    L, text = _warns(lambda: torch.cholesky(S), UserWarning)
+    L, text = warned(lambda: torch.cholesky(S), UserWarning)
     assert "torch.cholesky is deprecated in favor of torch.linalg.cholesky" in text
     assert torch.allclose(L, torch.linalg.cholesky(S))
-    U, _ = _warns(lambda: torch.cholesky(S, upper=True))
+    U, _ = warned(lambda: torch.cholesky(S, upper=True))
     assert torch.allclose(U, torch.linalg.cholesky(S).mH)
 
 
 @pytest.mark.proves("TP316")
 def test_chain_matmul_warns_and_multi_dot_is_the_same():
     a, b, c = torch.randn(3, 4), torch.randn(4, 5), torch.randn(5, 2)
-    old, text = _warns(lambda: torch.chain_matmul(a, b, c), UserWarning)
+    old, text = warned(lambda: torch.chain_matmul(a, b, c), UserWarning)
     assert "torch.chain_matmul is deprecated" in text
     assert torch.allclose(old, torch.linalg.multi_dot([a, b, c]))
 
 
 @pytest.mark.proves("TP317")
-def test_lu_family_warns():
+def test_lu_familywarned():
     A = _spd()
     b = torch.randn(4, 1, dtype=torch.float64)
-    (LU, piv), text = _warns(lambda: torch.lu(A), UserWarning)
+    (LU, piv), text = warned(lambda: torch.lu(A), UserWarning)
     assert "torch.lu is deprecated in favor of torch.linalg.lu_factor" in text
-    x, text = _warns(lambda: torch.lu_solve(b, LU, piv), UserWarning)
+    x, text = warned(lambda: torch.lu_solve(b, LU, piv), UserWarning)
     assert "torch.lu_solve is deprecated" in text
     assert torch.allclose(x, torch.linalg.lu_solve(LU, piv, b))
     U = torch.linalg.cholesky(A).mH
-    (y, _), text = _warns(lambda: torch.triangular_solve(b, U), UserWarning)
+    (y, _), text = warned(lambda: torch.triangular_solve(b, U), UserWarning)
     assert "torch.triangular_solve is deprecated" in text
     assert torch.allclose(y, torch.linalg.solve_triangular(U, b, upper=True))
 
@@ -124,11 +116,11 @@ def test_softmax_without_dim_normalises_a_3d_batch_over_the_batch():
     import torch.nn.functional as F
 
     x = torch.randn(2, 3, 5)
-    p, text = _warns(lambda: F.softmax(x), UserWarning)
+    p, text = warned(lambda: F.softmax(x), UserWarning)
     assert "Implicit dimension choice for softmax has been deprecated" in text
     assert torch.allclose(p, F.softmax(x, dim=0))  # the batch dimension
     assert not torch.allclose(p.sum(-1), torch.ones(2, 3))  # rows over the classes do not sum to 1
-    lp, _ = _warns(lambda: torch.nn.LogSoftmax()(x))
+    lp, _ = warned(lambda: torch.nn.LogSoftmax()(x))
     assert torch.allclose(lp, F.log_softmax(x, dim=0))
 
 
@@ -152,9 +144,9 @@ def test_exp_minus_one_of_small_x_cancels_where_expm1_is_exact():
 
 @pytest.mark.proves("TP321")
 def test_cuda_amp_custom_fwd_and_bwd_warn_and_amp_versions_work_on_cpu():
-    _, text = _warns(lambda: torch.cuda.amp.custom_fwd(lambda ctx, x: x), FutureWarning)
+    _, text = warned(lambda: torch.cuda.amp.custom_fwd(lambda ctx, x: x), FutureWarning)
     assert "torch.cuda.amp.custom_fwd(args...)` is deprecated" in text
-    _, text = _warns(lambda: torch.cuda.amp.custom_bwd(lambda ctx, g: g), FutureWarning)
+    _, text = warned(lambda: torch.cuda.amp.custom_bwd(lambda ctx, g: g), FutureWarning)
     assert "torch.cuda.amp.custom_bwd(args...)` is deprecated" in text
 
     class Mul(torch.autograd.Function):
@@ -176,11 +168,11 @@ def test_cuda_amp_custom_fwd_and_bwd_warn_and_amp_versions_work_on_cpu():
 @pytest.mark.proves("TP322")
 def test_size_average_and_reduce_warn_and_override_reduction():
     a, b = torch.randn(4, 3), torch.randn(4, 3)
-    crit, text = _warns(lambda: torch.nn.MSELoss(size_average=False, reduction="mean"), UserWarning)
+    crit, text = warned(lambda: torch.nn.MSELoss(size_average=False, reduction="mean"), UserWarning)
     assert "size_average and reduce args will be deprecated" in text
     assert crit.reduction == "sum"  # the explicit reduction= was ignored
     assert torch.allclose(crit(a, b), torch.nn.MSELoss(reduction="sum")(a, b))
-    per_item, _ = _warns(lambda: torch.nn.functional.mse_loss(a, b, reduce=False))
+    per_item, _ = warned(lambda: torch.nn.functional.mse_loss(a, b, reduce=False))
     assert torch.equal(per_item, torch.nn.functional.mse_loss(a, b, reduction="none"))
 
 
@@ -198,14 +190,14 @@ def test_functional_upsample_warns_and_interpolate_is_the_same():
     import torch.nn.functional as F
 
     x = torch.randn(1, 2, 5, 5)
-    old, text = _warns(lambda: F.upsample(x, scale_factor=2, mode="bilinear", align_corners=False), UserWarning)
+    old, text = warned(lambda: F.upsample(x, scale_factor=2, mode="bilinear", align_corners=False), UserWarning)
     assert "nn.functional.upsample is deprecated" in text.replace("`", "")
     assert torch.equal(old, F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False))
-    old, text = _warns(lambda: F.upsample_bilinear(x, size=(9, 9)), UserWarning)
+    old, text = warned(lambda: F.upsample_bilinear(x, size=(9, 9)), UserWarning)
     assert "upsample_bilinear` is deprecated" in text
     assert torch.equal(old, F.interpolate(x, size=(9, 9), mode="bilinear", align_corners=True))
     assert not torch.equal(old, F.interpolate(x, size=(9, 9), mode="bilinear"))
-    old, _ = _warns(lambda: F.upsample_nearest(x, scale_factor=3))
+    old, _ = warned(lambda: F.upsample_nearest(x, scale_factor=3))
     assert torch.equal(old, F.interpolate(x, scale_factor=3, mode="nearest"))
 
 
@@ -222,10 +214,10 @@ def test_upsampling_modules_are_upsample_with_fixed_modes():
 
 
 @pytest.mark.proves("TP326")
-def test_set_default_tensor_type_warns():
+def test_set_default_tensor_typewarned():
     before = torch.get_default_dtype()
     try:
-        _, text = _warns(lambda: torch.set_default_tensor_type(torch.DoubleTensor), UserWarning)
+        _, text = warned(lambda: torch.set_default_tensor_type(torch.DoubleTensor), UserWarning)
         assert "set_default_tensor_type() is deprecated as of PyTorch 2.1" in text
         assert torch.get_default_dtype() == torch.float64
     finally:
@@ -235,7 +227,7 @@ def test_set_default_tensor_type_warns():
 @pytest.mark.proves("TP327")
 def test_assert_allclose_warns_and_assert_close_checks_dtypes():
     a = torch.ones(3)
-    _, text = _warns(lambda: torch.testing.assert_allclose(a, a.double()), FutureWarning)
+    _, text = warned(lambda: torch.testing.assert_allclose(a, a.double()), FutureWarning)
     assert "assert_allclose()` is deprecated since 1.12" in text
     with pytest.raises(AssertionError, match="dtype"):
         torch.testing.assert_close(a, a.double())
@@ -266,3 +258,71 @@ def test_svd_returns_v_where_linalg_svd_returns_vh_and_full_factors():
     assert torch.allclose(U @ torch.diag(S) @ V.mT, A)
     assert torch.allclose(V.abs(), Vh.mH.abs()) and not torch.allclose(V, Vh, atol=1e-3)
     assert "deprecated" in torch.svd.__doc__
+
+
+@pytest.mark.proves("TP331")
+def test_clipping_scaled_gradients_shrinks_the_update_by_the_scale():
+    def update(unscale_first):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(8, 1)
+        opt = torch.optim.SGD(model.parameters(), lr=1.0)
+        scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+        before = model.weight.detach().clone()
+        loss = model(torch.randn(4, 8)).pow(2).mean() * 10
+        scaler.scale(loss).backward()
+        if unscale_first:
+            scaler.unscale_(opt)
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(opt)
+        return norm.item(), (model.weight.detach() - before).norm().item()
+
+    scaled_norm, small_step = update(False)
+    true_norm, right_step = update(True)
+    assert scaled_norm == pytest.approx(1024 * true_norm, rel=1e-4)  # clipping saw the scaled norm
+    assert true_norm > 1.0  # so clipping should have limited the update to norm ~1
+    assert small_step == pytest.approx(right_step / 1024, rel=1e-3)  # but it shrank it 1024 times more
+
+
+@pytest.mark.proves("TP357")
+def test_nll_loss_on_probabilities_is_minus_p_not_the_log_likelihood():
+    import torch.nn.functional as F
+
+    logits = torch.tensor([[0.0, 10.0, 0.0], [50.0, 0.0, 0.0]], requires_grad=True)
+    y = torch.tensor([0, 0])
+    loss = F.nll_loss(F.softmax(logits, dim=1), y)
+    p = F.softmax(logits, dim=1).detach()
+    assert loss.item() == pytest.approx(-(p[0, 0] + p[1, 0]).item() / 2)
+    assert loss.item() < 0  # a "loss" of -0.5, where the real one is about 5
+    assert F.nll_loss(F.log_softmax(logits, dim=1), y).item() == pytest.approx(
+        F.cross_entropy(logits, y).item())
+
+
+@pytest.mark.proves("TP332")
+def test_kl_div_on_probabilities_is_not_a_divergence():
+    import torch.nn.functional as F
+
+    p = F.softmax(torch.tensor([[1.0, 2.0, 3.0]]), -1)
+    wrong = F.kl_div(p, p, reduction="batchmean")  # identical distributions
+    right = F.kl_div(p.log(), p, reduction="batchmean")
+    assert right.item() == pytest.approx(0.0, abs=1e-6)
+    assert wrong.item() != pytest.approx(0.0, abs=1e-2)
+    q = F.softmax(torch.tensor([[3.0, 0.0, -3.0]]), -1)
+    assert F.kl_div(q, p, reduction="batchmean").item() < 0  # negative "divergence"
+
+
+@pytest.mark.proves("TP333")
+def test_sigmoid_into_bce_with_logits_has_a_floor_and_vanishing_gradients():
+    import math
+
+    import torch.nn.functional as F
+
+    z = torch.tensor([20.0], requires_grad=True)
+    y = torch.tensor([1.0])
+    loss = F.binary_cross_entropy_with_logits(torch.sigmoid(z), y)
+    assert loss.item() == pytest.approx(math.log(1 + math.exp(-1)), rel=1e-5)  # 0.313, the floor
+    wrong = torch.tensor([-20.0], requires_grad=True)  # confidently wrong
+    F.binary_cross_entropy_with_logits(torch.sigmoid(wrong), y).backward()
+    assert abs(wrong.grad.item()) < 1e-8
+    right = torch.tensor([-20.0], requires_grad=True)
+    F.binary_cross_entropy_with_logits(right, y).backward()
+    assert right.grad.item() == pytest.approx(-1.0, abs=1e-6)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-import warnings
 
 import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset
+
+from tests.proofs.warned import warned
 
 
 class Pids(Dataset):
@@ -28,12 +29,12 @@ def test_dataloader_without_workers_loads_in_the_training_process():
 
 @pytest.mark.proves("TP921")
 def test_sdp_kernel_warns():
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    def enter():
         with torch.backends.cuda.sdp_kernel(enable_math=True):
             pass
-    assert any(issubclass(w.category, FutureWarning) and "sdp_kernel()` is deprecated" in str(w.message)
-               for w in caught)
+
+    _, text = warned(enter, FutureWarning)
+    assert "sdp_kernel()` is deprecated" in text
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     q = torch.randn(1, 2, 4, 8)

@@ -3,19 +3,12 @@ names, with real torch training steps."""
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-def _warns(fn, category=Warning):
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        out = fn()
-    return out, " ".join(str(w.message) for w in caught if issubclass(w.category, category))
+from tests.proofs.warned import warned
 
 
 def _sgd(lr=1.0):
@@ -38,18 +31,18 @@ def test_scheduler_step_with_epoch_warns_and_recursive_schedulers_ignore_it():
     opt = _sgd()
     sched = torch.optim.lr_scheduler.MultiplicativeLR(opt, lambda e: 0.5)
     opt.step()
-    _, text = _warns(lambda: sched.step(5), UserWarning)
+    _, text = warned(lambda: sched.step(5), UserWarning)
     assert "The epoch parameter in `scheduler.step()` was not necessary and is being deprecated" in text
     assert opt.param_groups[0]["lr"] == 0.5  # not 0.5 ** 5: the epoch did not place the schedule
     for _ in range(2):
         opt.step()
-        _warns(lambda: sched.step(5))
+        warned(lambda: sched.step(5))
     assert opt.param_groups[0]["lr"] == 0.125  # the "same epoch" decays again each call
 
 
 @pytest.mark.proves("TP413")
 def test_weight_norm_warns_and_the_parametrization_renames_the_state():
-    old, text = _warns(lambda: torch.nn.utils.weight_norm(nn.Linear(3, 3)), FutureWarning)
+    old, text = warned(lambda: torch.nn.utils.weight_norm(nn.Linear(3, 3)), FutureWarning)
     assert "torch.nn.utils.weight_norm` is deprecated" in text
     new = torch.nn.utils.parametrizations.weight_norm(nn.Linear(3, 3))
     assert {"weight_g", "weight_v"} <= set(old.state_dict())
@@ -60,7 +53,7 @@ def test_weight_norm_warns_and_the_parametrization_renames_the_state():
 def test_init_without_underscore_warns_and_fills_like_the_underscore_version():
     a, b = torch.empty(4, 4), torch.empty(4, 4)
     torch.manual_seed(0)
-    _, text = _warns(lambda: nn.init.xavier_uniform(a, gain=2.0), FutureWarning)
+    _, text = warned(lambda: nn.init.xavier_uniform(a, gain=2.0), FutureWarning)
     assert "nn.init.xavier_uniform` is now deprecated in favor of `nn.init.xavier_uniform_`" in text
     torch.manual_seed(0)
     nn.init.xavier_uniform_(b, gain=2.0)
@@ -75,7 +68,7 @@ def test_clip_grad_norm_without_underscore_warns_and_clips_the_same():
         return [p]
 
     p1, p2 = grads(), grads()
-    n1, text = _warns(lambda: torch.nn.utils.clip_grad_norm(p1, max_norm=1.0), FutureWarning)
+    n1, text = warned(lambda: torch.nn.utils.clip_grad_norm(p1, max_norm=1.0), FutureWarning)
     assert "clip_grad_norm` is now deprecated in favor of `torch.nn.utils.clip_grad_norm_`" in text
     n2 = torch.nn.utils.clip_grad_norm_(p2, max_norm=1.0)
     assert n1.item() == n2.item() == 13.0 and torch.equal(p1[0].grad, p2[0].grad)
@@ -106,7 +99,7 @@ def test_tensor_methods_as_statements_leave_the_tensor_unchanged():
     assert m.weight.dtype == torch.float64
 
 
-@pytest.mark.proves("TP418")
+@pytest.mark.proves("TP458")
 def test_functional_dropout_keeps_dropping_after_eval():
     class Block(nn.Module):
         def __init__(self, fixed):
@@ -130,7 +123,7 @@ def test_functional_dropout_keeps_dropping_after_eval():
     assert torch.equal(a, b)  # the fix is identical in training mode
 
 
-@pytest.mark.proves("TP419")
+@pytest.mark.proves("TP460")
 def test_optimizer_recreated_each_step_loses_adam_state():
     torch.manual_seed(0)
     target = torch.tensor([3.0])
@@ -154,3 +147,40 @@ def test_optimizer_recreated_each_step_loses_adam_state():
     assert opt.state[opt.param_groups[0]["params"][0]]["step"].item() == 1
     kept, _ = train(False)
     assert kept != pytest.approx(recreated)
+
+
+@pytest.mark.proves("TP420")
+def test_scheduler_stepped_first_skips_the_first_learning_rate():
+    factors = [1.0, 0.5, 0.25, 0.125]
+
+    def used_lrs(scheduler_first):
+        opt = _sgd()
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda e: factors[min(e, 3)])
+        lrs = []
+        for _ in range(3):
+            if scheduler_first:
+                sched.step()
+            lrs.append(opt.param_groups[0]["lr"])
+            opt.step()
+            if not scheduler_first:
+                sched.step()
+        return lrs
+
+    lrs, text = warned(lambda: used_lrs(True), UserWarning)
+    assert "Detected call of `lr_scheduler.step()` before `optimizer.step()`" in text
+    assert lrs == [0.5, 0.25, 0.125]  # 1.0 is never used
+    assert used_lrs(False) == [1.0, 0.5, 0.25]
+
+
+def test_optimizer_built_before_module_to_still_updates_the_moved_parameters():
+    """Survey: the folklore "build the optimizer after .to()" is false on torch 2.13 for Module.to,
+    which converts parameters in place (the same Parameter objects)."""
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    before = model.weight
+    model.to(torch.float64)
+    assert model.weight is before and model.weight.dtype == torch.float64
+    model(torch.ones(1, 2, dtype=torch.float64)).sum().backward()
+    w = model.weight.detach().clone()
+    opt.step()
+    assert not torch.equal(w, model.weight.detach())

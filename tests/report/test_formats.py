@@ -102,4 +102,4 @@ def test_github_annotation_of_a_notebook_names_the_raw_line_and_the_cell(tmp_pat
     assert line.startswith("::error file=nb.ipynb,line=") and ",col=" not in line
     assert raw.splitlines()[raw_line - 1].strip() == '"x -= 1\\n"'
     assert raw_line == raw[:raw.rindex('"x -= 1\\n"')].count("\n") + 1  # the code cell's, not the markdown's
-    assert "::[cell 1, line 3] " in line
+    assert "::[cell 2, line 3] " in line  # the markdown cell counts, as in ruff

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import pathspec
 
@@ -115,6 +115,8 @@ def _force_excluded(raw: str, excluded: Excluded) -> bool:
     directory) is a skipped folder or excluded."""
     path = Path(os.path.abspath(raw))
     if excluded(str(path), path.is_dir()) or _ignored(str(path), path.is_dir(), _parent_gitignores(path)):
+        return True
+    if path.is_dir() and (path.name in SKIPPED_DIRS or _is_virtualenv(str(path))):
         return True
     cwd = Path.cwd()
     for folder in path.parents:

@@ -71,6 +71,8 @@ def _placeholder(length: int) -> str:
 
 def transform_cell(source: str) -> CellCode:
     """The cell as Python of the same shape; see the module docstring for the forms handled."""
+    if _parses(source):
+        return CellCode(text=source)  # every IPython form is a syntax error: valid Python has none
     lines = split_lines(source)
     first = next((i for i, ln in enumerate(lines) if ln.strip()), None)
     if first is None:
@@ -113,6 +115,16 @@ def transform_cell(source: str) -> CellCode:
             return CellCode(text=text, prefix=prefix, opaque=pinned + opaque, error=err)
         return CellCode(text=text, prefix=prefix, opaque=pinned + opaque)
     raise AssertionError("unreachable: each retry removes a line from a finite set")
+
+
+def _parses(text: str) -> bool:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            ast.parse(text)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    return True
 
 
 def _blank_prompts(lines: list[str], first: int) -> list[tuple[int, int]]:

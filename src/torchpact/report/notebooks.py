@@ -12,6 +12,7 @@ import re
 from torchpact.findings import Finding
 
 _WS = re.compile(r"[ \t\n\r]*")
+_PY_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")  # where Python ends lines (not at \f or U+2028)
 _DECODER = json.JSONDecoder()
 
 
@@ -28,7 +29,7 @@ class NotebookLines:
         if f.path not in self._maps:
             try:
                 with open(f.path, encoding="utf-8-sig") as fh:
-                    self._maps[f.path] = code_cell_lines(fh.read())
+                    self._maps[f.path] = cell_lines(fh.read())
             except (OSError, UnicodeDecodeError):
                 self._maps[f.path] = None
         cells = self._maps[f.path]
@@ -38,21 +39,18 @@ class NotebookLines:
         return lines[f.line - 1] if f.line <= len(lines) else None
 
 
-def code_cell_lines(text: str) -> list[list[int]] | None:
-    """For each code cell, the raw line (1-based) of each of its source lines; None when not a notebook."""
+def cell_lines(text: str) -> list[list[int]] | None:
+    """For each cell (markdown too: findings number cells as ruff does), the raw line (1-based) of each
+    of its source lines; empty for a cell that is not code. None when ``text`` is not a notebook."""
     try:
         top = _object(text, _skip(text, 0))
         if "cells" not in top or text[top["cells"]] != "[":
             return None
         out = []
         for pos in _array(text, top["cells"]):
-            if text[pos] != "{":
-                continue
-            cell = _object(text, pos)
+            cell = _object(text, pos) if text[pos] == "{" else {}
             kind = _DECODER.raw_decode(text, cell["cell_type"])[0] if "cell_type" in cell else None
-            if kind != "code":
-                continue
-            out.append(_source_lines(text, cell.get("source")))
+            out.append(_source_lines(text, cell.get("source")) if kind == "code" else [])
         return out
     except (ValueError, IndexError, KeyError):
         return None
@@ -103,5 +101,5 @@ def _source_lines(text: str, pos: int | None) -> list[int]:
         if not isinstance(value, str):
             continue
         raw = text.count("\n", 0, start) + 1  # JSON escapes newlines: a whole string sits on one raw line
-        lines.extend([raw] * len(value.splitlines()))
+        lines.extend([raw] * len(_PY_LINES.findall(value)))
     return lines

@@ -23,7 +23,8 @@ from torchpact.lint.rule import Hit, Rule
 
 # A test that picks code by torch version or feature: `if _TORCH_GREATER_EQUAL_2_4`,
 # `torch.__version__ >= "2.0"`, `if hasattr(nn.utils.parametrizations, "weight_norm")`.
-_VERSION_TEST = re.compile(r"version|GREATER|LESS|_TORCH_|TORCH_\d|_GE_|_LT_|hasattr", re.I)
+# Upper-case markers are matched as written: `is_torch_npu_available()` is a device test, not a version one.
+_VERSION_TEST = re.compile(r"(?i:version|hasattr)|GREATER|LESS|_TORCH_|TORCH_\d|_GE_|_LT_")
 
 
 class ApiUse(Rule):
@@ -37,6 +38,8 @@ class ApiUse(Rule):
             yield from self._check_import(node, ctx)
             return
         assert isinstance(node, ast.Attribute)
+        if node.attr not in self._last_parts():
+            return  # cheap filter: most attributes are not one of the names
         parent = ctx.parent(node)
         if isinstance(parent, ast.Attribute) and parent.value is node:
             return  # part of a longer dotted name; that one is judged
@@ -74,6 +77,14 @@ class ApiUse(Rule):
         for i, (_, qn) in enumerate(found):
             yield self.hit(node, subject=qn, message=self.describe(qn), fix_hint=self.hint(qn),
                            edits=edits if i == 0 else ())
+
+    @classmethod
+    def _last_parts(cls) -> frozenset[str]:
+        cached = cls.__dict__.get("_last_parts_cache")
+        if cached is None:
+            cached = frozenset(qn.rsplit(".", 1)[-1] for qn in cls.names)
+            cls._last_parts_cache = cached
+        return cached
 
     # ------------------------------------------------------------------ for subclasses
     def applies(self, node: ast.Attribute, ctx: FileContext) -> bool:

@@ -41,6 +41,7 @@ CHANGED_OUTSIDE_STEP = Check(
     code="TP456",
     category=Category.TRAINING,
     severity=Severity.WARNING,
+    severity_note="`info` when the parameters changed once but the writer did not show again, so its line is unknown",
     summary="Parameters an optimizer trains are changed outside optimizer.step() (re-initialised or overwritten).",
     doc="""## What it does
 At runtime, watches the parameters that an optimizer holds once it has stepped. It reports when they

@@ -38,7 +38,7 @@ class RngCopiedIntoWorkers(Rule):
     generator, which torch seeds per worker and per epoch.
     """
 
-    code = "TP510"
+    code = "TP550"  # shared with the run check of the same pattern (watch/watchers)
     category = Category.DATA
     severity = Severity.WARNING
     message = ("this generator is copied into every DataLoader worker in the same state: workers draw the same "

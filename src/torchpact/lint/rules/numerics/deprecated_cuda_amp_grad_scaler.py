@@ -65,6 +65,19 @@ scaler = amp.GradScaler()
 from torch.cuda.amp import GradScaler
 scaler = GradScaler()
 """,
+        Invalid("""
+import torch
+if is_torch_npu_available():
+    scaler = torch.npu.amp.GradScaler()
+elif device_type == "cuda":
+    scaler = torch.cuda.amp.GradScaler()
+""", fixed="""
+import torch
+if is_torch_npu_available():
+    scaler = torch.npu.amp.GradScaler()
+elif device_type == "cuda":
+    scaler = torch.amp.GradScaler("cuda")
+"""),
     ]
 
     def fix_call(self, call: ast.Call, ctx: FileContext, qn: str) -> str | None:

@@ -30,7 +30,7 @@ class FunctionalDropoutIgnoresEval(Rule):
     the identity in eval mode.
     """
 
-    code = "TP418"
+    code = "TP458"  # shared with the run check of the same pattern (watch/watchers)
     category = Category.TRAINING
     severity = Severity.WARNING
     message = "functional dropout defaults to `training=True`: it keeps dropping activations after `model.eval()`"

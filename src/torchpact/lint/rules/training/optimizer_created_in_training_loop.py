@@ -32,7 +32,7 @@ class OptimizerCreatedInTrainingLoop(Rule):
     No autofix: move the construction before the loop (and the scheduler with it).
     """
 
-    code = "TP419"
+    code = "TP460"  # shared with the run check of the same pattern (watch/watchers)
     category = Category.TRAINING
     severity = Severity.WARNING
     message = "the optimizer is re-created on every training iteration: its momentum / Adam state is reset each step"
