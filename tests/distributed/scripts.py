@@ -105,7 +105,7 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=20))  # the hang lasts 10 times the watchdog's 2 s
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=20))  # the hang lasts 6 times the watchdog's 3 s
 rank, world = dist.get_rank(), dist.get_world_size()
 out_dir = sys.argv[1]
 opt = None

@@ -61,7 +61,7 @@ def runs(tmp_path_factory) -> dict[str, Launch]:
     for world in (2, 3):
         (tmp / f"out{world}").mkdir()
     run = [sys.executable, "-m", "torchpact", "run", "--quiet", "--format", "json"]
-    buggy_env = {"TORCHPACT_HANG_TIMEOUT": "2", "TORCHPACT_SYNC_EVERY": "5"}
+    buggy_env = {"TORCHPACT_HANG_TIMEOUT": "3", "TORCHPACT_SYNC_EVERY": "5"}
     plans = {
         "clean2": ([*run, "--output", str(tmp / "clean2.json"), "--nproc", "2", str(tmp / "clean.py"),
                     str(tmp / "watched.pt")], {}, tmp / "clean2.json"),

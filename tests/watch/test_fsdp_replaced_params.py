@@ -48,7 +48,7 @@ def _free_port() -> int:
 def _run(tmp_path, order, port=None):
     port = port or _free_port()
     out = tmp_path / f"{order}.json"
-    outcome = run_source(tmp_path, SCRIPT, ["fsdp_replaced_params"], args=[order, str(port), str(out)],
+    outcome = run_source(tmp_path, SCRIPT, ["fsdp_replaced_params", "optimizer"], args=[order, str(port), str(out)],
                          name=f"{order}.py")
     return outcome, json.loads(out.read_text())
 
@@ -58,6 +58,8 @@ def test_optimizer_built_before_fully_shard_is_named(tmp_path):
     assert moved is False  # the consequence: the sharded model never trains
     [f] = [f for f in outcome.findings if f.code == "TP656"]
     assert "4 of the 4 parameters the Adam created at before.py:" in f.message and f.severity.value == "error"
+    # not also TP404, whose message would blame the order of backward() and step()
+    assert [f.code for f in outcome.findings if f.code == "TP404"] == []
 
 
 def test_optimizer_built_after_fully_shard_is_silent(tmp_path):

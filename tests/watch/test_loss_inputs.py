@@ -138,10 +138,11 @@ def test_saturated_sigmoid_into_bce_is_tp303_error(tmp_path):
     assert f.severity.value == "error" and "saturated" in f.message
 
 
-def test_sigmoid_into_bce_without_saturation_is_tp303_warning(tmp_path):
+def test_sigmoid_into_bce_without_saturation_is_tp303_info(tmp_path):
+    # the VAE and DCGAN of pytorch/examples train correctly this way: advice, not a warning
     out = _run(tmp_path, "    loss = nn.BCELoss()(torch.sigmoid(out[:, 0]), (y > 2).float())")
     f = _one(out, "TP303")
-    assert f.severity.value == "warning" and f.subject == "BCELoss"
+    assert f.severity.value == "info" and f.subject == "BCELoss"
 
 
 # ------------------------------------------------------------------------------------ TP355

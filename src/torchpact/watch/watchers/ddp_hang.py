@@ -32,6 +32,8 @@ from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers.ddp_common import Exchange
 
 DEFAULT_TIMEOUT_S = 300.0
+# How many timeouts every rank must wait at one and the same place before that counts as a hang.
+SAME_PLACE_FACTOR = 3
 
 STALLED = Check(
     code="TP655",
@@ -207,6 +209,10 @@ class DdpHangWatcher(Watcher):
         if not any(s.get("collective") for s in everyone.values()):
             return False  # all ranks are busy in their own code (e.g. a long save): not a collective hang
         places = {(s.get("collective"), s.get("path"), s.get("line"), s.get("step")) for s in everyone.values()}
+        if len(places) == 1 and mine["stalled_s"] < SAME_PLACE_FACTOR * self.timeout:
+            # Every rank in the same collective is also what a slow collective looks like on a starved
+            # machine: unlike a mismatch, it could still complete, so it must last longer before it counts.
+            return False
         others = "; ".join(f"rank {r} {_where(s)}" for r, s in sorted(peers.items()))
         if len(places) > 1:
             why = ("the ranks are not in the same collective at the same step, so none of them can complete: a "

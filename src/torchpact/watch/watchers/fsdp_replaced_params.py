@@ -39,6 +39,17 @@ Call `fully_shard(...)` on the sub-modules and the root first, then create the o
 )
 
 
+def replaced_by_fully_shard(session: Any, optimizer: Any) -> tuple[list[Any], list[Any], list[Any]]:
+    """The modules fully_shard() wrapped, the optimizer's parameters, and those of them it replaced."""
+    roots = session.names.root_modules()
+    sharded = [m for root in roots for m in root.modules() if type(m).__name__.startswith("FSDP")]
+    if not sharded:
+        return [], [], []
+    current = {id(p) for root in roots for p in root.parameters()}
+    held = [p for g in optimizer.param_groups for p in g["params"]]
+    return sharded, held, [p for p in held if id(p) not in current and p.grad is None]
+
+
 class FsdpReplacedParams(Watcher):
     """TP656: optimizer parameters replaced by FSDP2's ``fully_shard``."""
 
@@ -60,13 +71,7 @@ class FsdpReplacedParams(Watcher):
         if optimizer in self._seen:
             return
         self._seen.add(optimizer)
-        roots = self.session.names.root_modules()
-        sharded = [m for root in roots for m in root.modules() if type(m).__name__.startswith("FSDP")]
-        if not sharded:
-            return
-        current = {id(p) for root in roots for p in root.parameters()}
-        held = [p for g in optimizer.param_groups for p in g["params"]]
-        stale = [p for p in held if id(p) not in current and p.grad is None]
+        sharded, held, stale = replaced_by_fully_shard(self.session, optimizer)
         if not stale:
             return
         names = []

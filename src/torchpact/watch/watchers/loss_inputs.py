@@ -67,7 +67,9 @@ BCE_PROBABILITY_LOGIT = Check(
     code="TP303",
     category=Category.NUMERICS,
     severity=Severity.ERROR,
-    severity_note="`warning` when a sigmoid's output reaches the loss but no prediction is saturated on the wrong side yet",
+    severity_note="`warning` when values in [0, 1] only look like probabilities; `info` when a sigmoid's output "
+                  "reaches `BCELoss` but no prediction is saturated on the wrong side (advice: it trains correctly "
+                  "until a confident mistake saturates)",
     summary="Probabilities and logits are mixed up in a binary cross-entropy loss.",
     doc="""## What it does
 Looks at the input of the binary cross-entropy losses on sampled steps:
@@ -77,8 +79,10 @@ Looks at the input of the binary cross-entropy losses on sampled steps:
 - the same given values that are all in [0, 1] at several calls (hundreds of values, never one
   below 0): most likely probabilities, a warning (logits of a model that predicts "positive" with
   low confidence for every single sample would look the same);
-- `nn.BCELoss` / `F.binary_cross_entropy` given a sigmoid output: a warning, an error when some
-  predictions are saturated (exactly 0 or 1) on the wrong side of their target.
+- `nn.BCELoss` / `F.binary_cross_entropy` given a sigmoid output: an error when some predictions
+  are saturated (exactly 0 or 1) on the wrong side of their target, else advice (`info`): the loss
+  and gradients are right until a confident mistake saturates (the VAE and DCGAN of
+  pytorch/examples train correctly this way).
 
 `BCELoss` given logits needs no watcher: on torch 2.13 it raises "all elements of input should be
 between 0 and 1" on CPU and a device-side assert on CUDA.
@@ -609,7 +613,7 @@ class LossInputsWatcher(Watcher):
         else:
             message = (f"{site.label} is given the output of a sigmoid: in float32 sigmoid(17) is exactly 1.0, so "
                        "once predictions get confident their loss is clamped at 100 and their gradient is 0")
-            severity = Severity.WARNING
+            severity = Severity.INFO  # correct until a confident mistake saturates: advice, not a bug
         self.session.report(
             BCE_PROBABILITY_LOGIT, message, severity=severity, subject=site.label, path=site.path,
             line=site.line, key=("bce", site.path, site.line, site.label),

@@ -36,6 +36,7 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.watch.frames import is_user_file, user_frame, variable_name
 from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers.fsdp_replaced_params import replaced_by_fully_shard
 
 NO_OPTIMIZER_STEPS = 3
 KIND_GROUP = 3            # TP451: this many left-out modules of one class are reported together
@@ -447,6 +448,8 @@ class OptimizerWatcher(Watcher):
 
     def _report_no_grad(self, state: _Opt) -> None:
         opt = state.ref()
+        if opt is not None and replaced_by_fully_shard(self.session, opt)[2]:
+            return  # TP656 names the cause: the optimizer predates fully_shard()
         n = len(state.param_ids)
         if state.kind == "zero":
             found = f"all the gradients of its {_plural(n, 'parameter')} were exactly zero"

@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import SCALER, FileContext
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule
 
 CLIPS = {"torch.nn.utils.clip_grad_norm_", "torch.nn.utils.clip_grad_value_", "torch.nn.utils.clip_grad_norm"}
 
@@ -62,7 +62,20 @@ for x, y in loader:
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     scaler.step(optimizer)
     scaler.update()
-"""]
+""", Invalid("""
+import torch
+def run_batch(model, loss, optimizer, scaler, use_amp, clip):
+    optimizer.zero_grad(set_to_none=True)
+    if use_amp:
+        scaler.scale(loss).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()  # the plain path: nothing is scaled here
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        optimizer.step()
+""", count=1)]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         assert isinstance(node, ast.Call)
@@ -76,6 +89,24 @@ for x, y in loader:
         scaled_backward = any(
             c.func.attr == "backward" and isinstance(c.func.value, ast.Call)
             and isinstance(c.func.value.func, ast.Attribute) and c.func.value.func.attr == "scale"
+            and not _exclusive(ctx, c, node)
             and SCALER in ctx.kinds(c.func.value.func.value) for c in calls)
         if scaled_backward:
             yield self.hit(node)
+
+
+def _exclusive(ctx: FileContext, a: ast.AST, b: ast.AST) -> bool:
+    """Whether ``a`` and ``b`` sit in different branches of one ``if`` (the AMP and the plain path)."""
+    branch_of: dict[int, str] = {}
+    child = a
+    for anc in ctx.ancestors(a):
+        if isinstance(anc, ast.If):
+            branch_of[id(anc)] = "body" if child in anc.body else "orelse" if child in anc.orelse else "test"
+        child = anc
+    child = b
+    for anc in ctx.ancestors(b):
+        if isinstance(anc, ast.If) and id(anc) in branch_of:
+            side = "body" if child in anc.body else "orelse" if child in anc.orelse else "test"
+            return "test" not in (side, branch_of[id(anc)]) and side != branch_of[id(anc)]
+        child = anc
+    return False

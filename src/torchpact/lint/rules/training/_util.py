@@ -183,6 +183,10 @@ def parameter_owners(ctx: FileContext, optimizer: ast.AST) -> set[str]:
 
 
 # ------------------------------------------------------------------------------------ train / eval
+_RETURNS_SELF = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "eval", "train",
+                           "requires_grad_", "to_empty", "share_memory"})
+
+
 def mode_switch(ctx: FileContext, node: ast.AST) -> tuple[str, ast.expr] | None:
     """('eval' | 'train', module) for ``m.eval()``, ``m.train()``, ``m.train(False)``, ``m.train(mode=x)``."""
     if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
@@ -191,6 +195,10 @@ def mode_switch(ctx: FileContext, node: ast.AST) -> tuple[str, ast.expr] | None:
     recv = node.func.value
     if ctx.resolve(node.func) is not None:
         return None
+    # Module methods that move or cast in place return the module itself: `m.to(d).train()` switches `m`.
+    while (isinstance(recv, ast.Call) and isinstance(recv.func, ast.Attribute)
+           and recv.func.attr in _RETURNS_SELF and ctx.resolve(recv.func) is None):
+        recv = recv.func.value
     if attr == "eval" and not node.args and not node.keywords:
         return "eval", recv
     if attr == "train" and len(node.args) + len(node.keywords) <= 1:
