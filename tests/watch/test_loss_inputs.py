@@ -376,3 +376,29 @@ def test_forked_dataloader_workers_do_not_inherit_the_mode():
 
     assert watched(train, WATCHERS) == []
     assert depths == [0] * 8
+
+
+def test_mode_comes_off_after_one_whole_step_of_many_torch_calls():
+    # an RL-style step (thousands of tiny torch calls before the loss): the loss of step 0 is still
+    # checked, and the mode, which costs on every torch call, is gone from step 1 on
+    from torchpact.watch.watchers.loss_inputs import MODE_STEP_CALLS
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    depths: list[int] = []
+
+    def train():
+        for _ in range(3):
+            depths.append(torch._C._len_torch_function_stack())
+            h = torch.zeros(2, 4)
+            for _ in range(MODE_STEP_CALLS + 1):
+                h = h + 0.001  # one torch call each
+            loss = F.cross_entropy(F.softmax(model(h), dim=1), torch.tensor([0, 1]))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    found = watched(train, WATCHERS)
+    assert codes(found) == ["TP301"]
+    assert depths[0] == 1 and depths[1:] == [0, 0]

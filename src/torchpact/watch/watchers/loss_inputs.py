@@ -8,6 +8,8 @@ inside a model's ``forward``) are seen through a ``TorchFunctionMode`` that is o
 for the first ``MODE_STEPS`` optimizer steps (and at most ``MODE_CALLS`` torch calls): a Python mode
 costs about 1 µs on *every* torch call while it is active (measured: 655 calls per step of a small
 GPT, +1.7% on its steps), and the way a script calls its loss does not change from step to step.
+A script with many torch calls per step (an RL rollout: ~10,000) keeps it for fewer steps: it comes
+off at the first step end past ``MODE_STEP_CALLS`` calls, so at least one whole step is always seen.
 The mode is pushed before the script runs (so the script's own modes, and ``torch.set_default_device``,
 nest above it), is stepped around while ``nn.MultiheadAttention`` / ``nn.Transformer*`` modules run
 (their inference fast path is skipped whenever a mode is active, which would change their results),
@@ -33,6 +35,7 @@ from torchpact.watch.watcher import Check, Watcher
 
 MODE_STEPS = 5
 MODE_CALLS = 50_000
+MODE_STEP_CALLS = 5_000  # past this many calls, the mode comes off at the end of the step
 LOGIT_CALLS = 3          # BCEWithLogitsLoss inputs all in [0, 1] at this many checked calls ...
 LOGIT_VALUES = 256       # ... over at least this many values
 PENDING_MAX = 64
@@ -516,7 +519,8 @@ class LossInputsWatcher(Watcher):
             self._flush()
 
     def on_step_end(self, step: int) -> None:
-        if self._mode is not None and (self._mode_off or step + 1 >= MODE_STEPS):
+        if self._mode is not None and (self._mode_off or step + 1 >= MODE_STEPS
+                                       or self._mode_calls > MODE_STEP_CALLS):
             self._drop_mode()
         if self._mode is None:  # module calls matter on sampled steps only from now on
             self.unsampled_calls = "none"
