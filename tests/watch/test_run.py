@@ -59,9 +59,10 @@ def _global_hook_counts():
             len(o._global_optimizer_pre_hooks), len(o._global_optimizer_post_hooks))
 
 
-def test_training_is_bit_identical_under_watchers(tmp_path):
+def _plain_and_watched(tmp_path, source: str) -> tuple[dict, dict, dict]:
+    """The state dict ``source`` saves run plainly and under every watcher, and the torchpact report."""
     script = tmp_path / "train.py"
-    script.write_text(TRAIN_WITH_DROPOUT)
+    script.write_text(source)
     plain = tmp_path / "plain.pt"
     subprocess.run([sys.executable, str(script), str(plain)], check=True, timeout=120)
     watched = tmp_path / "watched.pt"
@@ -69,9 +70,12 @@ def test_training_is_bit_identical_under_watchers(tmp_path):
                           "--format", "json", str(script), str(watched)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout)
+    return torch.load(plain), torch.load(watched), json.loads(out.stdout)
+
+
+def test_training_is_bit_identical_under_watchers(tmp_path):
+    a, b, report = _plain_and_watched(tmp_path, TRAIN_WITH_DROPOUT)
     assert report["summary"]["steps"] == 40
-    a, b = torch.load(plain), torch.load(watched)
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
@@ -148,18 +152,8 @@ torch.save(model.state_dict(), sys.argv[1])
 
 def test_training_through_wrapped_functions_is_bit_identical(tmp_path):
     """nn.init, Module.apply/train, F.dropout/SDPA/cross_entropy, clipping, unscale_ and DataLoader workers."""
-    script = tmp_path / "train.py"
-    script.write_text(TRAIN_THROUGH_WRAPPED_FUNCTIONS)
-    plain = tmp_path / "plain.pt"
-    subprocess.run([sys.executable, str(script), str(plain)], check=True, timeout=120)
-    watched = tmp_path / "watched.pt"
-    out = subprocess.run([sys.executable, "-m", "torchpact", "run", "--quiet", "--sample-every", "1",
-                          "--format", "json", str(script), str(watched)],
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout)
+    a, b, report = _plain_and_watched(tmp_path, TRAIN_THROUGH_WRAPPED_FUNCTIONS)
     assert [f for f in report["findings"] if f["severity"] != "info"] == []
-    a, b = torch.load(plain), torch.load(watched)
     for k in a:
         assert torch.equal(a[k], b[k]), k
     import torch.nn.functional as F
