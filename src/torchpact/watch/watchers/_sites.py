@@ -6,6 +6,7 @@ import weakref
 from typing import Any
 
 from torchpact.watch.frames import user_frames
+from torchpact.watch.watcher import Watcher
 from torchpact.watch.watchers._patch import Patch
 
 _SITES: weakref.WeakKeyDictionary[Any, tuple[str, int]] = weakref.WeakKeyDictionary()
@@ -60,3 +61,14 @@ def label(optimizer: Any) -> str:
 
         return f"{kind} created at {os.path.basename(path)}:{line}"
     return kind
+
+
+class SiteWatcher(Watcher):
+    """A watcher that names optimizers by the line that created them: records constructions while attached."""
+
+    def attach(self, session: Any) -> None:
+        super().attach(session)
+        install()
+
+    def on_close(self) -> None:
+        uninstall()

@@ -13,7 +13,7 @@ import weakref
 from typing import Any
 
 from torchpact.findings import Category, Severity
-from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watcher import Check
 from torchpact.watch.watchers import _sites
 
 REPLACED = Check(
@@ -50,7 +50,7 @@ def replaced_by_fully_shard(session: Any, optimizer: Any) -> tuple[list[Any], li
     return sharded, held, [p for p in held if id(p) not in current and p.grad is None]
 
 
-class FsdpReplacedParams(Watcher):
+class FsdpReplacedParams(_sites.SiteWatcher):
     """TP656: optimizer parameters replaced by FSDP2's ``fully_shard``."""
 
     name = "fsdp_replaced_params"
@@ -59,13 +59,6 @@ class FsdpReplacedParams(Watcher):
     def __init__(self) -> None:
         super().__init__()
         self._seen: "weakref.WeakSet[Any]" = weakref.WeakSet()
-
-    def attach(self, session: Any) -> None:
-        super().attach(session)
-        _sites.install()
-
-    def on_close(self) -> None:
-        _sites.uninstall()
 
     def on_step_pre(self, optimizer: Any) -> None:
         if optimizer in self._seen:

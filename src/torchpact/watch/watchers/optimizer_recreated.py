@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchpact.findings import Category, Severity
-from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watcher import Check
 from torchpact.watch.watchers import _sites
 
 RECREATED = Check(
@@ -72,7 +72,7 @@ def _signature(optimizer: Any) -> tuple:
     return (type(optimizer).__name__, simple)
 
 
-class OptimizerRecreated(Watcher):
+class OptimizerRecreated(_sites.SiteWatcher):
     """TP460: an optimizer re-built over parameters already trained."""
 
     name = "optimizer_recreated"
@@ -82,13 +82,6 @@ class OptimizerRecreated(Watcher):
         super().__init__()
         self._opts: dict[int, _Opt] = {}
         self._new: list[_Opt] = []
-
-    def attach(self, session: Any) -> None:
-        super().attach(session)
-        _sites.install()
-
-    def on_close(self) -> None:
-        _sites.uninstall()
 
     def on_step_pre(self, optimizer: Any) -> None:
         rec = self._opts.get(id(optimizer))

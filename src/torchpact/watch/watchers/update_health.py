@@ -18,7 +18,7 @@ import weakref
 from typing import Any
 
 from torchpact.findings import Category, Severity
-from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watcher import Check
 from torchpact.watch.watchers import _sites
 from torchpact.watch.watchers._local import local
 
@@ -112,7 +112,7 @@ def _lr(group: dict) -> float | None:
         return None
 
 
-class UpdateHealth(Watcher):
+class UpdateHealth(_sites.SiteWatcher):
     """TP454 and TP455: steps that leave the weights where they were."""
 
     name = "update_health"
@@ -124,13 +124,6 @@ class UpdateHealth(Watcher):
         self._stale: dict[int, int] = {}          # param id -> sampled steps in a row without change
         self._zero_lr: dict[int, int] = {}        # optimizer id -> consecutive steps with lr == 0
         self._high: dict[int, list[float]] = {}   # param id -> update/weight ratios, consecutive high ones
-
-    def attach(self, session: Any) -> None:
-        super().attach(session)
-        _sites.install()
-
-    def on_close(self) -> None:
-        _sites.uninstall()
 
     def on_step_pre(self, optimizer: Any) -> None:
         self._check_zero_lr(optimizer)
