@@ -4,6 +4,11 @@
 starting them costs milliseconds, not an import of torch each), joins them under a hard deadline
 and returns what ``fn(rank)`` returned on each rank, in rank order. Every collective has a time-out
 too, so a broken experiment fails instead of hanging.
+
+The ranks meet through a ``FileStore`` in a fresh folder, not a TCP port picked in advance: a port
+found free can be taken by anyone before rank 0 binds it, and the whole test suite starts process
+groups side by side. A rank killed by a signal (a crash below Python, seen once in hundreds of CI
+runs) gets the experiment one more try; a rank that raises or misses the deadline does not.
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ import datetime
 import gc
 import multiprocessing as mp
 import os
-import socket
+import signal
+import tempfile
 import time
 import traceback
 from typing import Any, Callable
@@ -26,20 +32,18 @@ class RankError(RuntimeError):
     """A rank raised, died or missed the deadline."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class _RankDied(RankError):
+    """A rank ended without sending a result: killed below Python, not by the experiment's code."""
 
 
-def _rank_main(fn: Callable[[int], Any], rank: int, port: int, conn) -> None:
+def _rank_main(fn: Callable[[int], Any], rank: int, store_path: str, conn) -> None:
     import torch
     import torch.distributed as dist
 
     code = 1
     try:
         torch.set_num_threads(1)
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
+        dist.init_process_group("gloo", store=dist.FileStore(store_path, WORLD), rank=rank, world_size=WORLD,
                                 timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
         try:
             conn.send(("ok", fn(rank)))
@@ -58,32 +62,55 @@ def on_ranks(fn: Callable[[int], Any], deadline_s: float = DEADLINE_S) -> list[A
     """``[fn(0), fn(1)]``, each computed in its own rank process of one gloo group."""
     import torch._dynamo  # noqa: F401  DDP imports it on construction: once here, not once per rank
 
-    ctx = mp.get_context("fork")
-    port = _free_port()
-    pipes, procs = [], []
-    for rank in range(WORLD):
-        receive, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=_rank_main, args=(fn, rank, port, send), daemon=True)
-        proc.start()
-        send.close()
-        pipes.append(receive)
-        procs.append(proc)
-    results: list[Any] = [None] * WORLD
-    end = time.monotonic() + deadline_s
     try:
-        for rank, receive in enumerate(pipes):
-            if not receive.poll(max(0.0, end - time.monotonic())):
-                raise RankError(f"rank {rank} gave no result within {deadline_s:g} s")
-            try:
-                status, value = receive.recv()
-            except EOFError:
-                raise RankError(f"rank {rank} died without a result") from None
-            if status != "ok":
-                raise RankError(f"rank {rank} raised:\n{value}")
-            results[rank] = value
-    finally:
-        for proc in procs:
-            proc.join(max(0.0, min(5.0, end - time.monotonic())))
-            if proc.is_alive():
-                proc.kill()
+        return _attempt(fn, deadline_s)
+    except _RankDied as died:
+        print(f"(retried once: {died})")
+        return _attempt(fn, deadline_s)
+
+
+def _how_it_ended(proc) -> str:
+    proc.join(1.0)
+    code = proc.exitcode
+    if code is None:
+        return "still running"
+    if code < 0:
+        with_name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
+        return f"killed by {with_name}"
+    return f"exit code {code}"
+
+
+def _attempt(fn: Callable[[int], Any], deadline_s: float) -> list[Any]:
+    ctx = mp.get_context("fork")
+    pipes, procs = [], []
+    with tempfile.TemporaryDirectory(prefix="torchpact-ranks-") as folder:
+        store_path = os.path.join(folder, "store")
+        for rank in range(WORLD):
+            receive, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_rank_main, args=(fn, rank, store_path, send), daemon=True)
+            proc.start()
+            send.close()
+            pipes.append(receive)
+            procs.append(proc)
+        results: list[Any] = [None] * WORLD
+        end = time.monotonic() + deadline_s
+        try:
+            for rank, receive in enumerate(pipes):
+                if not receive.poll(max(0.0, end - time.monotonic())):
+                    raise RankError(f"rank {rank} gave no result within {deadline_s:g} s")
+                try:
+                    status, value = receive.recv()
+                except EOFError:
+                    ended = _how_it_ended(procs[rank])
+                    error = _RankDied if ended.startswith("killed") else RankError
+                    raise error(f"rank {rank} died without a result ({ended})") from None
+                if status != "ok":
+                    raise RankError(f"rank {rank} raised:\n{value}")
+                results[rank] = value
+        finally:
+            for proc in procs:
+                proc.join(max(0.0, min(5.0, end - time.monotonic())))
+                if proc.is_alive():
+                    proc.kill()
+                    proc.join(1.0)
     return results
