@@ -402,3 +402,49 @@ def test_mode_comes_off_after_one_whole_step_of_many_torch_calls():
     found = watched(train, WATCHERS)
     assert codes(found) == ["TP301"]
     assert depths[0] == 1 and depths[1:] == [0, 0]
+
+
+def _mode_calls_of_three_steps(watchers: list[str]) -> int:
+    from torchpact.watch import make_watchers, watch
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    instances = make_watchers(watchers)
+    with watch(instances):
+        for _ in range(3):
+            loss = F.cross_entropy(model(torch.randn(4, 8)), torch.tensor([0, 1, 2, 0]))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    return next(w for w in instances if w.name == "loss_inputs")._mode_calls
+
+
+def test_other_watchers_torch_calls_do_not_go_through_the_mode():
+    # nonfinite reduces every module's tensors on sampled steps: thousands of torch calls per step of
+    # an RL rollout, which would each pay the mode's Python dispatch and count as the script's calls
+    alone = _mode_calls_of_three_steps(WATCHERS)
+    assert alone > 0
+    assert _mode_calls_of_three_steps([*WATCHERS, "nonfinite", "grad_health", "update_health"]) == alone
+
+
+def test_mode_comes_off_before_a_step_that_is_not_sampled():
+    # it only looks at losses on sampled steps: on the others it would cost every torch call for nothing
+    from torchpact.watch import Sampler
+
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    depths: list[int] = []
+
+    def train():
+        for _ in range(3):
+            depths.append(torch._C._len_torch_function_stack())
+            loss = F.cross_entropy(F.softmax(model(torch.randn(2, 4)), dim=1), torch.tensor([0, 1]))
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+    found = watched(train, WATCHERS, sampler=Sampler(first=1, every=100))
+    assert codes(found) == ["TP301"]
+    assert depths == [1, 0, 0]

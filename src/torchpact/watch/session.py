@@ -79,7 +79,12 @@ class Session:
         self._pre_inner: tuple[tuple[Watcher, Callable], ...] = ()
         self._post_root: tuple[tuple[Watcher, Callable], ...] = ()
         self._post_inner: tuple[tuple[Watcher, Callable], ...] = ()
-        self._steps: dict[str, tuple[tuple[Watcher, Callable], ...]] = {}   # step callbacks, bound
+        self._steps: dict[str, tuple[tuple[Watcher, Callable], ...]] = {
+            cb: () for cb in ("on_step_pre", "on_step", "on_step_end")}   # step callbacks, bound
+        self._forward_watchers: tuple[Watcher, ...] = ()
+        self._routed: tuple = ()
+        self._hide_modes = False
+        self._no_function_modes: Any = None
         self._sampled_calls = 0      # module calls made on sampled steps: the sampler's budget
         self._sampled_steps = 0
         self._dynamo_guard: DynamoGuard | None = None
@@ -105,11 +110,14 @@ class Session:
     @sampled.setter
     def sampled(self, value: bool) -> None:
         self._sampled = value
-        self._route_forwards()
+        key = (value, tuple(w.unsampled_calls for w in self._forward_watchers))
+        if key != self._routed:  # most steps change nothing: keep the routes
+            self._route_forwards(key)
 
-    def _route_forwards(self) -> None:
+    def _route_forwards(self, key: tuple) -> None:
         """Who gets which module calls this step: every call on sampled steps; on the others what each
         watcher's ``unsampled_calls`` asks for, so an unsampled module call costs the session O(1)."""
+        self._routed = key
         wanted = {"all": 2, "roots": 1}
         pre: list[tuple[Watcher, Callable, int]] = []
         post: list[tuple[Watcher, Callable, int]] = []
@@ -118,12 +126,28 @@ class Session:
                 level = 2 if self._sampled else wanted.get(w.unsampled_calls, 0)
                 if level:
                     out.append((w, getattr(w, cb), level))
-        self._steps = {cb: tuple((w, getattr(w, cb)) for w in self._subscribers.get(cb, ()))
-                       for cb in ("on_step_pre", "on_step", "on_step_end")}
         self._pre_root = tuple((w, f) for w, f, _ in pre)
         self._pre_inner = tuple((w, f) for w, f, level in pre if level == 2)
         self._post_root = tuple((w, f) for w, f, _ in post)
         self._post_inner = tuple((w, f) for w, f, level in post if level == 2)
+
+    def _subscribe(self) -> None:
+        """Bind each callback to the watchers that override it (again after a watcher failed)."""
+        self._steps = {cb: tuple((w, getattr(w, cb)) for w in self._subscribers.get(cb, ()))
+                       for cb in ("on_step_pre", "on_step", "on_step_end")}
+        self._forward_watchers = tuple(
+            w for w in self.watchers if any(w in self._subscribers.get(cb, ()) for cb in _FORWARD))
+        self._route_forwards((self._sampled, tuple(w.unsampled_calls for w in self._forward_watchers)))
+
+    def hide_function_modes(self, on: bool) -> None:
+        """While ``on``, watchers' callbacks run with torch function modes off: a watcher that keeps a
+        ``TorchFunctionMode`` on the stack (loss_inputs) turns it on; the watchers' own torch calls
+        then do not pay its Python dispatch (thousands per sampled step) nor count as the script's."""
+        if on and self._no_function_modes is None:
+            import torch
+
+            self._no_function_modes = torch._C.DisableTorchFunction
+        self._hide_modes = on
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "Session":
@@ -136,7 +160,7 @@ class Session:
             cb: [w for w in self.watchers if getattr(type(w), cb) is not getattr(Watcher, cb)]
             for cb in _CALLBACKS
         }
-        self._route_forwards()
+        self._subscribe()
         try:
             self._handles.append(module_hooks.register_module_forward_pre_hook(self._forward_pre))
             self._handles.append(module_hooks.register_module_forward_hook(self._forward, always_call=True))
@@ -196,12 +220,27 @@ class Session:
         for subs in self._subscribers.values():
             if watcher in subs:
                 subs.remove(watcher)
-        self._route_forwards()
+        self._subscribe()
         self.report_raw(Finding(
                 code=INTERNAL_CODE, category=Category.INPUT, severity=Severity.WARNING,
                 message=f"watcher '{watcher.name}' failed in {callback} ({exc.__class__.__name__}: {exc}) "
                         "and was switched off; training was not affected — please report this",
                 step=self.step, rank=self.rank))
+
+    def _deliver(self, subscribers: tuple, callback: str, *args: Any) -> None:
+        """Call each subscriber's bound ``callback``; a watcher that raises is switched off."""
+        if self._hide_modes:
+            with self._no_function_modes():
+                self._each(subscribers, callback, args)
+        else:
+            self._each(subscribers, callback, args)
+
+    def _each(self, subscribers: tuple, callback: str, args: tuple) -> None:
+        for w, bound in subscribers:
+            try:
+                bound(*args)
+            except Exception as exc:  # a watcher bug must never break the user's training
+                self._failed(w, callback, exc)
 
     # The two module hooks run on every module call of the script: on unsampled steps they do O(1)
     # work and allocate nothing unless a watcher asked for those calls.
@@ -215,11 +254,8 @@ class Session:
         stack.append(module)
         if self._sampled:
             self._sampled_calls += 1
-        for w, callback in subscribers:
-            try:
-                callback(module, args)
-            except Exception as exc:  # a watcher bug must never break the user's training
-                self._failed(w, "on_forward_pre", exc)
+        if subscribers:
+            self._deliver(subscribers, "on_forward_pre", module, args)
 
     def _root_call(self, module: Any) -> None:
         if not self._trained:  # step 0 is timed from the first forward, not from the imports
@@ -236,11 +272,9 @@ class Session:
         elif module in stack:  # an inner forward raised; unwind to this module
             while stack and stack.pop() is not module:
                 pass
-        for w, callback in (self._post_inner if stack else self._post_root):
-            try:
-                callback(module, args, output)
-            except Exception as exc:
-                self._failed(w, "on_forward", exc)
+        subscribers = self._post_inner if stack else self._post_root
+        if subscribers:
+            self._deliver(subscribers, "on_forward", module, args, output)
 
     @property
     def depth(self) -> int:
@@ -255,24 +289,12 @@ class Session:
             self._primary = weakref.ref(optimizer)
         if not any(r() is optimizer for r in self._optimizers):
             self._optimizers.append(weakref.ref(optimizer))
-        for w, callback in self._steps["on_step_pre"]:
-            try:
-                callback(optimizer)
-            except Exception as exc:  # a watcher bug must never break the user's training
-                self._failed(w, "on_step_pre", exc)
+        self._deliver(self._steps["on_step_pre"], "on_step_pre", optimizer)
 
     def _step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
-        for w, callback in self._steps["on_step"]:
-            try:
-                callback(optimizer)
-            except Exception as exc:
-                self._failed(w, "on_step", exc)
+        self._deliver(self._steps["on_step"], "on_step", optimizer)
         if self._primary is not None and self._primary() is optimizer:
-            for w, callback in self._steps["on_step_end"]:
-                try:
-                    callback(self.step)
-                except Exception as exc:
-                    self._failed(w, "on_step_end", exc)
+            self._deliver(self._steps["on_step_end"], "on_step_end", self.step)
             now = time.perf_counter()
             self.step_times.append(now - self._step_started)
             self._step_started = now

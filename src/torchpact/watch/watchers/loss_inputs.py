@@ -355,6 +355,7 @@ class LossInputsWatcher(Watcher):
             # nest above it, and `torch.set_default_device` puts its DeviceContext below it.
             _insert_mode(self._mode, torch._C._len_torch_function_stack())
             self._mode_thread = threading.get_ident()
+            session.hide_function_modes(True)
             global _FORK_HOOKED
             _LIVE_MODES.add(self._mode)
             if not _FORK_HOOKED and hasattr(os, "register_at_fork"):
@@ -372,6 +373,7 @@ class LossInputsWatcher(Watcher):
             _LIVE_MODES.discard(self._mode)
             self._mode = None
             self._suspended_by = None
+            self.session.hide_function_modes(False)
 
     def on_forward_pre(self, module: Any, args: tuple) -> None:
         if self._mode is None:
@@ -395,6 +397,7 @@ class LossInputsWatcher(Watcher):
                 _insert_mode(self._mode, self._suspended_at)
             else:
                 self._mode = None
+                self.session.hide_function_modes(False)
 
     # ---------------------------------------------------------------- calls
     def on_forward(self, module: Any, args: tuple, output: Any) -> None:
@@ -519,8 +522,8 @@ class LossInputsWatcher(Watcher):
             self._flush()
 
     def on_step_end(self, step: int) -> None:
-        if self._mode is not None and (self._mode_off or step + 1 >= MODE_STEPS
-                                       or self._mode_calls > MODE_STEP_CALLS):
+        if self._mode is not None and (self._mode_off or step + 1 >= MODE_STEPS or self._mode_calls > MODE_STEP_CALLS
+                                       or not self.session.will_sample(step + 1)):  # it looks on sampled steps only
             self._drop_mode()
         if self._mode is None:  # module calls matter on sampled steps only from now on
             self.unsampled_calls = "none"
