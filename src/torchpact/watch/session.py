@@ -254,8 +254,16 @@ class Session:
         stack.append(module)
         if self._sampled:
             self._sampled_calls += 1
-        if subscribers:
+        if not subscribers:
+            return
+        if self._hide_modes:
             self._deliver(subscribers, "on_forward_pre", module, args)
+            return
+        for w, callback in subscribers:  # inline: the hot path of every root call
+            try:
+                callback(module, args)
+            except Exception as exc:  # a watcher bug must never break the user's training
+                self._failed(w, "on_forward_pre", exc)
 
     def _root_call(self, module: Any) -> None:
         if not self._trained:  # step 0 is timed from the first forward, not from the imports
@@ -273,8 +281,16 @@ class Session:
             while stack and stack.pop() is not module:
                 pass
         subscribers = self._post_inner if stack else self._post_root
-        if subscribers:
+        if not subscribers:
+            return
+        if self._hide_modes:
             self._deliver(subscribers, "on_forward", module, args, output)
+            return
+        for w, callback in subscribers:
+            try:
+                callback(module, args, output)
+            except Exception as exc:
+                self._failed(w, "on_forward", exc)
 
     @property
     def depth(self) -> int:

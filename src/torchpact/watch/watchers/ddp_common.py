@@ -43,8 +43,17 @@ def ddp_class() -> Any:
     return _DDP
 
 
+_IS_DDP: dict[type, bool] = {}
+
+
 def is_ddp(module: Any) -> bool:
-    return isinstance(module, ddp_class())
+    # Called at every model call: DDP is an ABC (Joinable), so isinstance() runs ABCMeta's Python
+    # __instancecheck__ (~1 µs); the answer per class is kept instead.
+    cls = type(module)
+    known = _IS_DDP.get(cls)
+    if known is None:
+        known = _IS_DDP[cls] = issubclass(cls, ddp_class())
+    return known
 
 
 def all_ddps() -> list[Any]:

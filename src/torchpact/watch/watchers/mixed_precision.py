@@ -162,7 +162,7 @@ class MixedPrecision(Watcher):
     """TP304: float16 gradients overflow/underflow without a GradScaler; TP356: a GradScaler's scale collapses."""
 
     name = "mixed_precision"
-    unsampled_calls = "roots"
+    unsampled_calls = "none"   # "roots" once a GradScaler is adopted: its scale is read at every model call
     checks = (FP16_WITHOUT_SCALER, SCALE_COLLAPSE)
 
     def __init__(self) -> None:
@@ -314,6 +314,7 @@ class MixedPrecision(Watcher):
     # ------------------------------------------------------------------ TP356
     def _adopt(self, scaler: Any) -> None:
         self._scaler = weakref.ref(scaler)
+        self.unsampled_calls = "roots"
         self._scale_version = -1
         self._readings.clear()
         self._last_scale = None

@@ -148,6 +148,14 @@ def _call_site(obj: Any) -> tuple[str | None, int | None, str | None]:
     return frame.f_code.co_filename, frame.f_lineno, variable_name(frame, obj)
 
 
+def _grad_enabled() -> bool:
+    import torch
+
+    global _grad_enabled
+    _grad_enabled = torch.is_grad_enabled  # at every model call: bound once torch is in
+    return torch.is_grad_enabled()
+
+
 _EXEMPT = (os.path.join("torch", "optim", "swa_utils.py"), os.path.join("torch", "utils", "checkpoint.py"))
 
 
@@ -171,10 +179,8 @@ class ModeWatcher(Watcher):
     def on_forward_pre(self, module: Any, args: tuple) -> None:
         if self.session.depth != 1:
             return
-        import torch
-
         key = id(module)
-        if torch.is_grad_enabled():
+        if _grad_enabled():
             if module.training:
                 if self._eval_forwards:
                     self._eval_forwards.pop(key, None)  # the last training forward is in train mode

@@ -526,7 +526,10 @@ class NonFinite(Watcher):
 
     # -------------------------------------------------------------------------------- forward
     def on_forward_pre(self, module: Any, args: tuple) -> None:
-        if self.session.depth == 1:
+        session = self.session
+        if session.depth == 1:
+            if not (self._stepped or self._on or session.sampled or self._armed_until > session.step):
+                return  # the usual unsampled model call: nothing to record, nothing to reset
             self._begin_outermost()
         if not self._on:
             return

@@ -46,7 +46,7 @@ class StepCoverage(Watcher):
 
     name = "step_coverage"
     checks = (NO_OPTIMIZER_STEP,)
-    unsampled_calls = "roots"   # "none" once a backward was seen
+    unsampled_calls = "roots"   # "none" once a backward was seen or an optimizer stepped
 
     def __init__(self) -> None:
         super().__init__()
@@ -59,6 +59,8 @@ class StepCoverage(Watcher):
 
     def on_forward(self, module: Any, args: tuple, output: Any) -> None:
         if self._trained is not None or self.session.depth != 0 or self.session.step > 0:
+            if self.session.step > 0:  # an optimizer stepped: nothing left to report
+                self.unsampled_calls = "none"
             return
         tensor = _graph_output(output)
         if tensor is not None:
