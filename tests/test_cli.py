@@ -334,3 +334,13 @@ def test_parallel_lint_uses_each_files_config(tmp_path, capsys, monkeypatch):
     assert _codes(serial) == _codes(parallel)
     assert {sev for path, _, sev in _codes(parallel) if path.startswith("a/")} == {"info"}
     assert {sev for path, _, sev in _codes(parallel) if path.startswith("b/")} == {"error"}
+
+
+def test_run_help_states_the_samplers_real_budget():
+    from torchpact.cli import SAMPLED_CALLS, SAMPLED_SHARE, build_parser
+    from torchpact.watch import Sampler
+
+    assert (SAMPLED_CALLS, SAMPLED_SHARE) == (Sampler().calls, Sampler().share)
+    run = build_parser()._subparsers._group_actions[0].choices["run"]
+    text = " ".join(run.format_help().split())
+    assert f"at most {Sampler().calls} module calls plus {Sampler().share * 100:g}% of all" in text

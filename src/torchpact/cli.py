@@ -17,6 +17,7 @@ from torchpact.config import Codes, ConfigError, Overrides, Settings, check_sele
 from torchpact.findings import Finding, Severity
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
+SAMPLED_CALLS, SAMPLED_SHARE = 2000, 0.02  # torchpact.watch.Sampler's budget (not imported: lint starts without it)
 FORMAT_CHOICES = ("text", "json", "sarif", "github")
 
 
@@ -73,9 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous endpoint (multi-node)")
     run.add_argument("--watchers", metavar="NAMES", help="comma-separated watchers (default: all default ones)")
     run.add_argument("--sample-first", type=int, default=20, metavar="N",
-                     help="run the expensive checks on each of the first N steps (default: 20)")
+                     help="run the expensive checks on each of the first N steps (default: 20), within the "
+                          "budget below")
     run.add_argument("--sample-every", type=int, default=10, metavar="N",
-                     help="then on every N-th step (default: 10)")
+                     help="then on every N-th step (default: 10). Budget: sampled steps make at most "
+                          f"{SAMPLED_CALLS} module calls plus {SAMPLED_SHARE * 100:g}%% of all the script's module calls, "
+                          "so a step of thousands of tiny module calls (an RL rollout) is sampled less often")
     run.add_argument("--profile", action="store_true",
                      help="profile a few steps after warm-up (torch.profiler): where step time goes, top operators")
     run.add_argument("--profile-steps", type=int, default=5, metavar="N", help="steps to profile (default: 5)")
