@@ -79,3 +79,38 @@ def test_failed_fit_removes_the_hooks(tmp_path):
     assert _hooks() == before and not cb.fit.active
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["summary"]["error"].startswith("RuntimeError: boom") and doc["summary"]["steps"] == 3
+
+
+def test_automatic_optimization_runs_the_step_pre_hook_before_this_steps_backward():
+    # Lightning's automatic optimization calls `optimizer.step(closure)`, and the closure runs the
+    # training_step, zero_grad and backward: torch's step pre-hooks fire before it, so a watcher's
+    # on_step_pre sees no gradient at step 0 and the previous step's gradients after (what the lead of
+    # issue 14 asked to check; the watchers that read gradients there are not yet adapted to it)
+    import torchpact
+    from torchpact.watch import Watcher
+
+    class Seen(Watcher):
+        name = "seen"
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.pre: list[torch.Tensor | None] = []
+            self.post: list[torch.Tensor] = []
+
+        def on_step_pre(self, optimizer):
+            g = optimizer.param_groups[0]["params"][0].grad
+            self.pre.append(None if g is None else g.clone())
+
+        def on_step(self, optimizer):
+            self.post.append(optimizer.param_groups[0]["params"][0].grad.clone())
+
+    seen = Seen()
+    trainer = L.Trainer(max_steps=3, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False)
+    with torchpact.watch([seen]):
+        trainer.fit(Classifier(), _loader())
+    assert len(seen.pre) == len(seen.post) == 3
+    assert seen.pre[0] is None                      # step 0: no gradient yet when the pre-hook runs
+    for step in (1, 2):                             # later: still the previous step's gradient
+        assert torch.equal(seen.pre[step], seen.post[step - 1])
+        assert not torch.equal(seen.pre[step], seen.post[step])
