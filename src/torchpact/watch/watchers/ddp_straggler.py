@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import time
 from typing import Any
 
 from torchpact.findings import Category, Severity
+from torchpact.watch.profiling import median
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers.ddp_common import Exchange, group_ranks, is_ddp
 
@@ -130,7 +130,7 @@ class DdpStragglerWatcher(Watcher):
         if len(self._samples) < MIN_SAMPLES:
             return None
         columns = list(zip(*self._samples))
-        return {name: statistics.median(col) for name, col in
+        return {name: median(col) for name, col in
                 zip(("data", "forward", "backward", "optimizer", "total"), columns)} | {"n": len(self._samples)}
 
     def _exchange(self, tag: str, wait: float) -> None:
@@ -173,9 +173,9 @@ class DdpStragglerWatcher(Watcher):
         if worst is None:
             return
         excess, rank, phase, others = worst
-        step_time = statistics.median(r["total"] for r in per_rank)
+        step_time = median(r["total"] for r in per_rank)
         mine = per_rank[rank]
-        waiting = statistics.median(v["backward"] for q, v in enumerate(per_rank) if q != rank)
+        waiting = median(v["backward"] for q, v in enumerate(per_rank) if q != rank)
         what = {"data": "loading data (from the end of an optimizer step to the next forward: the DataLoader, "
                         "and anything else run between steps, such as logging)",
                 "forward": "the model's forward", "optimizer": "the optimizer step"}[phase]
@@ -200,11 +200,11 @@ def find_straggler(per_rank: list[dict[str, float]]) -> tuple[float, int, str, f
     """(excess seconds per step, rank, phase, the other ranks' median) of the rank that holds the job back
     most, or None. A pure function of the per-rank medians, so the decision is tested on synthetic
     timings (real ones depend on the machine's load)."""
-    step_time = statistics.median(r["total"] for r in per_rank)
+    step_time = median(r["total"] for r in per_rank)
     worst: tuple[float, int, str, float] | None = None
     for rank, values in enumerate(per_rank):
         for phase in PHASES:
-            others = statistics.median(v[phase] for q, v in enumerate(per_rank) if q != rank)
+            others = median(v[phase] for q, v in enumerate(per_rank) if q != rank)
             excess = values[phase] - others
             if (excess >= max(MIN_EXCESS_S, MIN_EXCESS_SHARE * step_time)
                     and values[phase] >= MIN_RATIO * others and (worst is None or excess > worst[0])):

@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import itertools
 import math
-import statistics
 import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 from torchpact.findings import Category, Severity
+from torchpact.watch.profiling import median
 from torchpact.watch.watcher import Check, Watcher
 
 JUMP = 100.0            # exploding: x the median of the layer's previous checked norms
@@ -281,8 +281,8 @@ class GradHealth(Watcher):
         live = [(layer, s) for layer, s in zip(layout.layers, sq) if s > 0 and math.isfinite(s)]
         if len(live) < 3:
             return
-        median_rms = statistics.median(math.sqrt(s / layer.numel) for layer, s in live)
-        median_norm = statistics.median(math.sqrt(s) for _, s in live)
+        median_rms = median(math.sqrt(s / layer.numel) for layer, s in live)
+        median_norm = median(math.sqrt(s) for _, s in live)
         if median_rms <= 0 or median_norm <= 0:
             return
         low: list[_Layer] = []
@@ -341,7 +341,7 @@ class GradHealth(Watcher):
             start = len(h) - 1 - layer.high_streak
             before = [x for x in h[max(0, start - 10):start] if math.isfinite(x) and x > 0]
             if len(before) >= BASELINE_MIN:
-                base = statistics.median(before)
+                base = median(before)
                 if now >= JUMP * base and now > ABOVE_PEAK * layer.peak_before(start):
                     layer.high_streak += 1
                     if layer.high_streak >= 2:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import statistics
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,6 +29,7 @@ from typing import Any
 
 from torchpact.findings import Category, Severity
 from torchpact.watch import profiling as P
+from torchpact.watch.profiling import median
 from torchpact.watch.watcher import Check, Watcher
 
 DATA_SHARE = 0.3        # TP911: DataLoader wait at or above this share of the median step
@@ -251,7 +251,7 @@ def judge(result: dict[str, Any], *, device: bool) -> list[Verdict]:
     if not steps:
         return []
     median = result.get("median") or {}
-    step_s = statistics.median(s["seconds"] for s in steps)
+    step_s = median(s["seconds"] for s in steps)
     if step_s <= 0:
         return []
     out = []
@@ -314,7 +314,7 @@ def _granularity(steps: list[dict[str, Any]], step_s: float, device: bool) -> Ve
     ops = P.median_of(steps, "ops")
     omed = P.median_of(steps, "op_median_us")
     shares = [s["op_seconds"] / s["compute_seconds"] for s in steps if s["compute_seconds"] > 0]
-    share = statistics.median(shares) if shares else 1.0
+    share = median(shares) if shares else 1.0
     if ops >= OPS_PER_STEP and 0 < omed < P.TINY_US and share < OP_SHARE:
         return Verdict(
             TINY_KERNELS, f"each step dispatches {ops:.0f} operators with a median of {omed:.1f} µs, and the "
