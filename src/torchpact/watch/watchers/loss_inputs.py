@@ -9,7 +9,9 @@ for the first ``MODE_STEPS`` optimizer steps (and at most ``MODE_CALLS`` torch c
 costs about 1 µs on *every* torch call while it is active (measured: 655 calls per step of a small
 GPT, +1.7% on its steps), and the way a script calls its loss does not change from step to step.
 A script with many torch calls per step (an RL rollout: ~10,000) keeps it for fewer steps: it comes
-off at the first step end past ``MODE_STEP_CALLS`` calls, so at least one whole step is always seen.
+off at the first step end past ``MODE_STEP_CALLS`` calls, so at least one whole step is always seen;
+and it comes off before a step that is not sampled, where it would look at nothing. The other
+watchers' own torch calls bypass it (``session.hide_function_modes``).
 The mode is pushed before the script runs (so the script's own modes, and ``torch.set_default_device``,
 nest above it), is stepped around while ``nn.MultiheadAttention`` / ``nn.Transformer*`` modules run
 (their inference fast path is skipped whenever a mode is active, which would change their results),
