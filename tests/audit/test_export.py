@@ -121,7 +121,7 @@ def test_model_in_training_mode_with_batchnorm_keeps_its_running_stats():
 
     target = load_target(f"{TARGETS}:training_batchnorm")
     before = target.model.bn.running_mean.clone()
-    report = export_check(target, paths=("trace",))
+    report = export_check(target, paths=("trace",), budget_s=0.1)
     f = only(report, "TP702")
     assert "BatchNorm" in f.message and "batch's own statistics" in f.message
     assert torch.equal(target.model.bn.running_mean, before) and not target.model.training
@@ -170,7 +170,7 @@ def test_onnx_path_is_skipped_with_the_install_hint_when_onnx_is_missing(monkeyp
     from torchpact.audit.target import load_target
 
     monkeypatch.setattr(export_mod, "onnx_missing", lambda: ["onnxruntime"])
-    report = export_mod.export_check(load_target(f"{TARGETS}:clean"), paths=("onnx",))
+    report = export_mod.export_check(load_target(f"{TARGETS}:clean"), paths=("onnx",), budget_s=0.1)
     onnx = report.summary()["paths"]["onnx"]
     assert onnx["status"] == "skipped" and "pip install 'torchpact[export]'" in onnx["reason"]
     assert report.findings == []
