@@ -551,15 +551,31 @@ def _export_sections(summary: dict[str, Any]) -> list[str]:
             text = "ok" if st == "ok" and not err else (f"Δ {_fmt(err)}" if st in ("ok", "mismatch") and err is not None else st)
             tip = r.get("problem") or ""
             cells.append(f'<td class="{_STATUS_CLASS.get(st, "skip")}" title="{e(tip)}">{e(text)}</td>')
-        lat = p.get("latency_ms") or {}
-        latency = (f"{_fmt(lat['artifact'])} / {_fmt(lat['eager'])} ms"
-                   if isinstance(lat.get("artifact"), (int, float)) and isinstance(lat.get("eager"), (int, float)) else "")
         rows.append(f'<tr><th>{e(name)}</th><td class="{_STATUS_CLASS.get(status, "skip")} status">{e(status)}</td>'
-                    f'{"".join(cells)}<td class="num">{e(latency)}</td><td class="reason">{e(p.get("reason") or "")}</td></tr>')
+                    f'{"".join(cells)}{_latency_cell(p.get("latency_ms") or {})}'
+                    f'<td class="reason">{e(p.get("reason") or "")}</td></tr>')
     return ['<section id="parity"><h2>Export parity</h2><p class="note">Each path\'s artifact against eager on '
-            'each input variant (Δ: largest absolute difference).</p><div class="scroll"><table class="parity">'
+            'each input variant (Δ: largest absolute difference). Latency on the example: eager timed first, '
+            'before any export; a pair is compared only when both are stable.</p><div class="scroll"><table class="parity">'
             f'<thead><tr><th>path</th><th>result</th>{head}<th>latency artifact / eager</th><th>why</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div></section>']
+
+
+def _pair(a: Any, b: Any) -> str:
+    num = (int, float)
+    return f"{_fmt(a) if isinstance(a, num) else '—'} / {_fmt(b) if isinstance(b, num) else '—'} ms"
+
+
+def _latency_cell(lat: dict[str, Any]) -> str:
+    """p50 and p99 of artifact / eager; when unstable, says so and why, the figures kept apart."""
+    if not lat or (lat.get("artifact") is None and lat.get("eager") is None):
+        return '<td class="num"></td>'
+    figures = (f'p50 {_pair(lat.get("artifact"), lat.get("eager"))}<br>'
+               f'<span class="p99">p99 {_pair(lat.get("artifact_p99"), lat.get("eager_p99"))}</span>')
+    if lat.get("unstable"):
+        return (f'<td class="latency unstable"><b>not comparable</b> (unstable: {e(lat["unstable"])})'
+                f'<br><span class="p99">{figures}</span></td>')
+    return f'<td class="num latency">{figures}</td>'
 
 
 def _compile_sections(summary: dict[str, Any]) -> list[str]:
@@ -634,5 +650,7 @@ thead th{background:#f3f4f6;font-weight:600}
 td.ok{background:#dcfce7;color:#166534}td.bad{background:#fee2e2;color:#991b1b;font-weight:600}td.skip{color:var(--mut)}
 table.parity td{text-align:center;white-space:nowrap}table.parity td.reason{text-align:left;white-space:normal;min-width:260px}
 td.num{text-align:right}
+table.parity td.latency{white-space:normal;min-width:150px}.p99{color:var(--mut);font-size:12px}
+td.unstable{text-align:left;color:var(--warn)}td.unstable .p99{color:var(--mut)}
 footer{margin-top:36px;color:var(--mut);font-size:12px}
 """
