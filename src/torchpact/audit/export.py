@@ -1,7 +1,7 @@
 """export-check: every way to ship a model, each compared with eager on varied inputs.
 
-The paths are ``torch.jit.trace``, ``torch.jit.script``, ``torch.export.export`` (batch and sequence
-dimensions marked ``Dim.AUTO``; non-strict, torch 2.13's default, and strict) and ``torch.onnx.export``
+The paths are ``torch.jit.trace``, ``torch.jit.script``, ``torch.export.export`` (batch, sequence,
+time and image height/width dimensions marked ``Dim.AUTO``; non-strict, torch 2.13's default, and strict) and ``torch.onnx.export``
 (2.13's default exporter, which runs torch.export) run in onnxruntime. Each artifact is built from
 the example, then run on every variant of :mod:`torchpact.audit.variants` and compared with eager.
 This module computes plain data (:class:`PathResult`) and :class:`~torchpact.findings.Finding`
@@ -81,10 +81,10 @@ Call `model.eval()` before exporting.""" + _RUNTIME)
 
 TRACE_SHAPE = Check(
     code="TP751", category=Category.EXPORT, severity=Severity.ERROR,
-    summary="The traced model breaks on another batch size or sequence length: trace specialised a shape.",
+    summary="The traced model breaks on another batch size, sequence length or image size: trace specialised a shape.",
     doc="""## What it does
-Runs the traced model on other batch sizes and sequence lengths (the example's values repeated) and
-compares with eager. Reports a disagreement or an error that only other shapes cause, with the model
+Runs the traced model on other batch sizes, sequence or time lengths and image heights/widths (the
+example's values repeated) and compares with eager. Reports a disagreement or an error that only other shapes cause, with the model
 line of the `TracerWarning` emitted while tracing, when there was one.
 
 ## Why is this bad?
@@ -101,7 +101,8 @@ EXPORT_SPECIALISED = Check(
     severity_note="`error` when the ONNX model accepts the other sizes but returns wrong results",
     summary="torch.export silently fixed a dimension torchpact marked dynamic (Dim.AUTO) to the example's size.",
     doc="""## What it does
-Exports with the batch and sequence dimensions marked `torch.export.Dim.AUTO` and reads the exported
+Exports with the batch, sequence, time and image height/width dimensions marked `torch.export.Dim.AUTO`
+(each kept only where eager accepts other sizes) and reads the exported
 program's input shapes: a dimension that came out as a number was specialised. The finding names the
 model line that caused it when torch reported one.
 
