@@ -229,3 +229,16 @@ def test_export_latency_shows_p99_and_says_when_unstable():
     export = rows["export"]
     assert "not comparable" in export and "artifact: p99 is 3.7x p50 &lt;load&gt;" in export
     assert "p99 90 / 0.5 ms" in export  # the figures stay readable, apart from the verdict
+
+
+def test_compile_modes_show_latency_p50_p99_and_unstable():
+    summary = {"graphs": 1, "graph_breaks": [],
+               "eager_latency_ms": {"example": {"p50": 1.8, "p99": 9.7, "unstable": "p99 is 5.4x p50"}},
+               "modes": {"default": {"status": "ok", "reason": "matches eager", "cold_compile_s": 7.0,
+                                     "latency_ms": {"example": {"p50": 0.54, "p99": 0.6}}}},
+               "recommendation": {"latency": "no recommendation, the timings are unstable"}}
+    text = render("html", [], {"command": "compile-check m.py:make", "summary": summary})
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"<tr><th>([\w-]+)</th>.*?</tr>", text)}
+    assert "example: 1.8 / 9.7 ms" in rows["eager"] and "(unstable: p99 is 5.4x p50)" in rows["eager"]
+    assert "example: 0.54 / 0.6 ms" in rows["default"] and "unstable" not in rows["default"]
+    assert "<li><b>latency</b>: no recommendation, the timings are unstable</li>" in text

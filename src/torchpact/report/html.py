@@ -588,12 +588,31 @@ def _compile_sections(summary: dict[str, Any]) -> list[str]:
             if k not in keys and (isinstance(v, (str, int, float, bool)) or v is None):
                 keys.append(k)
     head = "".join(f"<th>{e(k.replace('_', ' '))}</th>" for k in keys)
-    rows = "".join(f"<tr><th>{e(name)}</th>" + "".join(f"<td>{e(_fmt(m.get(k)) if isinstance(m.get(k), float) else m.get(k))}</td>"
-                                                       for k in keys) + "</tr>" for name, m in modes.items())
+    eager = summary.get("eager_latency_ms") or {}
+    rows = (f'<tr><th>eager</th>{"<td></td>" * len(keys)}{_p50_p99_cell(eager)}</tr>' if eager else "")
+    rows += "".join(f"<tr><th>{e(name)}</th>" + "".join(f"<td>{e(_fmt(m.get(k)) if isinstance(m.get(k), float) else m.get(k))}</td>"
+                                                        for k in keys) + _p50_p99_cell(m.get("latency_ms") or {}) + "</tr>"
+                    for name, m in modes.items())
+    recommendation = summary.get("recommendation") or {}
+    advice = ("<ul>" + "".join(f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in recommendation.items()) + "</ul>"
+              if isinstance(recommendation, dict) else f"<p>{e(recommendation)}</p>")
     extra = (f'<p class="note">graphs: {e(summary.get("graphs"))}, graph breaks: '
-             f'{e(len(summary.get("graph_breaks") or []))}; {e(summary.get("recommendation") or "")}</p>')
+             f'{e(len(summary.get("graph_breaks") or []))}; eager timed first, before any dynamo work</p>{advice}')
     return [f'<section id="compile"><h2>Compile modes</h2>{extra}<div class="scroll"><table><thead><tr><th>mode</th>{head}'
-            f'</tr></thead><tbody>{rows}</tbody></table></div></section>']
+            f'<th>latency p50 / p99</th></tr></thead><tbody>{rows}</tbody></table></div></section>']
+
+
+def _p50_p99_cell(latency: dict[str, Any]) -> str:
+    """One line per input: p50 / p99, and why the pair is unstable when it is."""
+    lines = []
+    for label, x in latency.items():
+        if not isinstance(x, dict):
+            continue
+        text = f"{e(label)}: {_pair(x.get('p50'), x.get('p99'))}"
+        if x.get("unstable") or x.get("error"):
+            text += f' <span class="unstable">(unstable: {e(x.get("unstable") or x.get("error"))})</span>'
+        lines.append(text)
+    return f'<td class="latency">{"<br>".join(lines)}</td>'
 
 
 _CSS = """
@@ -651,6 +670,6 @@ td.ok{background:#dcfce7;color:#166534}td.bad{background:#fee2e2;color:#991b1b;f
 table.parity td{text-align:center;white-space:nowrap}table.parity td.reason{text-align:left;white-space:normal;min-width:260px}
 td.num{text-align:right}
 table.parity td.latency{white-space:normal;min-width:150px}.p99{color:var(--mut);font-size:12px}
-td.unstable{text-align:left;color:var(--warn)}td.unstable .p99{color:var(--mut)}
+td.unstable,span.unstable{text-align:left;color:var(--warn)}td.unstable .p99{color:var(--mut)}
 footer{margin-top:36px;color:var(--mut);font-size:12px}
 """
