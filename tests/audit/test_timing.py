@@ -76,5 +76,5 @@ def test_eval_mode_restores_each_modules_own_mode():
 def test_eager_drifting_from_its_clean_figure_makes_the_comparison_unstable():
     assert T.drift({"p50": 1.0}, {"p50": 1.2}) is None
     why = T.drift({"p50": 1.0}, {"p50": 1.6})
-    assert why.startswith("eager ran at 1.6 ms p50 next to this artifact vs 1 ms at the start")
+    assert why.startswith("eager ran at 1.6 ms p50 next to the artifact vs 1 ms first")
     assert T.drift({"p50": None}, {"p50": 1.6}) is None

@@ -128,8 +128,8 @@ def drift(clean: dict[str, Any], now: dict[str, Any], max_drift: float = MAX_SPR
     if not a or not b:
         return None
     if abs(b - a) / a > max_drift:
-        return (f"eager ran at {b:.3g} ms p50 next to this artifact vs {a:.3g} ms at the start (the machine's load "
-                "changed, or the export left state that slows eager)")
+        return (f"eager ran at {b:.3g} ms p50 next to the artifact vs {a:.3g} ms first (the machine's load, or "
+                "state the export left)")
     return None
 
 

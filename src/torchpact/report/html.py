@@ -670,6 +670,6 @@ td.ok{background:#dcfce7;color:#166534}td.bad{background:#fee2e2;color:#991b1b;f
 table.parity td{text-align:center;white-space:nowrap}table.parity td.reason{text-align:left;white-space:normal;min-width:260px}
 td.num{text-align:right}
 table.parity td.latency{white-space:normal;min-width:150px}.p99{color:var(--mut);font-size:12px}
-td.unstable,span.unstable{text-align:left;color:var(--warn)}td.unstable .p99{color:var(--mut)}
+td.unstable,span.unstable{text-align:left;color:var(--warn);font-size:12px}td.unstable .p99{color:var(--mut)}
 footer{margin-top:36px;color:var(--mut);font-size:12px}
 """
