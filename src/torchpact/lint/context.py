@@ -131,6 +131,7 @@ class FileContext:
         self._flows: dict[int, ScopeFlow] = {}
         self._call_names: dict[int, str | None] = {}
         self._module_class_memo: dict[int, ast.ClassDef | None] = {}
+        self._imports: dict[str, bool] = {}
         # Per-file memo for rule helpers (keyed by the helper's name and the node it is about).
         self.memo: dict[object, object] = {}
         # Set by the engine before each rule: past it, the analysis raises BudgetExceeded.
@@ -269,7 +270,15 @@ class FileContext:
 
     @cached_property
     def imports_torch(self) -> bool:
-        return any(v == "torch" or v.startswith("torch.") for v in self.aliases.values())
+        return self.imports("torch")
+
+    def imports(self, package: str) -> bool:
+        """Whether the file imports ``package`` or one of its modules (anywhere in it)."""
+        found = self._imports.get(package)
+        if found is None:
+            dot = package + "."
+            found = self._imports[package] = any(v == package or v.startswith(dot) for v in self.aliases.values())
+        return found
 
     def resolve(self, expr: ast.AST | None) -> str | None:
         """Dotted origin of a name or attribute chain: ``nn.Linear`` -> ``torch.nn.Linear``."""

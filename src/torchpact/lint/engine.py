@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import gc
+import re
+import unicodedata
 import warnings
 from dataclasses import dataclass, field
 
@@ -63,6 +65,21 @@ def parse(source: Source) -> ast.Module:
         raise SourceError("cannot parse: expressions nested too deeply for Python's parser") from None
     except ValueError as exc:
         raise SourceError(f"cannot parse: {exc}") from None
+
+
+_WORD_PATTERNS: dict[str, re.Pattern[str]] = {}
+
+
+def may_import(text: str, package: str) -> bool:
+    """Whether a file's text can import ``package``: an import writes the package's name as a word,
+    between characters that cannot be part of a name. Python reads names in NFKC form
+    (``ｔｏｒｃｈ`` is ``torch``), so a non-ASCII text is searched in that form."""
+    pattern = _WORD_PATTERNS.get(package)
+    if pattern is None:
+        pattern = _WORD_PATTERNS[package] = re.compile(rf"\b{re.escape(package)}\b")
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+    return pattern.search(text) is not None
 
 
 def check_syntax(source: Source) -> None:
@@ -224,8 +241,16 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
         rules = enabled_rules(config, source.path)
     text = source.text
     found: dict[str, bool] = {}  # each trigger searched once per file, however many rules share it
+    imported: dict[str, bool] = {}
     active = []
     for r in rules:
+        package = "torch" if r.needs_torch_import else r.needs_import
+        if package is not None:
+            can = imported.get(package)
+            if can is None:
+                can = imported[package] = may_import(text, package)
+            if not can:
+                continue  # before its triggers: most rules need torch, and many files never import it
         for t in r.triggers:
             hit = found.get(t)
             if hit is None:
@@ -252,7 +277,8 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
     aliases = ctx.aliases
     callees = [(n, callee_name(n, aliases)) for n in ctx.by_type.get(ast.Call, ())]  # type: ignore[arg-type]
     for rule in active:
-        if rule.needs_torch_import and not ctx.imports_torch:
+        if (rule.needs_torch_import and not ctx.imports_torch) or (
+                rule.needs_import is not None and not ctx.imports(rule.needs_import)):
             continue
         nodes = rule_nodes(rule, ctx, callees)
         if not nodes:
