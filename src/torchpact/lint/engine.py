@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import gc
-import re
 import unicodedata
 import warnings
 from dataclasses import dataclass, field
@@ -67,19 +66,21 @@ def parse(source: Source) -> ast.Module:
         raise SourceError(f"cannot parse: {exc}") from None
 
 
-_WORD_PATTERNS: dict[str, re.Pattern[str]] = {}
-
-
 def may_import(text: str, package: str) -> bool:
     """Whether a file's text can import ``package``: an import writes the package's name as a word,
     between characters that cannot be part of a name. Python reads names in NFKC form
     (``ｔｏｒｃｈ`` is ``torch``), so a non-ASCII text is searched in that form."""
-    pattern = _WORD_PATTERNS.get(package)
-    if pattern is None:
-        pattern = _WORD_PATTERNS[package] = re.compile(rf"\b{re.escape(package)}\b")
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
-    return pattern.search(text) is not None
+    # str.find, not a regex: ``\btorch\b`` makes the regex engine try every position of the text
+    n = len(package)
+    i = text.find(package)
+    while i >= 0:
+        before, after = text[i - 1:i], text[i + n:i + n + 1]
+        if not (before.isalnum() or before == "_" or after.isalnum() or after == "_"):
+            return True
+        i = text.find(package, i + 1)
+    return False
 
 
 def check_syntax(source: Source) -> None:
