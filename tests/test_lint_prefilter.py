@@ -13,13 +13,13 @@ from torchpact.lint.engine import callee_name, enabled_rules, lint_source
 from torchpact.lint.registry import all_rules
 from torchpact.lint.source import Source, SourceError
 
-FILTERED = [r for r in all_rules() if r.calls or r.attrs]
+FILTERED = [r for r in all_rules() if r.calls or r.attrs or r.imported]
 
 
 def _findings(code: str, rule_cls, prefilter: bool) -> list:
     rule = rule_cls()
     if not prefilter:
-        rule.calls = rule.attrs = frozenset()
+        rule.calls = rule.attrs = rule.imported = frozenset()
     config = Config(select=[rule_cls.code])
     findings, _ = lint_source(Source(path="snippet.py", text=textwrap.dedent(code)), config, [rule])
     return [f.to_dict() for f in findings]

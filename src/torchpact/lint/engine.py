@@ -161,18 +161,77 @@ def callee_name(call: ast.Call, aliases: dict[str, str]) -> str | None:
     return None
 
 
-def rule_nodes(rule: Rule, ctx: FileContext, callees: list[tuple[ast.AST, str | None]]) -> list[ast.AST]:
-    """The nodes the engine hands ``rule``: of its types, through its ``calls``/``attrs`` pre-filters.
-    ``callees`` pairs every call of the file with its callee's last name, in walk order."""
-    calls, attrs = rule.calls, rule.attrs
-    if not calls and not attrs:
+class NameIndex:
+    """The file's calls by callee's last name, attributes by ``.attr`` and ``from m import`` statements
+    by imported name, each in walk order; built on the first rule that asks (for the pre-filters)."""
+
+    def __init__(self, ctx: FileContext):
+        self.ctx = ctx
+        self._calls: dict[str, list[tuple[int, ast.AST]]] | None = None
+        self._attrs: dict[str, list[tuple[int, ast.AST]]] | None = None
+        self._imports: dict[str, list[tuple[int, ast.AST]]] | None = None
+
+    @property
+    def calls(self) -> dict[str, list[tuple[int, ast.AST]]]:
+        if self._calls is None:
+            aliases = self.ctx.aliases
+            self._calls = _group((i, n, callee_name(n, aliases))  # type: ignore[arg-type]
+                                 for i, n in enumerate(self.ctx.by_type.get(ast.Call, ())))
+        return self._calls
+
+    @property
+    def attrs(self) -> dict[str, list[tuple[int, ast.AST]]]:
+        if self._attrs is None:
+            self._attrs = _group((i, n, n.attr)  # type: ignore[attr-defined]
+                                 for i, n in enumerate(self.ctx.by_type.get(ast.Attribute, ())))
+        return self._attrs
+
+    @property
+    def imports(self) -> dict[str, list[tuple[int, ast.AST]]]:
+        if self._imports is None:
+            self._imports = _group((i, n, a.name) for i, n in enumerate(self.ctx.by_type.get(ast.ImportFrom, ()))
+                                   for a in n.names)  # type: ignore[attr-defined]
+        return self._imports
+
+
+def _group(items) -> dict[str, list[tuple[int, ast.AST]]]:
+    out: dict[str, list[tuple[int, ast.AST]]] = {}
+    for i, node, name in items:
+        bucket = out.get(name)
+        if bucket is None:
+            out[name] = [(i, node)]
+        elif bucket[-1][0] != i:  # ``from m import a, a``: the statement once
+            bucket.append((i, node))
+    return out
+
+
+def _select(index: dict[str, list[tuple[int, ast.AST]]], names: frozenset[str]) -> list[ast.AST]:
+    """The nodes filed under any of ``names``, each once, in walk order."""
+    if len(names) <= len(index):
+        found = [index[n] for n in names if n in index]
+    else:
+        found = [v for k, v in index.items() if k in names]
+    if not found:
+        return []
+    if len(found) == 1:
+        return [n for _, n in found[0]]
+    return [n for _, n in sorted({i: n for bucket in found for i, n in bucket}.items())]
+
+
+def rule_nodes(rule: Rule, ctx: FileContext, names: NameIndex) -> list[ast.AST]:
+    """The nodes the engine hands ``rule``: of its types, through its ``calls``/``attrs``/``imported``
+    pre-filters, in walk order for each type."""
+    calls, attrs, imported = rule.calls, rule.attrs, rule.imported
+    if not calls and not attrs and not imported:
         return ctx.nodes(*rule.nodes)
     out: list[ast.AST] = []
     for t in rule.nodes:
         if t is ast.Call and calls:
-            out += [n for n, name in callees if name in calls]
+            out += _select(names.calls, calls)
         elif t is ast.Attribute and attrs:
-            out += [n for n in ctx.by_type.get(t, ()) if n.attr in attrs]  # type: ignore[attr-defined]
+            out += _select(names.attrs, attrs)
+        elif t is ast.ImportFrom and imported:
+            out += _select(names.imports, imported)
         else:
             out += ctx.by_type.get(t, ())
     return out
@@ -242,8 +301,18 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
         rules = enabled_rules(config, source.path)
     text = source.text
     found: dict[str, bool] = {}  # each trigger searched once per file, however many rules share it
+
+    def triggered(rule: Rule) -> bool:
+        for t in rule.triggers:
+            hit = found.get(t)
+            if hit is None:
+                hit = found[t] = t in text
+            if hit:
+                return True
+        return not rule.triggers
+
     imported: dict[str, bool] = {}
-    active = []
+    candidates = []
     for r in rules:
         package = "torch" if r.needs_torch_import else r.needs_import
         if package is not None:
@@ -251,38 +320,27 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
             if can is None:
                 can = imported[package] = may_import(text, package)
             if not can:
-                continue  # before its triggers: most rules need torch, and many files never import it
-        for t in r.triggers:
-            hit = found.get(t)
-            if hit is None:
-                hit = found[t] = t in text
-            if hit:
-                active.append(r)
-                break
-        else:
-            if not r.triggers:
-                active.append(r)
+                continue  # before any trigger: most rules need torch, and many files never import it
+        candidates.append(r)
     summarize = notes is not None and mentions_facts(text)
-    if not active and not summarize:
+    if not summarize and not any(triggered(r) for r in candidates):
         check_syntax(source)  # even with no rule to run: a file lint cannot parse is always reported
         return [], []
     tree = parse(source)
     if summarize:
         notes["summary"] = summarize_tree(tree).to_json()  # type: ignore[index]
-    if not active:
-        return [], []
     ctx = FileContext(source, tree, config, project)
     index(ctx)
     findings: list[Finding] = []
     edits: list[Edit] = []
-    aliases = ctx.aliases
-    callees = [(n, callee_name(n, aliases)) for n in ctx.by_type.get(ast.Call, ())]  # type: ignore[arg-type]
-    for rule in active:
+    names = NameIndex(ctx)
+    for rule in candidates:
         if (rule.needs_torch_import and not ctx.imports_torch) or (
                 rule.needs_import is not None and not ctx.imports(rule.needs_import)):
             continue
-        nodes = rule_nodes(rule, ctx, callees)
-        if not nodes:
+        # the nodes first: a trigger missing from the text is a search through all of it
+        nodes = rule_nodes(rule, ctx, names)
+        if not nodes or not triggered(rule):
             continue
         ctx.start_budget(RULE_BUDGET_S)
         node: ast.AST | None = None
