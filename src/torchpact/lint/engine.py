@@ -327,10 +327,10 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
         check_syntax(source)  # even with no rule to run: a file lint cannot parse is always reported
         return [], []
     tree = parse(source)
-    if summarize:
-        notes["summary"] = summarize_tree(tree).to_json()  # type: ignore[index]
     ctx = FileContext(source, tree, config, project)
     index(ctx)
+    if summarize:
+        notes["summary"] = summarize_tree(tree, ctx.by_type, ctx._parents).to_json()  # type: ignore[index]
     findings: list[Finding] = []
     edits: list[Edit] = []
     names = NameIndex(ctx)
