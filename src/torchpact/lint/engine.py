@@ -70,8 +70,13 @@ def may_import(text: str, package: str) -> bool:
     """Whether a file's text can import ``package``: an import writes the package's name as a word,
     between characters that cannot be part of a name. Python reads names in NFKC form
     (``ｔｏｒｃｈ`` is ``torch``), so a non-ASCII text is searched in that form."""
-    if not text.isascii():
-        text = unicodedata.normalize("NFKC", text)
+    if _has_word(text, package):
+        return True
+    # normalising is a pass over the text: only for what can hide the name
+    return not text.isascii() and _has_word(unicodedata.normalize("NFKC", text), package)
+
+
+def _has_word(text: str, package: str) -> bool:
     # str.find, not a regex: ``\btorch\b`` makes the regex engine try every position of the text
     n = len(package)
     i = text.find(package)
