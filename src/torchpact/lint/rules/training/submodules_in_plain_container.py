@@ -372,8 +372,12 @@ def _stateless_class(ctx: FileContext, cls: ast.ClassDef, depth: int = 0) -> boo
     return True
 
 
-def _class_nodes(cls: ast.ClassDef):
-    return ast.walk(cls)
+def _class_nodes(cls: ast.ClassDef) -> list[ast.AST]:
+    # walked once per class: each ``self.x = [...]`` of the class asks again
+    nodes = cls.__dict__.get("_tp_class_nodes")
+    if nodes is None:
+        nodes = cls._tp_class_nodes = list(ast.walk(cls))  # type: ignore[attr-defined]
+    return nodes
 
 
 def _additions(cls: ast.ClassDef, attr: str) -> tuple[list[ast.expr], bool]:
