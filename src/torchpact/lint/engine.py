@@ -180,15 +180,28 @@ class NameIndex:
     def calls(self) -> dict[str, list[tuple[int, ast.AST]]]:
         if self._calls is None:
             aliases = self.ctx.aliases
-            self._calls = _group((i, n, callee_name(n, aliases))  # type: ignore[arg-type]
-                                 for i, n in enumerate(self.ctx.by_type.get(ast.Call, ())))
+            out: dict = {}
+            for i, n in enumerate(self.ctx.by_type.get(ast.Call, ())):  # one loop per file: no generator
+                name = callee_name(n, aliases)  # type: ignore[arg-type]
+                bucket = out.get(name)
+                if bucket is None:
+                    out[name] = [(i, n)]
+                else:
+                    bucket.append((i, n))
+            self._calls = out
         return self._calls
 
     @property
     def attrs(self) -> dict[str, list[tuple[int, ast.AST]]]:
         if self._attrs is None:
-            self._attrs = _group((i, n, n.attr)  # type: ignore[attr-defined]
-                                 for i, n in enumerate(self.ctx.by_type.get(ast.Attribute, ())))
+            out: dict = {}
+            for i, n in enumerate(self.ctx.by_type.get(ast.Attribute, ())):
+                bucket = out.get(n.attr)  # type: ignore[attr-defined]
+                if bucket is None:
+                    out[n.attr] = [(i, n)]  # type: ignore[attr-defined]
+                else:
+                    bucket.append((i, n))
+            self._attrs = out
         return self._attrs
 
     @property
