@@ -158,6 +158,12 @@ def test_rule_and_rules_commands(capsys):
     assert run_cli(["rule", "TP000"], capsys)[0] == 2
     code, out, _ = run_cli(["rules"], capsys)
     assert code == 0 and "TP101" in out
+    lines = out.splitlines()
+    # TP102 is a lint warning, but `run` reports it as an error unless no loop variable holds the graphs
+    below_tp102 = lines[next(i for i, line in enumerate(lines) if line.startswith("TP102")) + 1]
+    assert below_tp102.startswith("       at run time: error; warning when the graphs of earlier steps")
+    below_tp913 = lines[next(i for i, line in enumerate(lines) if line.startswith("TP913")) + 1]
+    assert below_tp913.startswith("       warning on a GPU busy")
 
 
 def test_lint_never_imports_torch(leaky):

@@ -468,13 +468,26 @@ def cmd_rules() -> int:
     checks = runtime_checks()
     for r in all_rules():
         fix = "fix" if r.fixable else "   "
-        by = "lint+run" if r.code in checks else "lint    "
+        check = checks.get(r.code)
+        by = "lint+run" if check else "lint    "
         print(f"{r.code}  {r.severity.value:<7}  {r.category.value:<11}  {by}  {fix}  {r.name():<36} {r.summary()}")
+        if check is not None and (check.severity != r.severity or check.severity_note):
+            print(_runtime_severity_line(check, differs=check.severity != r.severity))
     lint_codes = {r.code for r in all_rules()}
     for code, c in sorted(checks.items()):
         if code not in lint_codes:
             print(f"{code}  {c.severity.value:<7}  {c.category.value:<11}  run          {'':<36} {c.summary}")
+            if c.severity_note:
+                print(_runtime_severity_line(c, differs=False))
     return EXIT_OK
+
+
+def _runtime_severity_line(check: Any, differs: bool) -> str:
+    """The indented line under a code whose runtime findings are reported at another severity."""
+    parts = [f"at run time: {check.severity.value}"] if differs else []
+    if check.severity_note:
+        parts.append(check.severity_note.replace("`", ""))
+    return "       " + "; ".join(parts)
 
 
 def bundled_examples() -> Path | None:

@@ -110,6 +110,19 @@ class ErfInv(nn.Module):
         return torch.erfinv(torch.tanh(x))
 
 
+class SizePool(nn.Module):
+    """Pools over the whole image with a kernel read into Python: only other image sizes expose it."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        y = self.conv(x)
+        kernel = (int(y.shape[2]), int(y.shape[3]))  # SIZE_LINE
+        return nn.functional.avg_pool2d(y, kernel).flatten(1)
+
+
 class ItemBreak(nn.Module):
     """`.item()` in forward: a torch.compile graph break."""
 
@@ -186,6 +199,11 @@ def logsigmoid():
 
 def erfinv():
     return ErfInv(), (torch.randn(4, 8),)
+
+
+def size_pool():
+    torch.manual_seed(0)
+    return SizePool().eval(), (torch.rand(4, 3, 8, 8),)
 
 
 def item_break():

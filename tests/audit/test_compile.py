@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 
 from tests.audit.util import HERE, TARGETS, marker_line
-from torchpact.audit import _common as C
+from torchpact.audit import timing as T
 from torchpact.audit.compile import CPU_MODES, compile_check
 from torchpact.audit.target import load_target
 from torchpact.findings import Severity
@@ -103,12 +103,12 @@ def test_what_dynamo_does_with_an_lstm_on_torch_2_13():
 
 def test_stability_is_judged_on_the_tail_and_on_the_spread_of_repeats():
     steady = [[1.0, 1.02, 0.98, 1.01] * 5 for _ in range(3)]
-    assert C.instability(steady) is None
+    assert T.instability(steady) is None
     tail = [[1.0] * 20 + [9.0] for _ in range(3)]  # one call in 21 nine times slower: p99 >> p50
-    assert "p99 is" in C.instability(tail)
+    assert "p99 is" in T.instability(tail)
     drift = [[1.0] * 20, [1.0] * 20, [1.6] * 20]  # a repeat under load
-    assert C.instability(drift) == "the p50s of 3 repeats spread 60%"
-    stats = C.latency_stats(drift)
+    assert T.instability(drift) == "the p50s of 3 repeats spread 60%"
+    stats = T.latency_stats(drift)
     assert stats["p50"] == 1.0 and stats["calls"] == 60 and stats["repeats"] == 3 and "unstable" in stats
 
 

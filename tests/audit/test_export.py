@@ -121,7 +121,7 @@ def test_model_in_training_mode_with_batchnorm_keeps_its_running_stats():
 
     target = load_target(f"{TARGETS}:training_batchnorm")
     before = target.model.bn.running_mean.clone()
-    report = export_check(target, paths=("trace",))
+    report = export_check(target, paths=("trace",), budget_s=0.1)
     f = only(report, "TP702")
     assert "BatchNorm" in f.message and "batch's own statistics" in f.message
     assert torch.equal(target.model.bn.running_mean, before) and not target.model.training
@@ -170,7 +170,7 @@ def test_onnx_path_is_skipped_with_the_install_hint_when_onnx_is_missing(monkeyp
     from torchpact.audit.target import load_target
 
     monkeypatch.setattr(export_mod, "onnx_missing", lambda: ["onnxruntime"])
-    report = export_mod.export_check(load_target(f"{TARGETS}:clean"), paths=("onnx",))
+    report = export_mod.export_check(load_target(f"{TARGETS}:clean"), paths=("onnx",), budget_s=0.1)
     onnx = report.summary()["paths"]["onnx"]
     assert onnx["status"] == "skipped" and "pip install 'torchpact[export]'" in onnx["reason"]
     assert report.findings == []
@@ -182,3 +182,23 @@ def test_variants_eager_itself_rejects_are_left_out_and_listed():
     assert set(invalid) == {"batch=1", "batch=9"}
     assert invalid["batch=1"].startswith("eager raised RuntimeError: shape '[4, 2, 4]' is invalid")
     assert report.paths["trace"].status == "ok" and codes(report, "warning") == []
+
+
+def test_image_size_is_varied_and_exposes_a_size_read_into_python():
+    report = export_report("size_pool", paths=("trace", "export"), strict_too=False)
+    assert report.dims.describe() == {"batch": 4, "height": 8, "width": 8}
+    assert {"height=4", "height=16", "width=4", "width=16"} <= {v.name for v in report.variants}
+    assert not report.invalid_variants  # eager pools any image size
+    line = marker_line("SIZE_LINE")
+    trace = only(report, "TP751")
+    assert trace.line == line and "turns a tensor into a Python integer" in trace.message
+    fixed = sorted(f.subject for f in report.findings if f.code == "TP752")
+    assert fixed == ["x.shape[2]", "x.shape[3]"]
+    assert all(f.line == line for f in report.findings if f.code == "TP752")
+    # batch sizes alone never showed it
+    assert {v.name: v.status for v in report.paths["export"].variants}["batch=9"] == "ok"
+    model, (x,) = T.size_pool()
+    ep = torch.export.export(model, (x,), dynamic_shapes=({2: torch.export.Dim.AUTO},))
+    with pytest.raises(Exception, match=r"Guard failed: x.size\(\)\[2\] == 8"):
+        ep.module()(torch.rand(4, 3, 16, 8))
+    assert tuple(model(torch.rand(4, 3, 16, 8)).shape) == (4, 4)

@@ -32,3 +32,11 @@ def test_compile_footer_shows_p99_unstable_and_inductor_setup_apart():
     assert "example p50 1.5 ms p99 9 ms (unstable: p99 is 6.0x p50)" in lines[1]
     assert "inductor setup" in lines[2] and "132.0s" in lines[2]
     assert "cold compile 4.0s" in lines[3]
+
+
+def test_export_footer_shows_the_clean_eager_figures_as_compile_check_does():
+    summary = _export_summary({"artifact": 0.2, "eager": 1.5, "artifact_p99": 0.3, "eager_p99": 9.0})
+    summary["eager_latency_ms"] = {"example": {"p50": 1.5, "p99": 9.0, "unstable": "p99 is 6.0x p50"}}
+    lines = export_footer(summary, "m.py:f")
+    assert lines[1] == "  eager   example p50 1.5 ms p99 9 ms (unstable: p99 is 6.0x p50) (timed first, before any export)"
+    assert lines[2].lstrip().startswith("trace")

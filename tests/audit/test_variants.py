@@ -30,14 +30,21 @@ def test_shape_variants_repeat_the_example_and_keep_masks():
     assert int(rand.args[0].min()) >= 0 and int(rand.args[0].max()) <= 15
 
 
-def test_images_get_a_batch_dim_and_value_variants():
-    x = torch.randn(2, 3, 8, 8)
+def test_image_batches_get_batch_height_width_and_value_variants():
+    x = torch.randn(2, 3, 8, 6)
     dims = infer_dims((x,), {})
-    assert dims.describe() == {"batch": 2}
+    assert dims.describe() == {"batch": 2, "height": 8, "width": 6}
+    assert dims.candidates == {"height", "width"}  # kept only where eager takes another size (not a ViT)
+    assert dims.of_leaf(0) == {0: "batch", 2: "height", 3: "width"}
     variants = {v.name: v for v in make_variants((x,), {})}
-    assert set(variants) >= {"example", "batch=1", "batch=5", "values x0.1", "values x10", "values negated",
-                             "values zero", "random values"}
+    assert set(variants) >= {"example", "batch=1", "batch=5", "height=4", "height=16", "width=3", "width=12",
+                             "values x0.1", "values x10", "values negated", "values zero", "random values"}
+    assert tuple(variants["height=16"].args[0].shape) == (2, 3, 16, 6)  # one axis at a time
+    assert torch.equal(variants["height=16"].args[0][:, :, 8:], x)  # the example's rows repeated
+    assert tuple(variants["width=3"].args[0].shape) == (2, 3, 8, 3)
     assert torch.equal(variants["values x10"].args[0], x * 10)
+    kept = dims.accepted([v for v in variants.values() if v.dim not in ("height", "width")])
+    assert kept.describe() == {"batch": 2}  # eager rejected every other size: the axes are not dynamic
 
 
 def test_one_dimensional_input_has_no_batch_guess():

@@ -24,7 +24,7 @@ def export_report(func: str, paths: tuple[str, ...] | None = None, strict_too: b
 
     # one torch thread: with pytest-xdist's workers on 2 cores, two threads per process stall on each op
     return export_check(load_target(f"{HERE / file}:{func}"), paths=paths or PATHS, strict_too=strict_too,
-                        threads=1)
+                        threads=1, budget_s=0.2)
 
 
 def codes(report, at_least: str = "info") -> list[str]:

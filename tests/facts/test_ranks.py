@@ -32,7 +32,7 @@ def test_a_rank_killed_once_by_a_signal_is_retried(tmp_path, capsys):
             os.kill(os.getpid(), signal.SIGKILL)
         return rank
 
-    assert on_ranks(crash_first_time, deadline_s=30) == [0, 1]
+    assert on_ranks(crash_first_time) == [0, 1]
     assert "retried once: rank 0 died without a result (killed by SIGKILL)" in capsys.readouterr().out
 
 
@@ -43,7 +43,7 @@ def test_a_rank_that_always_dies_fails_with_how_it_ended():
         return rank
 
     with pytest.raises(RankError, match=r"rank 0 died without a result \(killed by SIGKILL\)"):
-        on_ranks(always_killed, deadline_s=30)
+        on_ranks(always_killed)
 
 
 def test_a_rank_that_raises_is_not_retried(tmp_path):
@@ -57,5 +57,5 @@ def test_a_rank_that_raises_is_not_retried(tmp_path):
         return rank
 
     with pytest.raises(RankError, match="broken experiment"):
-        on_ranks(raises, deadline_s=30)
+        on_ranks(raises)
     assert calls.read_text() == "x"

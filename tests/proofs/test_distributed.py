@@ -12,7 +12,6 @@ import datetime
 import gc
 import os
 import pickle
-import socket
 import tempfile
 import time
 import warnings
@@ -285,9 +284,10 @@ SCENARIOS = {
 
 
 # ------------------------------------------------------------------------------------- the job
-def _worker(rank: int, port: int, tmp: str) -> None:
+def _worker(rank: int, tmp: str) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=WORLD,
+    # A FileStore: a TCP port found free beforehand can be taken by a parallel test before rank 0 binds it.
+    dist.init_process_group("gloo", init_method=f"file://{tmp}/store", rank=rank, world_size=WORLD,
                             timeout=COLLECTIVE_TIMEOUT)
     results = {}
     try:
@@ -307,17 +307,11 @@ def _worker(rank: int, port: int, tmp: str) -> None:
     os._exit(0)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory) -> list[dict]:
     """Every scenario's result, per rank: ``ranks[r][scenario]``."""
     tmp = tmp_path_factory.mktemp("ddp")
-    context = mp.start_processes(_worker, args=(_free_port(), str(tmp)), nprocs=WORLD, join=False,
+    context = mp.start_processes(_worker, args=(str(tmp),), nprocs=WORLD, join=False,
                                  start_method="spawn")
     deadline = time.monotonic() + DEADLINE_S
     try:

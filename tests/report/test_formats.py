@@ -103,3 +103,16 @@ def test_github_annotation_of_a_notebook_names_the_raw_line_and_the_cell(tmp_pat
     assert raw.splitlines()[raw_line - 1].strip() == '"x -= 1\\n"'
     assert raw_line == raw[:raw.rindex('"x -= 1\\n"')].count("\n") + 1  # the code cell's, not the markdown's
     assert "::[cell 2, line 3] " in line  # the markdown cell counts, as in ruff
+
+
+def test_sarif_help_text_is_plain_and_help_markdown_is_the_page():
+    from torchpact.docs import page
+    from torchpact.report.plaintext import markdown_to_text
+
+    md = page("TP101")
+    text = markdown_to_text(md)
+    assert text.startswith("TP101 — graph-accumulated-across-iterations\n")
+    assert "`" not in text and "```" not in text and "\n## " not in text
+    assert "\n    for x, y in loader:\n        loss = criterion(model(x), y)\n" in text  # indented, not fenced
+    assert markdown_to_text("see [the docs](https://x.org/a) and **bold**, *em*, `a*b*c`, 2 * 3 * 4\n") == \
+        "see the docs (https://x.org/a) and bold, em, a*b*c, 2 * 3 * 4\n"

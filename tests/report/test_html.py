@@ -210,3 +210,35 @@ def test_distributed_run_page_has_per_rank_step_times(tmp_path, monkeypatch):
     assert doc["summary"]["data"]["progress"]["step_time"]  # rank 0's series
     text = page.read_text()
     assert 'id="ranks"' in text and "Step time per rank" in text and "rank 1" in text
+
+
+def test_export_latency_shows_p99_and_says_when_unstable():
+    def path(latency):
+        return {"status": "ok", "reason": "matches eager", "variants": [{"name": "example", "status": "ok"}],
+                "latency_ms": latency}
+
+    stable = {"artifact": 0.61, "eager": 1.71, "artifact_p99": 0.9, "eager_p99": 2.4}
+    shaky = {"artifact": 24.1, "eager": 0.077, "artifact_p99": 90.0, "eager_p99": 0.5,
+             "unstable": "artifact: p99 is 3.7x p50 <load>"}
+    summary = {"variants": [{"name": "example", "kind": "example"}],
+               "paths": {"trace": path(stable), "export": path(shaky)}}
+    text = render("html", [], {"command": "export-check m.py:make", "summary": summary})
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"<tr><th>(\w+)</th>.*?</tr>", text)}
+    assert "p50 0.61 / 1.71 ms" in rows["trace"] and "p99 0.9 / 2.4 ms" in rows["trace"]
+    assert "unstable" not in rows["trace"]
+    export = rows["export"]
+    assert "not comparable" in export and "artifact: p99 is 3.7x p50 &lt;load&gt;" in export
+    assert "p99 90 / 0.5 ms" in export  # the figures stay readable, apart from the verdict
+
+
+def test_compile_modes_show_latency_p50_p99_and_unstable():
+    summary = {"graphs": 1, "graph_breaks": [],
+               "eager_latency_ms": {"example": {"p50": 1.8, "p99": 9.7, "unstable": "p99 is 5.4x p50"}},
+               "modes": {"default": {"status": "ok", "reason": "matches eager", "cold_compile_s": 7.0,
+                                     "latency_ms": {"example": {"p50": 0.54, "p99": 0.6}}}},
+               "recommendation": {"latency": "no recommendation, the timings are unstable"}}
+    text = render("html", [], {"command": "compile-check m.py:make", "summary": summary})
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"<tr><th>([\w-]+)</th>.*?</tr>", text)}
+    assert "example: 1.8 / 9.7 ms" in rows["eager"] and "(unstable: p99 is 5.4x p50)" in rows["eager"]
+    assert "example: 0.54 / 0.6 ms" in rows["default"] and "unstable" not in rows["default"]
+    assert "<li><b>latency</b>: no recommendation, the timings are unstable</li>" in text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 
 from tests.watch.util import run_source
 
@@ -13,9 +12,9 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-os.environ["MASTER_ADDR"] = "127.0.0.1"
-os.environ["MASTER_PORT"] = sys.argv[2]
-dist.init_process_group("gloo", rank=0, world_size=1)
+store = sys.argv[2]  # a FileStore: no TCP port that a parallel test could take first
+assert not os.path.exists(store)
+dist.init_process_group("gloo", init_method="file://" + store, rank=0, world_size=1)
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
 ddp = DDP(model)
@@ -44,15 +43,9 @@ dist.destroy_process_group()
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_a_dtype_round_trip_after_wrapping_is_named_with_its_lines(tmp_path):
     calls = tmp_path / "calls"
-    outcome = run_source(tmp_path, SCRIPT, ["ddp_hooks_lost"], args=["roundtrip", str(_free_port()), str(calls)],
+    outcome = run_source(tmp_path, SCRIPT, ["ddp_hooks_lost"], args=["roundtrip", str(tmp_path / "store"), str(calls)],
                          name="roundtrip.py")
     assert calls.read_text() == "0"  # the consequence: DDP never reduces a gradient
     [f] = [f for f in outcome.findings if f.code == "TP657"]
@@ -62,7 +55,7 @@ def test_a_dtype_round_trip_after_wrapping_is_named_with_its_lines(tmp_path):
 
 def test_no_conversion_or_a_no_op_one_is_silent(tmp_path):
     calls = tmp_path / "calls"
-    outcome = run_source(tmp_path, SCRIPT, ["ddp_hooks_lost"], args=["same", str(_free_port()), str(calls)],
+    outcome = run_source(tmp_path, SCRIPT, ["ddp_hooks_lost"], args=["same", str(tmp_path / "store"), str(calls)],
                          name="same.py")
     assert int(calls.read_text()) >= 3
     assert [f for f in outcome.findings if f.code == "TP657"] == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 
 from tests.watch.util import run_source
 
@@ -14,9 +13,9 @@ import torch.distributed as dist
 import torch.nn as nn
 from torch.distributed.fsdp import fully_shard
 
-os.environ["MASTER_ADDR"] = "127.0.0.1"
-os.environ["MASTER_PORT"] = sys.argv[2]
-dist.init_process_group("gloo", rank=0, world_size=1)
+store = sys.argv[2]  # a FileStore: no TCP port that a parallel test could take first
+assert not os.path.exists(store)
+dist.init_process_group("gloo", init_method="file://" + store, rank=0, world_size=1)
 torch.manual_seed(0)
 model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 1))
 before = sys.argv[1] == "before"
@@ -39,16 +38,10 @@ dist.destroy_process_group()
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _run(tmp_path, order, port=None):
-    port = port or _free_port()
+def _run(tmp_path, order):
     out = tmp_path / f"{order}.json"
-    outcome = run_source(tmp_path, SCRIPT, ["fsdp_replaced_params", "optimizer"], args=[order, str(port), str(out)],
+    store = tmp_path / f"{order}.store"
+    outcome = run_source(tmp_path, SCRIPT, ["fsdp_replaced_params", "optimizer"], args=[order, str(store), str(out)],
                          name=f"{order}.py")
     return outcome, json.loads(out.read_text())
 

@@ -1,8 +1,9 @@
 """export-check and compile-check: does the model behave the same after trace / script / torch.export /
 ONNX / torch.compile, on inputs other than the example?
 
-``target`` loads ``FILE.py:FUNC``; ``variants`` makes the inputs; ``export`` and ``compile`` compute
-plain data and Findings. torch is imported lazily.
+``target`` loads ``FILE.py:FUNC``; ``variants`` makes the inputs; ``timing`` measures latency the
+one way both commands use; ``export`` and ``compile`` compute plain data and Findings. torch is
+imported lazily.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What export-check and compile-check share: output comparison, warnings with the user's line, timing."""
+"""What export-check and compile-check share: output comparison, warnings with the user's line (timing: ``timing``)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,11 @@ import io
 import logging
 import math
 import os
-import statistics
 import sys
-import time
 import traceback
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Iterator
 
 from torchpact.userframes import is_user_file
 
@@ -250,67 +248,13 @@ def compare(ref: list[tuple[str, Any]], got: list[Any], rtol: float = RTOL, atol
     return Comparison(ok, worst_abs, worst_rel, problem)
 
 
-# Timing ----------------------------------------------------------------------------------------
-
-def time_calls(fn: Callable[[], Any], budget_s: float = 0.25, max_calls: int = 50,
-               min_calls: int = 3, warmup: int = 1) -> list[float]:
-    """Wall times (ms) of ``fn()`` after ``warmup`` calls, within about ``budget_s`` seconds."""
-    for _ in range(warmup):
-        fn()
-    times: list[float] = []
-    start = time.perf_counter()
-    while len(times) < max_calls and (len(times) < min_calls or time.perf_counter() - start < budget_s):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1000)
-    return times
-
-
-# A p50 is a number to act on only when the tail and the repeats agree with it: past these bounds the
-# machine's load, not the model, decides which measurement is faster.
-MAX_TAIL = 3.0  # p99 / p50
-MAX_SPREAD = 0.25  # (max - min) / median of the repeats' p50s
-
-
-def instability(repeats: list[list[float]], max_tail: float = MAX_TAIL, max_spread: float = MAX_SPREAD) -> str | None:
-    """Why timings taken in ``repeats`` (lists of ms) are too unstable to rank, or None when they are not."""
-    times = [t for r in repeats for t in r]
-    if not times:
-        return "nothing was measured"
-    p50, p99 = percentile(times, 0.5), percentile(times, 0.99)
-    reasons = []
-    if p50 > 0 and p99 / p50 > max_tail:
-        reasons.append(f"p99 is {p99 / p50:.1f}x p50")
-    medians = [median(r) for r in repeats if r]
-    if len(medians) > 1 and median(medians) > 0:
-        spread = (max(medians) - min(medians)) / median(medians)
-        if spread > max_spread:
-            reasons.append(f"the p50s of {len(medians)} repeats spread {spread:.0%}")
-    return "; ".join(reasons) or None
-
-
-def latency_stats(repeats: list[list[float]]) -> dict[str, Any]:
-    """p50 / p99 (ms) over all repeats, the number of calls, and why they are unstable when they are."""
-    times = [t for r in repeats for t in r]
-    out: dict[str, Any] = {"p50": rounded(percentile(times, 0.5), 3), "p99": rounded(percentile(times, 0.99), 3),
-                           "calls": len(times), "repeats": len(repeats)}
-    why = instability(repeats)
-    if why:
-        out["unstable"] = why
-    return out
-
-
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return math.nan
-    ordered = sorted(values)
-    k = (len(ordered) - 1) * q
-    lo, hi = math.floor(k), math.ceil(k)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values) if values else math.nan
+def model_device(model: Any) -> str:
+    """The device of the model's first parameter (or buffer); ``cpu`` for a model without either."""
+    for p in model.parameters():
+        return str(p.device)
+    for b in model.buffers():
+        return str(b.device)
+    return "cpu"
 
 
 def rounded(x: float | None, digits: int = 4) -> float | None:

@@ -1,7 +1,8 @@
 """compile-check: what torch.compile does with the model, measured.
 
 Eager latency first, before any dynamo work (``explain`` and ``reset`` leave the process in a state
-where eager runs several times slower); then graph breaks with their reasons and model lines
+where eager runs several times slower), by :func:`torchpact.audit.timing.eager_latency` exactly as
+export-check times it; then graph breaks with their reasons and model lines
 (``torch._dynamo.explain``). When dynamo captures no graph at all (an ``nn.LSTM`` with
 ``allow_rnn`` off) every mode would run eagerly: that is reported and nothing is recommended.
 Otherwise inductor's one-time setup is timed apart, then per mode the cold compile, the
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from torchpact.audit import _common as C
+from torchpact.audit import timing as T
 from torchpact.audit.target import Target
 from torchpact.audit.variants import Dims, Variant
 from torchpact.findings import Category, Finding, Severity
@@ -240,58 +242,6 @@ def _metrics() -> list[Any]:
     return get_compilation_metrics()
 
 
-def _latency_inputs(variants: list[Variant], dims: Dims) -> dict[str, Variant]:
-    """example, the smallest batch and the largest batch (when the model has a batch dimension)."""
-    out = {"example": variants[0]}
-    if "batch" in dims.dims:
-        batches = [v for v in variants if v.name.startswith("batch=")]
-        if batches:
-            sizes = {v.name: int(v.name.split("=")[1]) for v in batches}
-            smallest = min(batches, key=lambda v: sizes[v.name])
-            largest = max(batches, key=lambda v: sizes[v.name])
-            if sizes[smallest.name] < dims.dims["batch"][0]:
-                out[smallest.name] = smallest
-            if sizes[largest.name] > dims.dims["batch"][0]:
-                out[largest.name] = largest
-    return out
-
-
-REPEATS = 3
-
-
-def _sync(device: str) -> None:
-    if device.startswith("cuda"):
-        import torch
-
-        torch.cuda.synchronize()
-
-
-def _timed(fns: dict[str, Callable[[], Any]], device: str, budget_s: float) -> dict[str, dict[str, Any]]:
-    """p50/p99 per label over ``REPEATS`` repeats of about ``budget_s / REPEATS`` each, after a warm-up.
-
-    The repeats go round the labels, so that a stretch of machine load lands in one repeat of each
-    (and shows as spread) rather than in every call of one label.
-    """
-    repeats: dict[str, list[list[float]]] = {label: [] for label in fns}
-    errors: dict[str, str] = {}
-    for i in range(REPEATS):
-        for label, fn in fns.items():
-            if label in errors:
-                continue
-
-            def call(fn: Callable[[], Any] = fn) -> None:
-                fn()
-                _sync(device)
-
-            try:
-                repeats[label].append(C.time_calls(call, budget_s=budget_s / REPEATS, max_calls=200, min_calls=10,
-                                                   warmup=5 if i == 0 else 1))
-            except Exception as exc:
-                errors[label] = C.first_line(exc, 160)
-    return {label: ({"p50": None, "p99": None, "error": errors[label]} if label in errors
-                    else C.latency_stats(repeats[label])) for label in fns}
-
-
 def _run_mode(mode: str, model: Any, variants: list[Variant], refs: dict[str, list], timing: dict[str, Variant],
               device: str, budget_s: float) -> ModeResult:
     import torch
@@ -307,7 +257,7 @@ def _run_mode(mode: str, model: Any, variants: list[Variant], refs: dict[str, li
         start = time.perf_counter()
         try:
             compiled(*example.args, **example.kwargs)
-            _sync(device)
+            T.sync(device)
         except Exception as exc:
             result.status, result.error = "failed", exc
             result.reason = C.first_line(exc, 300)
@@ -318,7 +268,7 @@ def _run_mode(mode: str, model: Any, variants: list[Variant], refs: dict[str, li
         for v in variants:
             try:
                 out = compiled(*v.args, **v.kwargs)
-                _sync(device)
+                T.sync(device)
             except Exception as exc:
                 result.parity.append({"name": v.name, "status": "error", "problem": C.first_line(exc, 240)})
                 continue
@@ -339,8 +289,8 @@ def _run_mode(mode: str, model: Any, variants: list[Variant], refs: dict[str, li
                 if m.fail_reason and "recompile_limit" in str(m.fail_reason):
                     result.hit_limit = True
             seen = len(metrics)
-        result.latency_ms = _timed({label: (lambda v=v: compiled(*v.args, **v.kwargs)) for label, v in timing.items()},
-                                   device, budget_s)
+        result.latency_ms = T.timed({label: (lambda v=v: compiled(*v.args, **v.kwargs)) for label, v in timing.items()},
+                                    device, budget_s)
     if any("recompile_limit" in w.message for w in log.caught):
         result.hit_limit = True
     bad = [p for p in result.parity if p["status"] != "ok"]
@@ -353,14 +303,6 @@ def _run_mode(mode: str, model: Any, variants: list[Variant], refs: dict[str, li
                          f"{len(result.recompiles)} recompilation{'s' * (len(result.recompiles) != 1)}")
     torch._dynamo.reset()
     return result
-
-
-def _device(model: Any) -> str:
-    for p in model.parameters():
-        return str(p.device)
-    for b in model.buffers():
-        return str(b.device)
-    return "cpu"
 
 
 # Recommendation -------------------------------------------------------------------------------------
@@ -414,7 +356,7 @@ def recommend(modes: dict[str, ModeResult], eager: dict[str, dict[str, Any]], ti
 
 # Entry point ------------------------------------------------------------------------------------------
 
-def compile_check(target: Target, modes: tuple[str, ...] | None = None, budget_s: float = 0.5,
+def compile_check(target: Target, modes: tuple[str, ...] | None = None, budget_s: float = T.BUDGET_S,
                   progress: Callable[[str], None] | None = None, threads: int | None = None) -> CompileReport:
     """Graph breaks, then per mode: cold compile, recompiles, parity and warm latency.
 
@@ -426,25 +368,21 @@ def compile_check(target: Target, modes: tuple[str, ...] | None = None, budget_s
 
 def _compile_check(target: Target, modes: tuple[str, ...] | None, budget_s: float,
                    progress: Callable[[str], None] | None) -> CompileReport:
-    import torch
-
     from torchpact.audit.export import eager_inputs
 
     start = time.perf_counter()
     note = progress or (lambda s: None)
     model = target.model
-    device = _device(model)
+    device = C.model_device(model)
     if modes is None:
         modes = CPU_MODES + (CUDA_MODES if device.startswith("cuda") else ())
     findings: list[Finding] = []
     if model.training:
         model.eval()  # export-check reports training mode (TP702); latency is measured for inference
     dims, _, eager = eager_inputs(model, target.args, target.kwargs)
-    timing = _latency_inputs(eager.valid, dims)
+    timing = T.latency_inputs(eager.valid, dims)
     note("eager latency")
-    with torch.no_grad(), C.quiet():
-        eager_ms = _timed({label: (lambda v=v: model(*v.args, **v.kwargs)) for label, v in timing.items()},
-                          device, budget_s)
+    eager_ms = T.eager_latency(model, eager.valid, dims, device, budget_s)
     note("graph breaks")
     try:
         graph_count, breaks, break_findings = _graph_breaks(model, eager.valid[0])
@@ -487,7 +425,7 @@ def _inductor_setup(device: str) -> float | None:
     try:
         with torch.no_grad(), C.quiet(), C.WarningLog():
             torch.compile(lambda x: x * 2 + 1)(torch.ones(4, device=device))
-            _sync(device)
+            T.sync(device)
     except Exception:
         return None  # the modes report the compiler's failure with its reason
     finally:

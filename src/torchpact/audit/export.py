@@ -1,7 +1,7 @@
 """export-check: every way to ship a model, each compared with eager on varied inputs.
 
-The paths are ``torch.jit.trace``, ``torch.jit.script``, ``torch.export.export`` (batch and sequence
-dimensions marked ``Dim.AUTO``; non-strict, torch 2.13's default, and strict) and ``torch.onnx.export``
+The paths are ``torch.jit.trace``, ``torch.jit.script``, ``torch.export.export`` (batch, sequence,
+time and image height/width dimensions marked ``Dim.AUTO``; non-strict, torch 2.13's default, and strict) and ``torch.onnx.export``
 (2.13's default exporter, which runs torch.export) run in onnxruntime. Each artifact is built from
 the example, then run on every variant of :mod:`torchpact.audit.variants` and compared with eager.
 This module computes plain data (:class:`PathResult`) and :class:`~torchpact.findings.Finding`
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from torchpact.audit import _common as C
+from torchpact.audit import timing as T
 from torchpact.audit.target import Target
 from torchpact.audit.variants import (
     EXAMPLE,
@@ -80,10 +81,10 @@ Call `model.eval()` before exporting.""" + _RUNTIME)
 
 TRACE_SHAPE = Check(
     code="TP751", category=Category.EXPORT, severity=Severity.ERROR,
-    summary="The traced model breaks on another batch size or sequence length: trace specialised a shape.",
+    summary="The traced model breaks on another batch size, sequence length or image size: trace specialised a shape.",
     doc="""## What it does
-Runs the traced model on other batch sizes and sequence lengths (the example's values repeated) and
-compares with eager. Reports a disagreement or an error that only other shapes cause, with the model
+Runs the traced model on other batch sizes, sequence or time lengths and image heights/widths (the
+example's values repeated) and compares with eager. Reports a disagreement or an error that only other shapes cause, with the model
 line of the `TracerWarning` emitted while tracing, when there was one.
 
 ## Why is this bad?
@@ -100,7 +101,8 @@ EXPORT_SPECIALISED = Check(
     severity_note="`error` when the ONNX model accepts the other sizes but returns wrong results",
     summary="torch.export silently fixed a dimension torchpact marked dynamic (Dim.AUTO) to the example's size.",
     doc="""## What it does
-Exports with the batch and sequence dimensions marked `torch.export.Dim.AUTO` and reads the exported
+Exports with the batch, sequence, time and image height/width dimensions marked `torch.export.Dim.AUTO`
+(each kept only where eager accepts other sizes) and reads the exported
 program's input shapes: a dimension that came out as a number was specialised. The finding names the
 model line that caused it when torch reported one.
 
@@ -276,10 +278,12 @@ class ExportReport:
     dims: Dims
     seconds: float
     invalid_variants: dict[str, str] = field(default_factory=dict)
+    eager_latency_ms: dict[str, dict[str, Any]] = field(default_factory=dict)  # input -> p50/p99, clean state
 
     def summary(self) -> dict[str, Any]:
         return {
             "target_dims": self.dims.describe(),
+            "eager_latency_ms": self.eager_latency_ms,
             "variants": [{"name": v.name, "kind": v.kind} for v in self.variants]
                         + [{"name": n, "kind": "invalid", "reason": r} for n, r in self.invalid_variants.items()],
             "paths": {name: p.to_dict() for name, p in self.paths.items()},
@@ -619,35 +623,33 @@ def _run_variants(result: PathResult, run: Callable[[Variant], Any], eager: _Eag
                                              cmp.max_abs_err, cmp.max_rel_err, cmp.problem))
 
 
-LATENCY_ROUNDS = 3
+def _latency(run: Callable[[Variant], Any], eager_call: Callable[[], Any], example: Variant,
+             eager: dict[str, Any], budget_s: float) -> dict[str, Any]:
+    """p50 / p99 ms of the artifact on the example against ``eager`` (timed in the clean state).
 
-
-def _latency(run: Callable[[Variant], Any], eager: Callable[[], Any], example: Variant) -> dict[str, Any]:
-    """p50 / p99 ms of the artifact and of eager on the example, timed in alternating rounds so that
-    both see the same machine load; ``unstable`` says why the two cannot be compared, when so."""
+    Eager is timed again in rounds alternating with the artifact, so that both see the same machine
+    load; when it no longer runs at its clean-state speed, the two are said to be unstable rather
+    than compared. ``unstable`` says why, when so.
+    """
     import torch
 
-    art: list[list[float]] = []
-    ref: list[list[float]] = []
-    try:
-        with torch.no_grad(), C.quiet():
-            for i in range(LATENCY_ROUNDS):
-                # the first calls after a pause wake torch's thread pool (tens of ms on a busy machine)
-                ref.append(C.time_calls(eager, budget_s=0.05, min_calls=5, warmup=3 if i == 0 else 1))
-                art.append(C.time_calls(lambda: run(example), budget_s=0.05, min_calls=5, warmup=3 if i == 0 else 1))
-    except Exception:
-        art = []
-    a, e = C.latency_stats(art) if art else {}, C.latency_stats(ref) if ref else {}
-    out: dict[str, Any] = {"artifact": a.get("p50"), "eager": e.get("p50"),
-                           "artifact_p99": a.get("p99"), "eager_p99": e.get("p99")}
-    why = "; ".join(f"{who}: {x['unstable']}" for who, x in (("artifact", a), ("eager", e)) if x.get("unstable"))
+    with torch.no_grad(), C.quiet():
+        now = T.timed({"eager": eager_call, "artifact": lambda: run(example)}, budget_s=budget_s)
+    a = now["artifact"]
+    out: dict[str, Any] = {"artifact": a.get("p50"), "eager": eager.get("p50"),
+                           "artifact_p99": a.get("p99"), "eager_p99": eager.get("p99")}
+    reasons = [f"artifact: {a.get('unstable') or a.get('error')}" if a.get("unstable") or a.get("error") else None,
+               f"eager: {eager['unstable']}" if eager.get("unstable") else None,
+               T.drift(eager, now["eager"])]
+    why = "; ".join(r for r in reasons if r)
     if why:
         out["unstable"] = why
     return out
 
 
 def _run_path(name: str, build: Callable[[PathResult], Callable[[Variant], Any]], eager: _Eager,
-              example: Variant, eager_call: Callable[[], Any]) -> PathResult:
+              example: Variant, latency: Callable[[Callable[[Variant], Any]], dict[str, Any]] | None) -> PathResult:
+    """Build the artifact, run it on every variant, and time it with ``latency`` (None: not timed)."""
     result = PathResult(name)
     start = time.perf_counter()
     log = C.WarningLog()
@@ -663,7 +665,8 @@ def _run_path(name: str, build: Callable[[PathResult], Callable[[Variant], Any]]
     result.warnings = log.caught
     with C.WarningLog():
         _run_variants(result, run, eager)
-        result.latency_ms = _latency(run, eager_call, example)
+        if latency is not None:
+            result.latency_ms = latency(run)
     broken = result.broken()
     if broken:
         result.status = MISMATCH
@@ -934,18 +937,21 @@ def _model_location(model: Any) -> tuple[str | None, int | None]:
 
 
 def export_check(target: Target, paths: tuple[str, ...] = PATHS, strict_too: bool = True,
-                 progress: Callable[[str], None] | None = None, threads: int | None = None) -> ExportReport:
+                 progress: Callable[[str], None] | None = None, threads: int | None = None,
+                 budget_s: float = T.BUDGET_S) -> ExportReport:
     """Build every path from the example, run it on the variants, compare with eager.
 
     ``threads``: torch's intra-op threads for the whole check (None: as configured). On a machine
     whose cores are busy, one thread avoids the thread pool's wake-up stalls that make every op slow.
+    ``budget_s``: seconds of timing per input for eager (as compile-check), and per path for the
+    artifact with eager alongside.
     """
     with C.torch_threads(threads):
-        return _export_check(target, paths, strict_too, progress)
+        return _export_check(target, paths, strict_too, progress, budget_s)
 
 
 def _export_check(target: Target, paths: tuple[str, ...], strict_too: bool,
-                  progress: Callable[[str], None] | None) -> ExportReport:
+                  progress: Callable[[str], None] | None, budget_s: float) -> ExportReport:
     import torch
 
     start = time.perf_counter()
@@ -960,9 +966,13 @@ def _export_check(target: Target, paths: tuple[str, ...], strict_too: bool,
         findings.append(mode)
     dims, _, eager = eager_inputs(model, target.args, target.kwargs)
     example = eager.valid[0]
+    note("eager latency")
+    eager_ms = T.eager_latency(model, eager.valid, dims, C.model_device(model), budget_s)
 
-    def eager_ms() -> Any:
-        return model(*example.args, **example.kwargs)
+    def latency(run: Callable[[Variant], Any]) -> dict[str, Any]:
+        with T.eval_mode(model):
+            return _latency(run, lambda: model(*example.args, **example.kwargs), example, eager_ms["example"],
+                            budget_s / 2)
 
     builders: dict[str, Callable[[PathResult], Callable[[Variant], Any]]] = {
         "trace": lambda r: _build_trace(model, example, r),
@@ -979,11 +989,11 @@ def _export_check(target: Target, paths: tuple[str, ...], strict_too: bool,
             results[name] = PathResult(name, SKIPPED, f"{', '.join(onnx_missing())} not installed: {ONNX_HINT}")
             continue
         note(name)
-        results[name] = _run_path(name, builders[name], eager, example, eager_ms)
+        results[name] = _run_path(name, builders[name], eager, example, latency)
         if name == "export" and strict_too:
             note("export (strict)")
             strict = _run_path("export", lambda r: _build_export(model, example, dims, r, strict=True),
-                               eager, example, eager_ms)
+                               eager, example, None)
             results[name].detail["strict"] = {"status": strict.status, "reason": strict.reason,
                                               "max_abs_err": C.rounded(strict.max_abs_err),
                                               "seconds": round(strict.seconds, 3)}
@@ -1012,4 +1022,5 @@ def _export_check(target: Target, paths: tuple[str, ...], strict_too: bool,
     findings += _mismatch_findings(results, covered)
     findings += _deprecation_findings(results)
     return ExportReport(findings=findings, paths=results, variants=eager.valid, dims=dims,
-                        seconds=time.perf_counter() - start, invalid_variants=eager.invalid)
+                        seconds=time.perf_counter() - start, invalid_variants=eager.invalid,
+                        eager_latency_ms=eager_ms)

@@ -15,6 +15,10 @@ def _ms(x: float | None) -> str:
 def export_footer(summary: dict[str, Any], target: str) -> list[str]:
     tried = ", ".join(v["name"] for v in summary["variants"] if v["kind"] != "invalid")
     lines = [f"export-check {target}: inputs varied over {tried}"]
+    eager = summary.get("eager_latency_ms") or {}
+    if eager:
+        lines.append("  eager   " + ", ".join(f"{k} {_p50_p99(v)}" for k, v in eager.items())
+                     + " (timed first, before any export)")
     for name, p in summary["paths"].items():
         line = f"  {name:<7} {p['status']:<9}"
         if p["status"] in ("ok", "mismatch") and p.get("latency_ms"):

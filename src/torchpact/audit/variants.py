@@ -1,12 +1,14 @@
-"""Input variants that expose specialisation: other batch sizes, sequence lengths and values.
+"""Input variants that expose specialisation: other batch sizes, sequence lengths, image sizes and values.
 
 From the example inputs the dimensions that probably vary are inferred: a *batch* dimension (dim 0
 shared by the inputs of two or more dimensions) and, when integer (token) inputs are present, a
 *sequence* dimension (their dim 1, and dim 1 of every input of that length). Without token inputs,
 float inputs of two or three dimensions get *candidate* time axes: ``time`` (dim 1: ``(N, T, F)``
-features of an RNN, ``(N, L)`` raw audio) and ``length`` (dim 2 of ``(N, C, L)``). A candidate is
-kept only when eager accepts another size along it (:meth:`Dims.accepted`), so the feature or
-channel axis of a model is never called dynamic. A list of images (``[3, H, W]`` tensors, as
+features of an RNN, ``(N, L)`` raw audio) and ``length`` (dim 2 of ``(N, C, L)``), and float
+``(N, C, H, W)`` image batches candidate ``height`` and ``width`` axes (dims 2 and 3, each varied on
+its own). A candidate is kept only when eager accepts another size along it (:meth:`Dims.accepted`),
+so the feature or channel axis of a model, or the size a ViT's position embeddings fix, is never
+called dynamic. A list of images (``[3, H, W]`` tensors, as
 detection models take) is varied in the number of images and in image size; its channels are never
 taken for a batch. Shape variants keep the example's values (rows and positions are repeated
 cyclically), so a difference they show comes from the shape alone; value variants keep the shape.
@@ -147,6 +149,14 @@ def infer_dims(args: tuple, kwargs: dict[str, Any]) -> Dims:
                 dims.dims[name] = (size, [(i, d) for i, t in multi if 3 >= t.dim() > d and t.shape[d] == size
                                           and (d == 1 or t.dim() == 3)])
                 dims.candidates.add(name)
+        if dims.images is None:
+            pictures = [(i, t) for i, t in multi if t.dtype.is_floating_point and t.dim() == 4 and not _is_mask(t)]
+            for name, d in (("height", 2), ("width", 3)):
+                sized = [t.shape[d] for _, t in pictures if t.shape[d] > 1]
+                if sized:
+                    size = Counter(sized).most_common(1)[0][0]
+                    dims.dims[name] = (size, [(i, d) for i, t in pictures if t.shape[d] == size])
+                    dims.candidates.add(name)
     if dims.images:
         first = leaves[dims.images.leaves[0]]
         for name, d in (("height", 1), ("width", 2)):
@@ -213,7 +223,7 @@ def make_variants(args: tuple, kwargs: dict[str, Any], dims: Dims | None = None,
         b = dims.dims["batch"][0]
         for size in sorted({1, 2 * b + 1} - {b}):
             variants.append(_shape_variant(leaves, spec, dims, "batch", size, f"batch={size}"))
-    for name in ("seq", "time", "length"):
+    for name in ("seq", "time", "length") + (() if dims.images else ("height", "width")):
         if name in dims.dims:
             s = dims.dims[name][0]
             for size in sorted({max(1, s // 2), 2 * s} - {s}):

@@ -42,19 +42,19 @@ def _rank_main(fn: Callable[[int], Any], rank: int, store_path: str, conn) -> No
 
     code = 1
     try:
-        torch.set_num_threads(1)
-        dist.init_process_group("gloo", store=dist.FileStore(store_path, WORLD), rank=rank, world_size=WORLD,
-                                timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
         try:
+            torch.set_num_threads(1)
+            dist.init_process_group("gloo", store=dist.FileStore(store_path, WORLD), rank=rank, world_size=WORLD,
+                                    timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S))
             conn.send(("ok", fn(rank)))
             code = 0
-        finally:
+        except BaseException:
+            conn.send(("error", traceback.format_exc()))
+        conn.close()  # the result is out before the teardown, which can wait on the other rank
+        if dist.is_initialized():
             gc.collect()  # DDP reducers must go before the process group does
             dist.destroy_process_group()
-    except BaseException:
-        conn.send(("error", traceback.format_exc()))
     finally:
-        conn.close()
         os._exit(code)  # no interpreter teardown in a forked child
 
 

@@ -551,15 +551,31 @@ def _export_sections(summary: dict[str, Any]) -> list[str]:
             text = "ok" if st == "ok" and not err else (f"Δ {_fmt(err)}" if st in ("ok", "mismatch") and err is not None else st)
             tip = r.get("problem") or ""
             cells.append(f'<td class="{_STATUS_CLASS.get(st, "skip")}" title="{e(tip)}">{e(text)}</td>')
-        lat = p.get("latency_ms") or {}
-        latency = (f"{_fmt(lat['artifact'])} / {_fmt(lat['eager'])} ms"
-                   if isinstance(lat.get("artifact"), (int, float)) and isinstance(lat.get("eager"), (int, float)) else "")
         rows.append(f'<tr><th>{e(name)}</th><td class="{_STATUS_CLASS.get(status, "skip")} status">{e(status)}</td>'
-                    f'{"".join(cells)}<td class="num">{e(latency)}</td><td class="reason">{e(p.get("reason") or "")}</td></tr>')
+                    f'{"".join(cells)}{_latency_cell(p.get("latency_ms") or {})}'
+                    f'<td class="reason">{e(p.get("reason") or "")}</td></tr>')
     return ['<section id="parity"><h2>Export parity</h2><p class="note">Each path\'s artifact against eager on '
-            'each input variant (Δ: largest absolute difference).</p><div class="scroll"><table class="parity">'
+            'each input variant (Δ: largest absolute difference). Latency on the example: eager timed first, '
+            'before any export; a pair is compared only when both are stable.</p><div class="scroll"><table class="parity">'
             f'<thead><tr><th>path</th><th>result</th>{head}<th>latency artifact / eager</th><th>why</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table></div></section>']
+
+
+def _pair(a: Any, b: Any) -> str:
+    num = (int, float)
+    return f"{_fmt(a) if isinstance(a, num) else '—'} / {_fmt(b) if isinstance(b, num) else '—'} ms"
+
+
+def _latency_cell(lat: dict[str, Any]) -> str:
+    """p50 and p99 of artifact / eager; when unstable, says so and why, the figures kept apart."""
+    if not lat or (lat.get("artifact") is None and lat.get("eager") is None):
+        return '<td class="num"></td>'
+    figures = (f'p50 {_pair(lat.get("artifact"), lat.get("eager"))}<br>'
+               f'<span class="p99">p99 {_pair(lat.get("artifact_p99"), lat.get("eager_p99"))}</span>')
+    if lat.get("unstable"):
+        return (f'<td class="latency unstable"><b>not comparable</b> (unstable: {e(lat["unstable"])})'
+                f'<br><span class="p99">{figures}</span></td>')
+    return f'<td class="num latency">{figures}</td>'
 
 
 def _compile_sections(summary: dict[str, Any]) -> list[str]:
@@ -572,12 +588,31 @@ def _compile_sections(summary: dict[str, Any]) -> list[str]:
             if k not in keys and (isinstance(v, (str, int, float, bool)) or v is None):
                 keys.append(k)
     head = "".join(f"<th>{e(k.replace('_', ' '))}</th>" for k in keys)
-    rows = "".join(f"<tr><th>{e(name)}</th>" + "".join(f"<td>{e(_fmt(m.get(k)) if isinstance(m.get(k), float) else m.get(k))}</td>"
-                                                       for k in keys) + "</tr>" for name, m in modes.items())
+    eager = summary.get("eager_latency_ms") or {}
+    rows = (f'<tr><th>eager</th>{"<td></td>" * len(keys)}{_p50_p99_cell(eager)}</tr>' if eager else "")
+    rows += "".join(f"<tr><th>{e(name)}</th>" + "".join(f"<td>{e(_fmt(m.get(k)) if isinstance(m.get(k), float) else m.get(k))}</td>"
+                                                        for k in keys) + _p50_p99_cell(m.get("latency_ms") or {}) + "</tr>"
+                    for name, m in modes.items())
+    recommendation = summary.get("recommendation") or {}
+    advice = ("<ul>" + "".join(f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in recommendation.items()) + "</ul>"
+              if isinstance(recommendation, dict) else f"<p>{e(recommendation)}</p>")
     extra = (f'<p class="note">graphs: {e(summary.get("graphs"))}, graph breaks: '
-             f'{e(len(summary.get("graph_breaks") or []))}; {e(summary.get("recommendation") or "")}</p>')
+             f'{e(len(summary.get("graph_breaks") or []))}; eager timed first, before any dynamo work</p>{advice}')
     return [f'<section id="compile"><h2>Compile modes</h2>{extra}<div class="scroll"><table><thead><tr><th>mode</th>{head}'
-            f'</tr></thead><tbody>{rows}</tbody></table></div></section>']
+            f'<th>latency p50 / p99</th></tr></thead><tbody>{rows}</tbody></table></div></section>']
+
+
+def _p50_p99_cell(latency: dict[str, Any]) -> str:
+    """One line per input: p50 / p99, and why the pair is unstable when it is."""
+    lines = []
+    for label, x in latency.items():
+        if not isinstance(x, dict):
+            continue
+        text = f"{e(label)}: {_pair(x.get('p50'), x.get('p99'))}"
+        if x.get("unstable") or x.get("error"):
+            text += f' <span class="unstable">(unstable: {e(x.get("unstable") or x.get("error"))})</span>'
+        lines.append(text)
+    return f'<td class="latency">{"<br>".join(lines)}</td>'
 
 
 _CSS = """
@@ -634,5 +669,7 @@ thead th{background:#f3f4f6;font-weight:600}
 td.ok{background:#dcfce7;color:#166534}td.bad{background:#fee2e2;color:#991b1b;font-weight:600}td.skip{color:var(--mut)}
 table.parity td{text-align:center;white-space:nowrap}table.parity td.reason{text-align:left;white-space:normal;min-width:260px}
 td.num{text-align:right}
+table.parity td.latency{white-space:normal;min-width:150px}.p99{color:var(--mut);font-size:12px}
+td.unstable,span.unstable{text-align:left;color:var(--warn);font-size:12px}td.unstable .p99{color:var(--mut)}
 footer{margin-top:36px;color:var(--mut);font-size:12px}
 """

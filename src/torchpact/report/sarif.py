@@ -17,6 +17,7 @@ from torchpact.findings import Finding, Severity
 from torchpact.report import one_line
 from torchpact.report.links import PROJECT_URL, rule_url
 from torchpact.report.notebooks import NotebookLines
+from torchpact.report.plaintext import markdown_to_text
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SRCROOT = "%SRCROOT%"
@@ -45,7 +46,7 @@ def _rule(code: str, meta: dict[str, Any] | None, example: Finding) -> dict[str,
         "properties": {"category": r.get("category"), "tags": [r.get("category")]},
     }
     if r.get("help"):
-        entry["help"] = {"text": r["help"], "markdown": r["help"]}
+        entry["help"] = {"text": markdown_to_text(r["help"]), "markdown": r["help"]}
     return entry
 
 
