@@ -12,7 +12,13 @@ import pytest
 
 from torchpact.config import Config
 from torchpact.lint.context import FileContext
-from torchpact.lint.engine import callee_name, enabled_rules, index, lint_source, may_import
+from torchpact.lint.engine import (
+    callee_name,
+    enabled_rules,
+    index,
+    lint_source,
+    may_import,
+)
 from torchpact.lint.project import summarize_tree
 from torchpact.lint.registry import all_rules
 from torchpact.lint.source import Source, SourceError

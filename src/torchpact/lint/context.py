@@ -118,7 +118,7 @@ class _ScopeWalk:
         self.walk = walk
         self.__doc__ = walk.__doc__
 
-    def __get__(self, ctx: "FileContext | None", owner: type | None = None) -> Callable[..., Iterator[ast.AST]]:
+    def __get__(self, ctx: FileContext | None, owner: type | None = None) -> Callable[..., Iterator[ast.AST]]:
         return self.walk if ctx is None else ctx._walk_scope_once
 
 
