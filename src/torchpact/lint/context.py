@@ -109,6 +109,19 @@ def dotted(parts: Iterable[str]) -> str:
     return ".".join(parts)
 
 
+class _ScopeWalk:
+    """``FileContext.walk_scope``: the plain walk on the class, the once-per-root walk on a context.
+    A method looked up on each use rather than stored on the instance, where it would make a
+    reference cycle that keeps the context and its tree alive until the cyclic GC runs."""
+
+    def __init__(self, walk: Callable[..., Iterator[ast.AST]]):
+        self.walk = walk
+        self.__doc__ = walk.__doc__
+
+    def __get__(self, ctx: FileContext | None, owner: type | None = None) -> Callable[..., Iterator[ast.AST]]:
+        return self.walk if ctx is None else ctx._walk_scope_once
+
+
 class FileContext:
     """Facts about one parsed file, shared by all rules."""
 
@@ -131,6 +144,7 @@ class FileContext:
         self._flows: dict[int, ScopeFlow] = {}
         self._call_names: dict[int, str | None] = {}
         self._module_class_memo: dict[int, ast.ClassDef | None] = {}
+        self._imports: dict[str, bool] = {}
         # Per-file memo for rule helpers (keyed by the helper's name and the node it is about).
         self.memo: dict[object, object] = {}
         # Set by the engine before each rule: past it, the analysis raises BudgetExceeded.
@@ -142,7 +156,6 @@ class FileContext:
         # ``ctx.walk_scope`` walks each root once per file (the analyses and rules walk the same
         # function bodies again and again); ``FileContext.walk_scope`` stays the plain walk.
         self._walks: dict[object, tuple[object, list[ast.AST]]] = {}
-        self.walk_scope = self._walk_scope_once  # type: ignore[method-assign]
 
     def nodes(self, *types: type) -> list[ast.AST]:
         """All nodes of these types in the file, in walk order."""
@@ -208,7 +221,7 @@ class FileContext:
     def in_loop(self, node: ast.AST) -> bool:
         return bool(self.enclosing_loops(node))
 
-    @staticmethod
+    @_ScopeWalk
     def walk_scope(root: ast.AST | list[ast.stmt]) -> Iterator[ast.AST]:
         """Nodes under ``root`` (statements, or a node), not entering nested functions or classes."""
         stack: list[ast.AST] = list(reversed(root)) if isinstance(root, list) else [root]
@@ -269,7 +282,15 @@ class FileContext:
 
     @cached_property
     def imports_torch(self) -> bool:
-        return any(v == "torch" or v.startswith("torch.") for v in self.aliases.values())
+        return self.imports("torch")
+
+    def imports(self, package: str) -> bool:
+        """Whether the file imports ``package`` or one of its modules (anywhere in it)."""
+        found = self._imports.get(package)
+        if found is None:
+            dot = package + "."
+            found = self._imports[package] = any(v == package or v.startswith(dot) for v in self.aliases.values())
+        return found
 
     def resolve(self, expr: ast.AST | None) -> str | None:
         """Dotted origin of a name or attribute chain: ``nn.Linear`` -> ``torch.nn.Linear``."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import unicodedata
 import warnings
 from dataclasses import dataclass, field
 
@@ -63,6 +64,28 @@ def parse(source: Source) -> ast.Module:
         raise SourceError("cannot parse: expressions nested too deeply for Python's parser") from None
     except ValueError as exc:
         raise SourceError(f"cannot parse: {exc}") from None
+
+
+def may_import(text: str, package: str) -> bool:
+    """Whether a file's text can import ``package``: an import writes the package's name as a word,
+    between characters that cannot be part of a name. Python reads names in NFKC form
+    (``ｔｏｒｃｈ`` is ``torch``), so a non-ASCII text is searched in that form."""
+    if _has_word(text, package):
+        return True
+    # normalising is a pass over the text: only for what can hide the name
+    return not text.isascii() and _has_word(unicodedata.normalize("NFKC", text), package)
+
+
+def _has_word(text: str, package: str) -> bool:
+    # str.find, not a regex: ``\btorch\b`` makes the regex engine try every position of the text
+    n = len(package)
+    i = text.find(package)
+    while i >= 0:
+        before, after = text[i - 1:i], text[i + n:i + n + 1]
+        if not (before.isalnum() or before == "_" or after.isalnum() or after == "_"):
+            return True
+        i = text.find(package, i + 1)
+    return False
 
 
 def check_syntax(source: Source) -> None:
@@ -143,18 +166,90 @@ def callee_name(call: ast.Call, aliases: dict[str, str]) -> str | None:
     return None
 
 
-def rule_nodes(rule: Rule, ctx: FileContext, callees: list[tuple[ast.AST, str | None]]) -> list[ast.AST]:
-    """The nodes the engine hands ``rule``: of its types, through its ``calls``/``attrs`` pre-filters.
-    ``callees`` pairs every call of the file with its callee's last name, in walk order."""
-    calls, attrs = rule.calls, rule.attrs
-    if not calls and not attrs:
+class NameIndex:
+    """The file's calls by callee's last name, attributes by ``.attr`` and ``from m import`` statements
+    by imported name, each in walk order; built on the first rule that asks (for the pre-filters)."""
+
+    def __init__(self, ctx: FileContext):
+        self.ctx = ctx
+        self._calls: dict[str, list[tuple[int, ast.AST]]] | None = None
+        self._attrs: dict[str, list[tuple[int, ast.AST]]] | None = None
+        self._imports: dict[str, list[tuple[int, ast.AST]]] | None = None
+
+    @property
+    def calls(self) -> dict[str, list[tuple[int, ast.AST]]]:
+        if self._calls is None:
+            aliases = self.ctx.aliases
+            out: dict = {}
+            for i, n in enumerate(self.ctx.by_type.get(ast.Call, ())):  # one loop per file: no generator
+                name = callee_name(n, aliases)  # type: ignore[arg-type]
+                bucket = out.get(name)
+                if bucket is None:
+                    out[name] = [(i, n)]
+                else:
+                    bucket.append((i, n))
+            self._calls = out
+        return self._calls
+
+    @property
+    def attrs(self) -> dict[str, list[tuple[int, ast.AST]]]:
+        if self._attrs is None:
+            out: dict = {}
+            for i, n in enumerate(self.ctx.by_type.get(ast.Attribute, ())):
+                bucket = out.get(n.attr)  # type: ignore[attr-defined]
+                if bucket is None:
+                    out[n.attr] = [(i, n)]  # type: ignore[attr-defined]
+                else:
+                    bucket.append((i, n))
+            self._attrs = out
+        return self._attrs
+
+    @property
+    def imports(self) -> dict[str, list[tuple[int, ast.AST]]]:
+        if self._imports is None:
+            self._imports = _group((i, n, a.name) for i, n in enumerate(self.ctx.by_type.get(ast.ImportFrom, ()))
+                                   for a in n.names)  # type: ignore[attr-defined]
+        return self._imports
+
+
+def _group(items) -> dict[str, list[tuple[int, ast.AST]]]:
+    out: dict[str, list[tuple[int, ast.AST]]] = {}
+    for i, node, name in items:
+        bucket = out.get(name)
+        if bucket is None:
+            out[name] = [(i, node)]
+        elif bucket[-1][0] != i:  # ``from m import a, a``: the statement once
+            bucket.append((i, node))
+    return out
+
+
+def _select(index: dict[str, list[tuple[int, ast.AST]]], names: frozenset[str]) -> list[ast.AST]:
+    """The nodes filed under any of ``names``, each once, in walk order."""
+    if len(names) <= len(index):
+        found = [index[n] for n in names if n in index]
+    else:
+        found = [v for k, v in index.items() if k in names]
+    if not found:
+        return []
+    if len(found) == 1:
+        return [n for _, n in found[0]]
+    return [n for _, n in sorted({i: n for bucket in found for i, n in bucket}.items())]
+
+
+def rule_nodes(rule: Rule, ctx: FileContext, names: NameIndex) -> list[ast.AST]:
+    """The nodes the engine hands ``rule``: of its types, through its ``calls``/``attrs``/``imported``
+    pre-filters, in walk order for each type."""
+    calls, attrs, imported = rule.calls, rule.attrs, rule.imported
+    if not calls and not attrs and not imported:
         return ctx.nodes(*rule.nodes)
     out: list[ast.AST] = []
     for t in rule.nodes:
         if t is ast.Call and calls:
-            out += [n for n, name in callees if name in calls]
+            out += _select(names.calls, calls)
         elif t is ast.Attribute and attrs:
-            out += [n for n in ctx.by_type.get(t, ()) if n.attr in attrs]  # type: ignore[attr-defined]
+            out += _select(names.attrs, attrs)
+        elif t is ast.ImportFrom and imported:
+            out += _select(names.imports, imported)
         else:
             out += ctx.by_type.get(t, ())
     return out
@@ -224,38 +319,46 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
         rules = enabled_rules(config, source.path)
     text = source.text
     found: dict[str, bool] = {}  # each trigger searched once per file, however many rules share it
-    active = []
-    for r in rules:
-        for t in r.triggers:
+
+    def triggered(rule: Rule) -> bool:
+        for t in rule.triggers:
             hit = found.get(t)
             if hit is None:
                 hit = found[t] = t in text
             if hit:
-                active.append(r)
-                break
-        else:
-            if not r.triggers:
-                active.append(r)
+                return True
+        return not rule.triggers
+
+    imported: dict[str, bool] = {}
+    candidates = []
+    for r in rules:
+        package = "torch" if r.needs_torch_import else r.needs_import
+        if package is not None:
+            can = imported.get(package)
+            if can is None:
+                can = imported[package] = may_import(text, package)
+            if not can:
+                continue  # before any trigger: most rules need torch, and many files never import it
+        candidates.append(r)
     summarize = notes is not None and mentions_facts(text)
-    if not active and not summarize:
+    if not summarize and not any(triggered(r) for r in candidates):
         check_syntax(source)  # even with no rule to run: a file lint cannot parse is always reported
         return [], []
     tree = parse(source)
-    if summarize:
-        notes["summary"] = summarize_tree(tree).to_json()  # type: ignore[index]
-    if not active:
-        return [], []
     ctx = FileContext(source, tree, config, project)
     index(ctx)
+    if summarize:
+        notes["summary"] = summarize_tree(tree, ctx.by_type, ctx._parents).to_json()  # type: ignore[index]
     findings: list[Finding] = []
     edits: list[Edit] = []
-    aliases = ctx.aliases
-    callees = [(n, callee_name(n, aliases)) for n in ctx.by_type.get(ast.Call, ())]  # type: ignore[arg-type]
-    for rule in active:
-        if rule.needs_torch_import and not ctx.imports_torch:
+    names = NameIndex(ctx)
+    for rule in candidates:
+        if (rule.needs_torch_import and not ctx.imports_torch) or (
+                rule.needs_import is not None and not ctx.imports(rule.needs_import)):
             continue
-        nodes = rule_nodes(rule, ctx, callees)
-        if not nodes:
+        # the nodes first: a trigger missing from the text is a search through all of it
+        nodes = rule_nodes(rule, ctx, names)
+        if not nodes or not triggered(rule):
             continue
         ctx.start_budget(RULE_BUDGET_S)
         node: ast.AST | None = None

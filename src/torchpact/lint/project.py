@@ -57,36 +57,64 @@ def mentions_facts(text: str) -> bool:
     return any(t in text for t in _TRIGGERS)
 
 
-def summarize_tree(tree: ast.Module) -> FileSummary:
-    """The facts of the functions of an already parsed file (lint's own parse: no second one).
-    One walk; each node is attributed to its innermost function."""
+def summarize_tree(tree: ast.Module, by_type: dict[type, list[ast.AST]] | None = None,
+                   parents: dict[int, ast.AST] | None = None) -> FileSummary:
+    """The facts of the functions of an already parsed file (lint's own parse: no second one). Each
+    call and ``.grad`` write is attributed to its innermost function (a lambda's to the function it is
+    in; nothing inside a class body outside its methods). ``by_type`` and ``parents`` are lint's index
+    of the tree (engine.index), which spares a walk; without them the tree is walked here."""
+    if by_type is None or parents is None:
+        by_type, parents = _index(tree)
     out = FileSummary()
     modules = {(a.asname or a.name).split(".")[0] for n in tree.body if isinstance(n, ast.Import) for a in n.names}
     facts: dict[str, set[str]] = {}
     calls: dict[str, set[str]] = {}
-    AST, CONTEXT = ast.AST, ast.expr_context
-    stack: list[tuple[ast.AST, str | None]] = [(tree, None)]
-    while stack:
-        node, fn = stack.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            fn = node.name
-        elif isinstance(node, (ast.ClassDef, ast.Lambda)):
-            fn = None if isinstance(node, ast.ClassDef) else fn
-        elif fn is not None:
-            if isinstance(node, ast.Call):
-                _call_facts(node, facts.setdefault(fn, set()), calls.setdefault(fn, set()), modules)
-            elif isinstance(node, (ast.Assign, ast.Delete)) and any(
-                    isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets):
-                facts.setdefault(fn, set()).add(ZERO_GRAD)  # ``p.grad = None``
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if type(value) is list:
-                stack.extend((item, fn) for item in value if isinstance(item, AST))
-            elif isinstance(value, AST) and not isinstance(value, CONTEXT):
-                stack.append((value, fn))
+    owners: dict[int, str | None] = {}  # id(parent) -> the function it belongs to, for siblings
+
+    def owner(node: ast.AST) -> str | None:
+        chain = []
+        p = parents.get(id(node))
+        fn = None
+        while p is not None:
+            known = owners.get(id(p), owners)
+            if known is not owners:
+                fn = known
+                break
+            chain.append(p)
+            t = type(p)
+            if t is ast.FunctionDef or t is ast.AsyncFunctionDef:
+                fn = p.name  # type: ignore[attr-defined]
+                break
+            if t is ast.ClassDef:
+                break
+            p = parents.get(id(p))
+        for c in chain:
+            owners[id(c)] = fn
+        return fn
+
+    for call in by_type.get(ast.Call, ()):
+        fn = owner(call)
+        if fn is not None:
+            _call_facts(call, facts.setdefault(fn, set()), calls.setdefault(fn, set()), modules)  # type: ignore[arg-type]
+    for t in (ast.Assign, ast.Delete):
+        for node in by_type.get(t, ()):
+            if any(isinstance(x, ast.Attribute) and x.attr == "grad" for x in node.targets):  # type: ignore[attr-defined]
+                fn = owner(node)
+                if fn is not None:
+                    facts.setdefault(fn, set()).add(ZERO_GRAD)  # ``p.grad = None``
     out.facts = {k: sorted(v) for k, v in facts.items() if v}
     out.calls = {k: sorted(v) for k, v in calls.items() if v}
     return out
+
+
+def _index(tree: ast.AST) -> tuple[dict[type, list[ast.AST]], dict[int, ast.AST]]:
+    by_type: dict[type, list[ast.AST]] = {}
+    parents: dict[int, ast.AST] = {}
+    for node in ast.walk(tree):
+        by_type.setdefault(type(node), []).append(node)
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+    return by_type, parents
 
 
 def _call_facts(call: ast.Call, facts: set[str], calls: set[str], modules: set[str]) -> None:

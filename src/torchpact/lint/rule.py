@@ -67,7 +67,12 @@ class Rule:
     # ``step()``), only attributes whose ``.attr`` is in ``attrs``. Empty: every node of the type.
     calls: ClassVar[frozenset[str]] = frozenset()
     attrs: ClassVar[frozenset[str]] = frozenset()
+    # Only ``from m import n`` statements that import a name in ``imported``.
+    imported: ClassVar[frozenset[str]] = frozenset()
     needs_torch_import: ClassVar[bool] = True
+    # Another package the file must import for the rule to find anything (``"torchvision"`` for a rule
+    # about torchvision's API): the rule is skipped, before any parse, where it is not imported.
+    needs_import: ClassVar[str | None] = None
     fixable: ClassVar[bool] = False
     facts: ClassVar[tuple[str, ...]] = ()
     # Why no test in tests/proofs executes this rule's pitfall (e.g. "needs CUDA"); None when one does.

@@ -35,7 +35,8 @@ class ApiUse(Rule):
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        cls.attrs = cls._last_parts()  # the engine's pre-filter: check's own first test
+        # the engine's pre-filters: check's own first test, and an import flagged names one of them
+        cls.attrs = cls.imported = cls._last_parts()
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         if isinstance(node, ast.ImportFrom):

@@ -165,7 +165,7 @@ def name_key(expr: ast.AST) -> str | None:
 def grad_leaf(ctx: FileContext, expr: ast.AST) -> bool:
     """Every binding of the name ``expr`` makes it a leaf that requires grad."""
     key = name_key(expr)
-    if key is None:
+    if key is None or key not in _leaf_keys(ctx):
         return False
     binds = ctx.bindings(expr)
     if not binds:
@@ -176,6 +176,46 @@ def grad_leaf(ctx: FileContext, expr: ast.AST) -> bool:
         if not creates_grad_leaf(ctx, value):
             return False
     return not turns_off_grad(ctx, expr, key)
+
+
+def _leaf_keys(ctx: FileContext) -> set[str]:
+    """Every name (``w``, ``self.w``) that some binding of the file may make a leaf requiring grad: the
+    target of a value that ``creates_grad_leaf`` (or a tuple of values holding one), or a loop over
+    ``.parameters()``. ``grad_leaf`` needs one such binding, so any other name is answered at once,
+    without the dataflow of its scope."""
+    found = ctx.memo.get("leaf_keys")
+    if found is not None:
+        return found  # type: ignore[return-value]
+    found = set()
+    for node in ctx.nodes(ast.Assign, ast.AnnAssign, ast.NamedExpr, ast.withitem, ast.For, ast.AsyncFor):
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            it = node.iter
+            if isinstance(it, ast.Call) and isinstance(it.func, ast.Attribute) and it.func.attr in PARAMETER_ITERATORS:
+                found.update(_target_keys(node.target))
+            continue
+        value = node.context_expr if isinstance(node, ast.withitem) else node.value
+        if _holds_leaf(ctx, value):
+            targets = node.targets if isinstance(node, ast.Assign) else [
+                node.optional_vars if isinstance(node, ast.withitem) else node.target]
+            for t in targets:
+                found.update(_target_keys(t))
+    ctx.memo["leaf_keys"] = found
+    return found
+
+
+def _holds_leaf(ctx: FileContext, value: ast.AST | None) -> bool:
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return any(_holds_leaf(ctx, v.value if isinstance(v, ast.Starred) else v) for v in value.elts)
+    return creates_grad_leaf(ctx, value)
+
+
+def _target_keys(target: ast.AST | None) -> list[str]:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [k for elt in target.elts for k in _target_keys(elt)]
+    if isinstance(target, ast.Starred):
+        return _target_keys(target.value)
+    key = name_key(target) if target is not None else None
+    return [key] if key is not None else []
 
 
 def turns_off_grad(ctx: FileContext, expr: ast.AST, key: str) -> bool:

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import LOSS, LOSS_FN, MODULE, OUTPUT, FileContext, keyword
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Rule, last_names
 from torchpact.lint.rules.autograd._grad import MAYBE_SELF, PASS_METHODS
 from torchpact.lint.rules.autograd._util import creates_grad_leaf, is_torch_factory, name_key, scope_body
 
@@ -50,6 +50,7 @@ class BackwardOfNoGradResult(Rule):
                "'element 0 of tensors does not require grad and does not have a grad_fn'")
     fix_hint = "compute the loss outside `torch.no_grad()` / `torch.inference_mode()` (or under `torch.enable_grad()`)"
     nodes = (ast.Call,)
+    calls = last_names(AUTOGRAD_ENTRY) | {"backward", "manual_backward"}
     triggers = ("no_grad", "inference_mode")
 
     valid = [

@@ -161,9 +161,13 @@ def train_step(model, x, y, temperature):
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
+        if not self._differentiates(ctx, None):
+            return  # the whole file (``None``): most files never call backward
         for write, target in inplace_writes(node):
             if not isinstance(target, ast.Name) or not ctx.grad_disabled(write):
                 continue
+            if not self._differentiates(ctx, ctx.scope(write)):
+                continue  # nothing in the function can feed a backward: the costly questions need no answer
             if not self._graph_non_leaf(ctx, target):
                 continue
             block = self._no_grad_block(ctx, write)
@@ -176,6 +180,20 @@ def train_step(model, x, y, temperature):
             if self._large_negative_fill(node) and any(self._softmax_like(ctx, u) for u in uses):
                 continue
             yield self.hit(write, subject=target.id)
+
+    @staticmethod
+    def _differentiates(ctx: FileContext, scope: ast.AST | None) -> bool:
+        """Whether ``scope`` (None: the file) has a call ``_feeding_backward`` starts from (``x.backward()``,
+        ``torch.autograd.grad(...)``)."""
+        key = ("differentiates", id(scope))
+        found = ctx.memo.get(key)
+        if found is None:
+            nodes = ctx.nodes(ast.Call) if scope is None else ctx.walk_scope(scope_body(scope))
+            found = ctx.memo[key] = any(
+                isinstance(n, ast.Call) and ((isinstance(n.func, ast.Attribute) and n.func.attr == "backward")
+                                             or ctx.call_name(n) in ("torch.autograd.backward", "torch.autograd.grad"))
+                for n in nodes)
+        return found  # type: ignore[return-value]
 
     @staticmethod
     def _graph_non_leaf(ctx: FileContext, target: ast.Name) -> bool:

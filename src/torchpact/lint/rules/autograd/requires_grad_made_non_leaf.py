@@ -18,6 +18,8 @@ SAME_DTYPE = {"float": "float32", "double": "float64", "half": "float16"}
 # ``linspace`` compute in the target dtype.
 DEVICE_EXACT = {"zeros", "ones", "full", "empty", "eye", "tensor", "as_tensor"}
 DTYPE_EXACT = {"zeros", "ones", "empty", "eye"}
+# Methods whose result is a converted copy (or the tensor itself): the calls this rule looks at.
+CONVERSIONS = ("to", "cuda", "double", "half", "bfloat16", "float")
 
 
 class RequiresGradMadeNonLeaf(Rule):
@@ -61,6 +63,7 @@ class RequiresGradMadeNonLeaf(Rule):
                "its `.grad` stays None and optimizers refuse it")
     fix_hint = "create the tensor on the target device/dtype (`torch.zeros(3, device=device, requires_grad=True)`) or call `.requires_grad_()` after the conversion"
     nodes = (ast.Call,)
+    calls = frozenset(CONVERSIONS)
     triggers = ("requires_grad", "Parameter")
     fixable = True
     facts = ("conversion-makes-non-leaf",)
@@ -227,7 +230,7 @@ opt = Adam([torch.tensor([0.1, 0.2]).to(torch.float64).requires_grad_()])
 
 def _conversion(call: ast.AST) -> bool:
     return (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-            and call.func.attr in ("to", "cuda", "double", "half", "bfloat16", "float"))
+            and call.func.attr in CONVERSIONS)
 
 
 def _dtype_name(ctx: FileContext, expr: ast.AST | None) -> str | None:

@@ -27,6 +27,7 @@ class TorchvisionV2ToTensor(ApiUse):
     fix_hint = "use `v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])`"
     triggers = ("ToTensor",)
     needs_torch_import = False
+    needs_import = "torchvision"
     proof = ("needs torchvision, which is not a torchpact test dependency (no torchvision build matches "
              "the pinned torch 2.13 CPU wheel)")
     names = {"torchvision.transforms.v2.ToTensor": None}

@@ -53,6 +53,8 @@ def is_step_loop(loop: ast.AST, ctx: FileContext) -> bool:
     cached = getattr(loop, "_tp_step_loop", None)
     if cached is not None:
         return cached
+    if not _has_update_calls(ctx):
+        return False
     found = False
     for node in ctx.walk_scope(loop.body):  # type: ignore[attr-defined]
         if not isinstance(node, ast.Call) or nearest_loop(node, ctx) is not loop:
@@ -68,6 +70,18 @@ def is_step_loop(loop: ast.AST, ctx: FileContext) -> bool:
     return found
 
 
+_UPDATE_ATTRS = frozenset({"backward", "manual_backward", "step"})
+
+
+def _has_update_calls(ctx: FileContext) -> bool:
+    """Whether any call of the file can be an update call (a file without one has no training loop)."""
+    found = ctx.memo.get("has_update_calls")
+    if found is None:
+        found = ctx.memo["has_update_calls"] = any(
+            type(c.func) is ast.Attribute and c.func.attr in _UPDATE_ATTRS for c in ctx.nodes(ast.Call))  # type: ignore[attr-defined]
+    return found  # type: ignore[return-value]
+
+
 def _local_callees(call: ast.Call, ctx: FileContext) -> list[ast.AST]:
     func = call.func
     if isinstance(func, ast.Name):
@@ -79,6 +93,8 @@ def _local_callees(call: ast.Call, ctx: FileContext) -> list[ast.AST]:
 
 def step_loops(node: ast.AST, ctx: FileContext) -> list[ast.AST]:
     """The training loops around ``node`` in its function, innermost first."""
+    if not _has_update_calls(ctx):
+        return []
     return [loop for loop in ctx.enclosing_loops(node) if is_step_loop(loop, ctx)]
 
 

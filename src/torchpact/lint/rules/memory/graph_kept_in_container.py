@@ -52,6 +52,7 @@ class GraphKeptInContainer(Rule):
                "stays alive and memory grows every step")
     fix_hint = "store `value.detach()` (or `value.item()` for a number)"
     nodes = (ast.Call, ast.Assign, ast.AugAssign)
+    calls = frozenset(_ADDERS)  # for the calls only: ``c.append(v)``...
     fixable = True
     facts = ("graph-kept-by-container",)
 

@@ -51,6 +51,7 @@ class AdamEpsUnderflowsInFp16(Rule):
                "so small or zero gradients divide by zero and the parameters become inf/NaN")
     fix_hint = "keep float32 parameters and use torch.autocast + GradScaler, or pass eps=1e-4 for pure float16"
     nodes = (ast.Call,)
+    calls = frozenset(ADAPTIVE)
     triggers = ("half", "float16")
 
     valid = [

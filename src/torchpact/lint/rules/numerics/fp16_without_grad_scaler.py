@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, is_const, keyword
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Rule, last_names
 from torchpact.lint.rules.numerics._util import (
     backward_follows,
     half_cast,
@@ -54,6 +54,7 @@ class Fp16WithoutGradScaler(Rule):
     fix_hint = ("use torch.amp.GradScaler (scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()) "
                 "or autocast to torch.bfloat16")
     nodes = (ast.Call,)
+    calls = last_names(AUTOCAST, CUDA_AUTOCAST) | {"half", "to", "type"}  # autocast, or half_cast
     triggers = ("autocast", "half", "float16")
 
     valid = [

@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
-from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule, last_names
 from torchpact.lint.rules.numerics._util import (
     SOFTMAX,
     direct_activation_call,
@@ -45,6 +45,7 @@ class LogOfSoftmax(Rule):
                "and NaN gradients")
     fix_hint = "use log_softmax with the same dim (torch.log_softmax / F.log_softmax / x.log_softmax(dim))"
     nodes = (ast.Call,)
+    calls = last_names(LOG_FUNCTIONS) | {"log"}  # ``torch.log(p)`` or ``p.log()``
     triggers = ("softmax",)
     fixable = True
     facts = ("log-of-softmax-underflows",)

@@ -47,6 +47,7 @@ class EmptyCacheInTrainingLoop(Rule):
     fix_hint = ("remove it (set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` against "
                 "fragmentation), or call it rarely, outside the step")
     nodes = (ast.Call,)
+    calls = frozenset({"empty_cache"})  # the last part of every name _EMPTY_CACHE matches
     triggers = ("empty_cache",)
     proof = ("needs CUDA: the cost is the cudaFree/cudaMalloc round trip on the GPU "
              "(tests/proofs/test_performance.py runs it when CUDA is available; without CUDA the call is a no-op)")

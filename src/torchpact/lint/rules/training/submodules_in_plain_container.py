@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 from typing import Iterator
 
 from torchpact.findings import Category, Severity
@@ -372,8 +373,13 @@ def _stateless_class(ctx: FileContext, cls: ast.ClassDef, depth: int = 0) -> boo
     return True
 
 
-def _class_nodes(cls: ast.ClassDef):
-    return ast.walk(cls)
+def _class_nodes(cls: ast.ClassDef) -> Iterator[ast.AST]:
+    # walked once per class: each ``self.x = [...]`` of the class asks again. The class itself is not
+    # kept in the list it holds (a reference cycle would keep the tree alive until the cyclic GC).
+    inside = cls.__dict__.get("_tp_class_nodes")
+    if inside is None:
+        inside = cls._tp_class_nodes = tuple(ast.walk(cls))[1:]  # type: ignore[attr-defined]
+    return itertools.chain((cls,), inside)
 
 
 def _additions(cls: ast.ClassDef, attr: str) -> tuple[list[ast.expr], bool]:

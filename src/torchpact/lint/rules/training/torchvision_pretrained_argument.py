@@ -38,6 +38,7 @@ class TorchvisionPretrainedArgument(Rule):
     nodes = (ast.Call,)
     triggers = ("pretrained",)
     needs_torch_import = False
+    needs_import = "torchvision"
     fixable = True
     proof = ("needs torchvision, which is not a torchpact test dependency (no torchvision build matches "
              "the pinned torch 2.13 CPU wheel)")
