@@ -250,12 +250,12 @@ def judge(result: dict[str, Any], *, device: bool) -> list[Verdict]:
     steps = result.get("steps") or []
     if not steps:
         return []
-    median = result.get("median") or {}
+    medians = result.get("median") or {}
     step_s = median(s["seconds"] for s in steps)
     if step_s <= 0:
         return []
     out = []
-    wait = median.get("dataloader", 0.0)
+    wait = medians.get("dataloader", 0.0)
     if wait >= DATA_SHARE * step_s and wait >= DATA_MIN_S:
         kind = result.get("data_loader")
         if kind == "single-process":
@@ -278,7 +278,7 @@ def judge(result: dict[str, Any], *, device: bool) -> list[Verdict]:
                 sources[k] = sources.get(k, 0) + v
         what = ", ".join(f"{k} ×{round(v / len(steps))}" for k, v in sorted(sources.items(), key=lambda kv: -kv[1])
                          if round(v / len(steps)))
-        share = median.get("sync", 0.0) / step_s
+        share = medians.get("sync", 0.0) / step_s
         if device:
             message = (f"{syncs:.0f} host-device syncs per step (median of {len(steps)} profiled steps"
                        + (f"; scalar reads: {what}" if what else "") + f"), {share:.0%} of the step spent "
