@@ -23,6 +23,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import pkgutil
+import signal
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -74,6 +75,16 @@ class Fact:
     def code(self) -> str:
         """The experiment's source: what ``torchpact facts ID`` prints and docs/facts.md shows."""
         return self.path.read_text(encoding="utf-8")
+
+
+def how_it_ended(exit_code: int | None) -> str:
+    """A process's end in words: ``exit code 1``, ``killed by SIGKILL``, or ``still running`` (None)."""
+    if exit_code is None:
+        return "still running"
+    if exit_code < 0:
+        name = signal.Signals(-exit_code).name if -exit_code in signal.valid_signals() else f"signal {-exit_code}"
+        return f"killed by {name}"
+    return f"exit code {exit_code}"
 
 
 def fact_from_module(name: str) -> Fact:

@@ -17,11 +17,12 @@ import datetime
 import gc
 import multiprocessing as mp
 import os
-import signal
 import tempfile
 import time
 import traceback
 from typing import Any, Callable
+
+from torchpact.facts import how_it_ended
 
 WORLD = 2
 COLLECTIVE_TIMEOUT_S = 20
@@ -69,17 +70,6 @@ def on_ranks(fn: Callable[[int], Any], deadline_s: float = DEADLINE_S) -> list[A
         return _attempt(fn, deadline_s)
 
 
-def _how_it_ended(proc) -> str:
-    proc.join(1.0)
-    code = proc.exitcode
-    if code is None:
-        return "still running"
-    if code < 0:
-        with_name = signal.Signals(-code).name if -code in signal.valid_signals() else str(-code)
-        return f"killed by {with_name}"
-    return f"exit code {code}"
-
-
 def _attempt(fn: Callable[[int], Any], deadline_s: float) -> list[Any]:
     ctx = mp.get_context("fork")
     pipes, procs = [], []
@@ -101,9 +91,10 @@ def _attempt(fn: Callable[[int], Any], deadline_s: float) -> list[Any]:
                 try:
                     status, value = receive.recv()
                 except EOFError:
-                    ended = _how_it_ended(procs[rank])
-                    error = _RankDied if ended.startswith("killed") else RankError
-                    raise error(f"rank {rank} died without a result ({ended})") from None
+                    procs[rank].join(1.0)
+                    code = procs[rank].exitcode
+                    error = _RankDied if code is not None and code < 0 else RankError
+                    raise error(f"rank {rank} died without a result ({how_it_ended(code)})") from None
                 if status != "ok":
                     raise RankError(f"rank {rank} raised:\n{value}")
                 results[rank] = value

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from torchpact.facts import FAILED, TIMED_OUT, VERDICTS, Fact
+from torchpact.facts import FAILED, TIMED_OUT, VERDICTS, Fact, how_it_ended
 
 STDERR_TAIL_LINES = 12
 SERVER_START_TIMEOUT_S = 120.0
@@ -197,8 +197,7 @@ def _collect(fact: Fact, folder: Path, exit_code: int) -> Outcome:
     try:
         result = json.loads((folder / f"{fact.module}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        how = f"killed by signal {-exit_code}" if exit_code < 0 else f"exit code {exit_code}"
-        return Outcome(fact, FAILED, f"{how}\n{_tail(folder / f'{fact.module}.err')}".rstrip(), 0.0)
+        return Outcome(fact, FAILED, f"{how_it_ended(exit_code)}\n{_tail(folder / f'{fact.module}.err')}".rstrip(), 0.0)
     return Outcome(fact, result["verdict"], result["evidence"], result["seconds"], result["torch"])
 
 
