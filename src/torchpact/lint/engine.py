@@ -89,8 +89,8 @@ def _has_word(text: str, package: str) -> bool:
 
 
 def check_syntax(source: Source) -> None:
-    """``parse``'s verdict without building the tree: compiling to bytecode is about 3x faster than
-    ``ast.parse`` (which makes a Python object of every node). The compiler also refuses what the
+    """``parse``'s verdict without keeping a tree of Python objects (with the garbage collector off,
+    as lint runs, compiling costs about what ``ast.parse`` does). The compiler also refuses what the
     parser accepts (``return`` outside a function...): then ``parse`` decides, as for any file."""
     try:
         with warnings.catch_warnings():

@@ -125,6 +125,7 @@ def median(values: Iterable[float]) -> float:
     mid = len(ordered) // 2
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
+
 def analyse(events: list[Event], *, has_device: bool) -> dict[str, Any]:
     """Per-step phases, their median, sync counts and op/kernel granularity for the profiled steps."""
     bounds = step_bounds(events)
