@@ -8,7 +8,9 @@
   an integer division in a ``LambdaLR``, a warmup that never starts).
 
 Cost: TP455 reads the groups' ``lr`` floats every step; TP454 only works on sampled steps, on the
-first ``SLICE`` elements of each parameter (one small clone, one ``tolist()`` per step).
+first ``SLICE`` elements of each parameter: before the step one ``_foreach_norm(inf)`` and one read,
+and one ``torch.cat`` of the slices; after it one ``torch.cat``, one ``_foreach_norm`` and one read
+(per device and dtype).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.watch.watcher import Check
 from torchpact.watch.watchers import _sites
+from torchpact.watch.watchers._batched import max_abs
 from torchpact.watch.watchers._local import local
 
 SLICE = 512             # elements of each parameter compared across a sampled step
@@ -112,6 +115,46 @@ def _lr(group: dict) -> float | None:
         return None
 
 
+class _Slices:
+    """Copies of the weight slices taken before a step, one flat tensor per (device, dtype): one
+    ``torch.cat`` instead of one ``clone()`` per parameter."""
+
+    def __init__(self, slices: list[Any]) -> None:
+        import torch
+
+        groups: dict[tuple, list[int]] = {}
+        for i, t in enumerate(slices):
+            groups.setdefault((t.device, t.dtype), []).append(i)
+        self.count = len(slices)
+        self.groups = [(key, idx, [slices[i].numel() for i in idx]) for key, idx in groups.items()]
+        self.flat = [torch.cat([slices[i] for i in idx]) for idx in groups.values()]
+
+    def changes(self, now: list[Any]) -> list[tuple[bool, float]]:
+        """For each slice: whether ``now``'s differs from it (``!=`` in the slice's own dtype, as when
+        each parameter was cloned and compared: inf == inf and -0.0 == 0.0 are unchanged, a NaN is
+        always changed) and ‖now − before‖ / ‖before‖ in float32, with one read per (device, dtype).
+        A slice that ``now`` lacks (None) or that no longer matches in size, dtype or device counts as
+        changed, with an unknown (NaN) ratio."""
+        import torch
+
+        out: list[tuple[bool, float]] = [(True, math.nan)] * self.count
+        with torch.no_grad():
+            for ((device, dtype), idx, sizes), flat in zip(self.groups, self.flat):
+                same = [now[i] is not None and now[i].numel() == n and now[i].dtype == dtype
+                        and now[i].device == device for i, n in zip(idx, sizes)]
+                # a slice that cannot be compared is compared with itself, and its result dropped
+                current = torch.cat([now[i] if ok else kept for i, ok, kept in zip(idx, same, flat.split(sizes))])
+                base = flat.float()
+                parts = ((current != flat).float().split(sizes) + (current.float() - base).split(sizes)
+                         + base.split(sizes))
+                norms = torch.stack(torch._foreach_norm(parts)).view(3, len(idx))
+                rows = torch.stack([norms[0] > 0, norms[1] / norms[2].clamp_min(1e-12)]).tolist()
+                for i, ok, changed, ratio in zip(idx, same, *rows):
+                    if ok:
+                        out[i] = (bool(changed), ratio)
+        return out
+
+
 class UpdateHealth(_sites.SiteWatcher):
     """TP454 and TP455: steps that leave the weights where they were."""
 
@@ -120,7 +163,7 @@ class UpdateHealth(_sites.SiteWatcher):
 
     def __init__(self) -> None:
         super().__init__()
-        self._pending: dict[int, tuple[weakref.ref, list[tuple[Any, Any, float]]]] = {}
+        self._pending: dict[int, tuple[weakref.ref, list[tuple[weakref.ref, float]], _Slices | None]] = {}
         self._stale: dict[int, int] = {}          # param id -> sampled steps in a row without change
         self._zero_lr: dict[int, int] = {}        # optimizer id -> consecutive steps with lr == 0
         self._high: dict[int, list[float]] = {}   # param id -> update/weight ratios, consecutive high ones
@@ -132,9 +175,9 @@ class UpdateHealth(_sites.SiteWatcher):
 
     def on_step(self, optimizer: Any) -> None:
         entry = self._pending.pop(id(optimizer), None)
-        if entry is None or entry[0]() is not optimizer or not entry[1]:
+        if entry is None or entry[0]() is not optimizer or entry[2] is None:
             return
-        self._compare(optimizer, entry[1])
+        self._compare(optimizer, entry[1], entry[2])
 
     # ------------------------------------------------------------------ TP455
     def _check_zero_lr(self, optimizer: Any) -> None:
@@ -169,25 +212,29 @@ class UpdateHealth(_sites.SiteWatcher):
     def _snapshot(self, optimizer: Any) -> None:
         import torch
 
-        chosen: list[tuple[Any, Any, float]] = []
+        chosen: list[tuple[Any, float]] = []
+        weights: list[Any] = []
         grads: list[Any] = []
-        with torch.no_grad():
-            for group in optimizer.param_groups:
-                lr = _lr(group)
-                if not lr or lr <= 0:
+        for group in optimizer.param_groups:
+            lr = _lr(group)
+            if not lr or lr <= 0:
+                continue
+            for p in group["params"]:
+                g = p.grad
+                if g is None or not p.requires_grad or g.is_sparse:
                     continue
-                for p in group["params"]:
-                    g = p.grad
-                    if g is None or not p.requires_grad or g.is_sparse or local(p).numel() == 0:
-                        continue
-                    chosen.append((p, local(p).reshape(-1)[:SLICE].clone(), lr))
-                    grads.append(local(g).reshape(-1)[:SLICE])
-            if not chosen:
-                return
-            stats = torch.stack([torch.stack([g.abs().max().float(), w.abs().max().float()])
-                                 for g, (_, w, _) in zip(grads, chosen)]).tolist()
-        kept = []
-        for (p, before, lr), (gmax, wmax) in zip(chosen, stats):
+                w = local(p)
+                if w.numel() == 0:
+                    continue
+                chosen.append((p, lr))
+                weights.append(w.reshape(-1)[:SLICE])
+                grads.append(local(g).reshape(-1)[:SLICE])
+        if not chosen:
+            return
+        stats = max_abs(grads + weights)
+        kept: list[tuple[weakref.ref, float]] = []
+        slices = []
+        for (p, lr), w, gmax, wmax in zip(chosen, weights, stats, stats[len(chosen):]):
             if not math.isfinite(gmax) or gmax == 0:
                 self._stale.pop(id(p), None)
                 continue
@@ -195,25 +242,21 @@ class UpdateHealth(_sites.SiteWatcher):
             # optimizers move by about lr whatever the gradient; lr alone must then show.
             if max(lr * gmax, lr) < RELATIVE_FLOOR * wmax:
                 continue
-            kept.append((weakref.ref(p), before, lr))
-        self._pending[id(optimizer)] = (weakref.ref(optimizer), kept)
+            kept.append((weakref.ref(p), lr))
+            slices.append(w)
+        with torch.no_grad():
+            before = _Slices(slices) if slices else None
+        self._pending[id(optimizer)] = (weakref.ref(optimizer), kept, before)
 
-    def _compare(self, optimizer: Any, pending: list[tuple[weakref.ref, Any, float]]) -> None:
-        import torch
-
-        alive = [(ref(), before, lr) for ref, before, lr in pending if ref() is not None]
+    def _compare(self, optimizer: Any, pending: list[tuple[weakref.ref, float]], before: _Slices) -> None:
+        params = [ref() for ref, _ in pending]
+        changes = before.changes([local(p).reshape(-1)[:SLICE] if p is not None else None for p in params])
+        alive = [(p, lr, change) for p, (_, lr), change in zip(params, pending, changes) if p is not None]
         if not alive:
             return
-        with torch.no_grad():
-            rows = []
-            for p, before, _ in alive:
-                now = local(p).reshape(-1)[:SLICE]
-                rows.append(torch.stack([(now != before).any().float(),
-                                         (now.float() - before.float()).norm() / before.float().norm().clamp_min(1e-12)]))
-            stats = torch.stack(rows).tolist()
-        self._check_ratios(optimizer, [(p, ratio) for (p, _, _), (_, ratio) in zip(alive, stats) if p.dim() >= 2])
+        self._check_ratios(optimizer, [(p, ratio) for p, _, (_, ratio) in alive if p.dim() >= 2])
         stale = []
-        for (p, _, lr), (changed, _) in zip(alive, stats):
+        for p, lr, (changed, _) in alive:
             if changed:
                 self._stale.pop(id(p), None)
                 continue
