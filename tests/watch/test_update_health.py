@@ -102,10 +102,10 @@ def test_a_learning_rate_far_too_high_rewrites_the_weights_every_step():
 
 
 def test_batched_comparison_keeps_the_per_parameter_results_in_every_corner():
-    """One torch.cat per (device, dtype) instead of one clone per parameter: the same `!=` (inf == inf
+    """One padded matrix per (device, dtype) instead of one clone per parameter: the same `!=` (inf == inf
     and -0.0 == 0.0 unchanged, NaN changed, float64 changes invisible in float32 still seen) and the same
     float32 update ratio; a slice that changed size or dtype counts as changed with an unknown ratio."""
-    from torchpact.watch.watchers.update_health import _Slices
+    from torchpact.watch.watchers.update_health import _Rows
 
     inf, nan = float("inf"), float("nan")
     pairs = [
@@ -119,7 +119,7 @@ def test_batched_comparison_keeps_the_per_parameter_results_in_every_corner():
         (torch.randn(3), torch.randn(4)),
         (torch.randn(3), torch.randn(3, dtype=torch.float64)),
     ]
-    got = _Slices([before for before, _ in pairs]).changes([now for _, now in pairs])
+    got = _Rows([before for before, _ in pairs]).changes([now for _, now in pairs])
 
     def one_by_one(before, now):
         if now is None or now.numel() != before.numel() or now.dtype != before.dtype:
@@ -135,3 +135,13 @@ def test_batched_comparison_keeps_the_per_parameter_results_in_every_corner():
         else:
             assert abs(ratio - want_ratio) <= 1e-6 * max(1.0, want_ratio)
     assert [c for c, _ in got] == [False, False, True, True, True, True, True, True, True]
+
+
+def test_row_wise_max_abs_is_the_per_parameter_abs_max_nan_included():
+    from torchpact.watch.watchers.update_health import _Rows
+
+    slices = [torch.tensor([0.0, -3.0, float("nan")]), torch.tensor([-float("inf")]), torch.zeros(4),
+              torch.tensor([-2.5, 1.0], dtype=torch.bfloat16), torch.tensor([1e-50], dtype=torch.float64)]
+    got = _Rows(slices).max_abs()
+    want = [t.abs().max().float().item() for t in slices]
+    assert math.isnan(got[0]) and got[1:] == want[1:] == [math.inf, 0.0, 2.5, 0.0]

@@ -17,40 +17,14 @@ def by_device(tensors: list[Any]) -> list[list[int]]:
     return list(groups.values())
 
 
-def read(values: list[Any]) -> list[float]:
-    """Python floats of 0-d tensors (any dtype, any device), each as its float32 value: one
-    ``stack(...).float().tolist()`` per device (stack promotes mixed dtypes, exactly)."""
-    import torch
-
-    out = [0.0] * len(values)
-    with torch.no_grad():
-        for idx in by_device(values):
-            for i, v in zip(idx, torch.stack([values[i] for i in idx]).float().tolist()):
-                out[i] = v
-    return out
-
-
-def max_abs(tensors: list[Any]) -> list[float]:
-    """max |t| of each tensor (NaN when it holds a NaN): ``_foreach_norm(inf)``, one read per device."""
-    import torch
-
-    if not tensors:
-        return []
-    with torch.no_grad():
-        norms = [None] * len(tensors)
-        for idx in by_device(tensors):
-            for i, n in zip(idx, torch._foreach_norm([tensors[i] for i in idx], float("inf"))):
-                norms[i] = n
-    return read(norms)
-
-
 def all_zero(tensors: list[Any]) -> list[bool]:
     """Whether each tensor is exactly zero everywhere (a NaN or an inf is not zero; compared in the
     tensor's own dtype, so a float64 gradient of 1e-200 is not zero although it is 0 as float32).
 
     The 2-norm screens first: it is one fused pass (on CPU ``_foreach_norm(inf)`` is 15x slower),
     NaN and overflow keep it non-zero, and it is 0 for an all-zero tensor. Only a 2-norm of 0 is not
-    proof (tiny values square to 0 in float32 on CUDA), so those tensors alone are confirmed with max |t|.
+    proof (tiny values may square to 0 where it is summed in float32, as on CUDA), so those tensors alone
+    are confirmed with max |t|.
     """
     zero = _is_zero(tensors, 2)
     maybe = [i for i, z in enumerate(zero) if z]

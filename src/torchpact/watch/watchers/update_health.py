@@ -8,9 +8,8 @@
   an integer division in a ``LambdaLR``, a warmup that never starts).
 
 Cost: TP455 reads the groups' ``lr`` floats every step; TP454 only works on sampled steps, on the
-first ``SLICE`` elements of each parameter: before the step one ``_foreach_norm(inf)`` and one read,
-and one ``torch.cat`` of the slices; after it one ``torch.cat``, one ``_foreach_norm`` and one read
-(per device and dtype).
+first ``SLICE`` elements of each parameter, stacked as the rows of a few matrices: before the step a
+row-wise max |x| and one read, after it row-wise comparisons and norms and one read (per device).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.watch.watcher import Check
 from torchpact.watch.watchers import _sites
-from torchpact.watch.watchers._batched import max_abs
+from torchpact.watch.watchers._batched import by_device
 from torchpact.watch.watchers._local import local
 
 SLICE = 512             # elements of each parameter compared across a sampled step
@@ -115,43 +114,60 @@ def _lr(group: dict) -> float | None:
         return None
 
 
-class _Slices:
-    """Copies of the weight slices taken before a step, one flat tensor per (device, dtype): one
-    ``torch.cat`` instead of one ``clone()`` per parameter."""
+class _Rows:
+    """Slices of many tensors stacked as the rows of a few matrices, one per (device, dtype, length):
+    one ``torch.stack`` copy and a few row-wise ops per matrix instead of a few small ops per tensor
+    (most slices are ``SLICE`` long, so there are only a handful of matrices)."""
 
     def __init__(self, slices: list[Any]) -> None:
         import torch
 
         groups: dict[tuple, list[int]] = {}
         for i, t in enumerate(slices):
-            groups.setdefault((t.device, t.dtype), []).append(i)
+            groups.setdefault((t.device, t.dtype, t.numel()), []).append(i)
         self.count = len(slices)
-        self.groups = [(key, idx, [slices[i].numel() for i in idx]) for key, idx in groups.items()]
-        self.flat = [torch.cat([slices[i] for i in idx]) for idx in groups.values()]
+        self.groups = [(key, idx, torch.stack([slices[i] for i in idx])) for key, idx in groups.items()]
+
+    def max_abs(self) -> list[float]:
+        """max |x| of each slice as float32 (NaN when it holds one)."""
+        return self._read([(idx, rows.abs().amax(dim=1).float().unsqueeze(0)) for _, idx, rows in self.groups],
+                          lambda column: column[0])
 
     def changes(self, now: list[Any]) -> list[tuple[bool, float]]:
         """For each slice: whether ``now``'s differs from it (``!=`` in the slice's own dtype, as when
         each parameter was cloned and compared: inf == inf and -0.0 == 0.0 are unchanged, a NaN is
-        always changed) and ‖now − before‖ / ‖before‖ in float32, with one read per (device, dtype).
-        A slice that ``now`` lacks (None) or that no longer matches in size, dtype or device counts as
-        changed, with an unknown (NaN) ratio."""
+        always changed) and ‖now − before‖ / ‖before‖ in float32. A slice that ``now`` lacks (None)
+        or that no longer matches in size, dtype or device counts as changed, with an unknown (NaN)
+        ratio."""
         import torch
 
-        out: list[tuple[bool, float]] = [(True, math.nan)] * self.count
+        parts = []
+        unknown: set[int] = set()
         with torch.no_grad():
-            for ((device, dtype), idx, sizes), flat in zip(self.groups, self.flat):
-                same = [now[i] is not None and now[i].numel() == n and now[i].dtype == dtype
-                        and now[i].device == device for i, n in zip(idx, sizes)]
+            for (device, dtype, length), idx, rows in self.groups:
+                same = [now[i] is not None and now[i].numel() == length and now[i].dtype == dtype
+                        and now[i].device == device for i in idx]
+                unknown.update(i for i, ok in zip(idx, same) if not ok)
                 # a slice that cannot be compared is compared with itself, and its result dropped
-                current = torch.cat([now[i] if ok else kept for i, ok, kept in zip(idx, same, flat.split(sizes))])
-                base = flat.float()
-                parts = ((current != flat).float().split(sizes) + (current.float() - base).split(sizes)
-                         + base.split(sizes))
-                norms = torch.stack(torch._foreach_norm(parts)).view(3, len(idx))
-                rows = torch.stack([norms[0] > 0, norms[1] / norms[2].clamp_min(1e-12)]).tolist()
-                for i, ok, changed, ratio in zip(idx, same, *rows):
-                    if ok:
-                        out[i] = (bool(changed), ratio)
+                current = torch.stack([now[i] if ok else row for i, ok, row in zip(idx, same, rows)])
+                base = rows.float()
+                ratio = (torch.linalg.vector_norm(current.float() - base, dim=1)
+                         / torch.linalg.vector_norm(base, dim=1).clamp_min(1e-12))
+                parts.append((idx, torch.stack([(current != rows).any(dim=1).float(), ratio])))
+        out = self._read(parts, lambda column: (bool(column[0]), column[1]))
+        for i in unknown:
+            out[i] = (True, math.nan)
+        return out
+
+    def _read(self, parts: list[tuple[list[int], Any]], make: Any) -> list[Any]:
+        """Columns of per-group float32 stats put back in slice order: one ``tolist()`` per device."""
+        import torch
+
+        out: list[Any] = [None] * self.count
+        for group in by_device([stats for _, stats in parts]):
+            columns = zip(*torch.cat([parts[g][1] for g in group], dim=1).tolist())
+            for i, column in zip((i for g in group for i in parts[g][0]), columns):
+                out[i] = make(column)
         return out
 
 
@@ -163,7 +179,7 @@ class UpdateHealth(_sites.SiteWatcher):
 
     def __init__(self) -> None:
         super().__init__()
-        self._pending: dict[int, tuple[weakref.ref, list[tuple[weakref.ref, float]], _Slices | None]] = {}
+        self._pending: dict[int, tuple[weakref.ref, list[tuple[weakref.ref, float]], _Rows | None]] = {}
         self._stale: dict[int, int] = {}          # param id -> sampled steps in a row without change
         self._zero_lr: dict[int, int] = {}        # optimizer id -> consecutive steps with lr == 0
         self._high: dict[int, list[float]] = {}   # param id -> update/weight ratios, consecutive high ones
@@ -231,7 +247,8 @@ class UpdateHealth(_sites.SiteWatcher):
                 grads.append(local(g).reshape(-1)[:SLICE])
         if not chosen:
             return
-        stats = max_abs(grads + weights)
+        with torch.no_grad():
+            stats = _Rows(grads + weights).max_abs()
         kept: list[tuple[weakref.ref, float]] = []
         slices = []
         for (p, lr), w, gmax, wmax in zip(chosen, weights, stats, stats[len(chosen):]):
@@ -245,10 +262,10 @@ class UpdateHealth(_sites.SiteWatcher):
             kept.append((weakref.ref(p), lr))
             slices.append(w)
         with torch.no_grad():
-            before = _Slices(slices) if slices else None
+            before = _Rows(slices) if slices else None
         self._pending[id(optimizer)] = (weakref.ref(optimizer), kept, before)
 
-    def _compare(self, optimizer: Any, pending: list[tuple[weakref.ref, float]], before: _Slices) -> None:
+    def _compare(self, optimizer: Any, pending: list[tuple[weakref.ref, float]], before: _Rows) -> None:
         params = [ref() for ref, _ in pending]
         changes = before.changes([local(p).reshape(-1)[:SLICE] if p is not None else None for p in params])
         alive = [(p, lr, change) for p, (_, lr), change in zip(params, pending, changes) if p is not None]
