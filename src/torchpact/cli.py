@@ -17,7 +17,7 @@ from torchpact.config import Codes, ConfigError, Overrides, Settings, check_sele
 from torchpact.findings import Finding, Severity
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-SAMPLED_CALLS, SAMPLED_SHARE = 2000, 0.02  # torchpact.watch.Sampler's budget (not imported: lint starts without it)
+SAMPLED_CALLS, SAMPLED_SHARE = 2000, 0.01  # torchpact.watch.Sampler's budget (not imported: lint starts without it)
 FORMAT_CHOICES = ("text", "json", "sarif", "github")
 
 

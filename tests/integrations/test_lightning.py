@@ -81,11 +81,10 @@ def test_failed_fit_removes_the_hooks(tmp_path):
     assert doc["summary"]["error"].startswith("RuntimeError: boom") and doc["summary"]["steps"] == 3
 
 
-def test_automatic_optimization_runs_the_step_pre_hook_before_this_steps_backward():
+def test_automatic_optimization_step_pre_sees_this_steps_gradients():
     # Lightning's automatic optimization calls `optimizer.step(closure)`, and the closure runs the
-    # training_step, zero_grad and backward: torch's step pre-hooks fire before it, so a watcher's
-    # on_step_pre sees no gradient at step 0 and the previous step's gradients after (what the lead of
-    # issue 14 asked to check; the watchers that read gradients there are not yet adapted to it)
+    # training_step, zero_grad and backward: torch's step pre-hooks fire before it. The session delivers
+    # on_step_pre once the closure has returned, so the watchers read this step's gradients
     import torchpact
     from torchpact.watch import Watcher
 
@@ -110,7 +109,6 @@ def test_automatic_optimization_runs_the_step_pre_hook_before_this_steps_backwar
     with torchpact.watch([seen]):
         trainer.fit(Classifier(), _loader())
     assert len(seen.pre) == len(seen.post) == 3
-    assert seen.pre[0] is None                      # step 0: no gradient yet when the pre-hook runs
-    for step in (1, 2):                             # later: still the previous step's gradient
-        assert torch.equal(seen.pre[step], seen.post[step - 1])
-        assert not torch.equal(seen.pre[step], seen.post[step])
+    for step in range(3):
+        assert seen.pre[step] is not None and torch.equal(seen.pre[step], seen.post[step])
+    assert not torch.equal(seen.post[0], seen.post[1])

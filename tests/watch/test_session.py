@@ -103,3 +103,69 @@ def test_hooks_become_invisible_to_dynamo_when_it_starts_compiling():
         hooks = ours()
         assert len(hooks) == 1 and getattr(hooks[0], "_torchdynamo_disable", False)
     assert ours() == []
+
+
+class StepPre(Watcher):
+    name = "step_pre_seen"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.grads: list[torch.Tensor | None] = []
+        self.calls = 0
+
+    def on_step_pre(self, optimizer):
+        g = optimizer.param_groups[0]["params"][0].grad
+        self.grads.append(None if g is None else g.clone())
+
+    def on_forward_pre(self, module, args):
+        self.calls += 1
+
+
+def test_step_with_a_closure_delivers_step_pre_after_the_closures_backward():
+    # torch runs step pre-hooks before step() calls the closure; LBFGS calls it again in its line search
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    x, y = torch.randn(16, 4), torch.randn(16, 1)
+    grads: list[torch.Tensor] = []
+
+    def closure():
+        model.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        grads.append(model.weight.grad.clone())
+        return loss
+
+    seen = StepPre()
+    for make in (lambda: torch.optim.LBFGS(model.parameters(), max_iter=4),
+                 lambda: torch.optim.SGD(model.parameters(), lr=0.1)):
+        opt = make()
+        seen.grads.clear()
+        with watch([seen]):
+            for call in (lambda: opt.step(closure), lambda: opt.step(closure=closure), lambda: opt.step(closure)):
+                first = len(grads)
+                call()
+                assert torch.equal(seen.grads[-1], grads[first])  # the first closure call's gradient
+        assert len(seen.grads) == 3
+
+
+def test_step_with_a_closure_trains_exactly_as_without_torchpact():
+    def train() -> torch.Tensor:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(4, 8), nn.Tanh(), nn.Linear(8, 1))
+        opt = torch.optim.LBFGS(model.parameters(), max_iter=5)
+        x, y = torch.randn(32, 4), torch.randn(32, 1)
+
+        def closure():
+            opt.zero_grad()
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            return loss
+
+        for _ in range(3):
+            opt.step(closure)
+        return torch.cat([p.detach().flatten() for p in model.parameters()])
+
+    plain = train()
+    with watch():
+        watched = train()
+    assert torch.equal(plain, watched)

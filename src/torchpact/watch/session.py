@@ -30,10 +30,11 @@ INTERNAL_CODE = "TP002"
 class Sampler:
     """Which steps run the expensive checks: every step at first, then every ``every``-th.
 
-    The checks of a sampled step cost about as much per module call as a small module's own work, so
-    a script with thousands of module calls per step (an RL rollout) would pay it many times over:
-    sampled steps may also spend at most ``calls`` module calls, plus ``share`` of all the calls the
-    script made. A sampled step's calls count against that budget; a step the pattern picks is skipped
+    On a script of small modules the checks of a sampled step cost two to three times the step's own
+    work (measured on torch 2.13 CPU: an RL rollout's sampled episode takes 3.3x a plain one), so a
+    script with thousands of module calls per step would pay it many times over: sampled steps may
+    also spend at most ``calls`` module calls, plus ``share`` of all the calls the script made. At
+    that cost a 1% share keeps the long-run overhead of sampling near 3%. A sampled step's calls count against that budget; a step the pattern picks is skipped
     while the budget cannot pay for it. Counted in calls, not seconds, so the choice is the same on
     every machine. ``calls=None`` lifts the budget.
     """
@@ -41,7 +42,7 @@ class Sampler:
     first: int = 20
     every: int = 10
     calls: int | None = 2000
-    share: float = 0.02
+    share: float = 0.01
 
     def __call__(self, step: int) -> bool:
         return step < self.first or step % self.every == 0
@@ -300,12 +301,33 @@ class Session:
     def module_stack(self) -> list[Any]:
         return list(self._stack)
 
-    def _step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
+    def _step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         if self._primary is None or self._primary() is None:  # first optimizer, or the old one is gone
             self._primary = weakref.ref(optimizer)
         if not any(r() is optimizer for r in self._optimizers):
             self._optimizers.append(weakref.ref(optimizer))
+        # `step(closure)` (LBFGS, Lightning's automatic optimization) runs the forward and backward inside
+        # the step, after this hook: gradients are this step's only once the closure has returned.
+        if kwargs.get("closure") is not None:
+            return args, {**kwargs, "closure": self._then_step_pre(optimizer, kwargs["closure"])}
+        if len(args) > 1 and args[1] is not None and callable(args[1]):
+            return (args[0], self._then_step_pre(optimizer, args[1]), *args[2:]), kwargs
         self._deliver(self._steps["on_step_pre"], "on_step_pre", optimizer)
+        return None
+
+    def _then_step_pre(self, optimizer: Any, closure: Callable) -> Callable:
+        """``closure`` that delivers ``on_step_pre`` after its first call (LBFGS calls it again later)."""
+        delivered = False
+
+        def closure_then_step_pre(*args: Any, **kwargs: Any) -> Any:
+            nonlocal delivered
+            loss = closure(*args, **kwargs)
+            if not delivered:
+                delivered = True
+                self._deliver(self._steps["on_step_pre"], "on_step_pre", optimizer)
+            return loss
+
+        return closure_then_step_pre
 
     def _step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
         self._deliver(self._steps["on_step"], "on_step", optimizer)
