@@ -119,7 +119,7 @@ def test_batched_comparison_keeps_the_per_parameter_results_in_every_corner():
         (torch.randn(3), torch.randn(4)),
         (torch.randn(3), torch.randn(3, dtype=torch.float64)),
     ]
-    got = _Rows([before for before, _ in pairs]).changes([now for _, now in pairs])
+    got = _Rows([before for before, _ in pairs], {}).changes([now for _, now in pairs])
 
     def one_by_one(before, now):
         if now is None or now.numel() != before.numel() or now.dtype != before.dtype:
@@ -142,6 +142,6 @@ def test_row_wise_max_abs_is_the_per_parameter_abs_max_nan_included():
 
     slices = [torch.tensor([0.0, -3.0, float("nan")]), torch.tensor([-float("inf")]), torch.zeros(4),
               torch.tensor([-2.5, 1.0], dtype=torch.bfloat16), torch.tensor([1e-50], dtype=torch.float64)]
-    got = _Rows(slices).max_abs()
+    got = _Rows(slices, {}).max_abs()
     want = [t.abs().max().float().item() for t in slices]
     assert math.isnan(got[0]) and got[1:] == want[1:] == [math.inf, 0.0, 2.5, 0.0]

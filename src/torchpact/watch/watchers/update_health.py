@@ -8,12 +8,13 @@
   an integer division in a ``LambdaLR``, a warmup that never starts).
 
 Cost: TP455 reads the groups' ``lr`` floats every step; TP454 only works on sampled steps, on the
-first ``SLICE`` elements of each parameter, stacked as the rows of a few matrices: before the step a
-row-wise max |x| and one read, after it row-wise comparisons and norms and one read (per device).
+first ``SLICE`` elements of each parameter, as the rows of one matrix per device and dtype: before the
+step a row-wise max |x| and one read, after it row-wise comparisons and norms and one read.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import weakref
 from typing import Any
@@ -115,22 +116,49 @@ def _lr(group: dict) -> float | None:
 
 
 class _Rows:
-    """Slices of many tensors stacked as the rows of a few matrices, one per (device, dtype, length):
-    one ``torch.stack`` copy and a few row-wise ops per matrix instead of a few small ops per tensor
-    (most slices are ``SLICE`` long, so there are only a handful of matrices)."""
+    """Slices of many tensors as the rows of one zero-padded matrix per (device, dtype): the full-length
+    slices stacked, the shorter ones (biases, norms) put in place by one gather whose index is kept
+    while their lengths stay the same. A few row-wise ops per matrix then replace a few small ops per
+    tensor; the padding is 0 in every matrix, so it changes no max |x|, no norm and no comparison."""
 
-    def __init__(self, slices: list[Any]) -> None:
-        import torch
-
+    def __init__(self, slices: list[Any], cache: dict) -> None:
         groups: dict[tuple, list[int]] = {}
         for i, t in enumerate(slices):
-            groups.setdefault((t.device, t.dtype, t.numel()), []).append(i)
+            groups.setdefault((t.device, t.dtype), []).append(i)
         self.count = len(slices)
-        self.groups = [(key, idx, torch.stack([slices[i] for i in idx])) for key, idx in groups.items()]
+        self.cache = cache
+        self.groups = []
+        for key, idx in groups.items():
+            width = max(slices[i].numel() for i in idx)
+            idx = sorted(idx, key=lambda i: slices[i].numel() != width)  # full rows first, stably
+            lengths = tuple(slices[i].numel() for i in idx)
+            self.groups.append((key, idx, lengths, self._matrix([slices[i] for i in idx], key, lengths)))
+
+    def _matrix(self, slices: list[Any], key: tuple, lengths: tuple) -> Any:
+        import torch
+
+        width = lengths[0]
+        full = lengths.count(width)
+        if full == len(lengths):
+            return torch.stack(slices)
+        short = lengths[full:]
+        entry = self.cache.get((key, short, width))
+        if entry is None:
+            device, dtype = key
+            columns = torch.arange(width)
+            starts = torch.tensor([0, *itertools.accumulate(short)][:-1])
+            index = torch.where(columns < torch.tensor(short)[:, None], starts[:, None] + columns, sum(short))
+            entry = (index.reshape(-1).to(device), torch.zeros(1, dtype=dtype, device=device))
+            if len(self.cache) >= 8:  # parameters re-created over and over: keep the cache small
+                self.cache.clear()
+            self.cache[(key, short, width)] = entry
+        index, zero = entry
+        padded = torch.cat([*slices[full:], zero]).index_select(0, index).view(len(short), width)
+        return torch.cat([torch.stack(slices[:full]), padded]) if full else padded
 
     def max_abs(self) -> list[float]:
         """max |x| of each slice as float32 (NaN when it holds one)."""
-        return self._read([(idx, rows.abs().amax(dim=1).float().unsqueeze(0)) for _, idx, rows in self.groups],
+        return self._read([(idx, rows.abs().amax(dim=1).float().unsqueeze(0)) for _, idx, _, rows in self.groups],
                           lambda column: column[0])
 
     def changes(self, now: list[Any]) -> list[tuple[bool, float]]:
@@ -144,12 +172,13 @@ class _Rows:
         parts = []
         unknown: set[int] = set()
         with torch.no_grad():
-            for (device, dtype, length), idx, rows in self.groups:
-                same = [now[i] is not None and now[i].numel() == length and now[i].dtype == dtype
-                        and now[i].device == device for i in idx]
+            for key, idx, lengths, rows in self.groups:
+                same = [now[i] is not None and now[i].numel() == n and now[i].dtype == key[1]
+                        and now[i].device == key[0] for i, n in zip(idx, lengths)]
                 unknown.update(i for i, ok in zip(idx, same) if not ok)
                 # a slice that cannot be compared is compared with itself, and its result dropped
-                current = torch.stack([now[i] if ok else row for i, ok, row in zip(idx, same, rows)])
+                current = self._matrix([now[i] if ok else row[:n] for i, ok, row, n in zip(idx, same, rows, lengths)],
+                                       key, lengths)
                 base = rows.float()
                 ratio = (torch.linalg.vector_norm(current.float() - base, dim=1)
                          / torch.linalg.vector_norm(base, dim=1).clamp_min(1e-12))
@@ -183,6 +212,7 @@ class UpdateHealth(_sites.SiteWatcher):
         self._stale: dict[int, int] = {}          # param id -> sampled steps in a row without change
         self._zero_lr: dict[int, int] = {}        # optimizer id -> consecutive steps with lr == 0
         self._high: dict[int, list[float]] = {}   # param id -> update/weight ratios, consecutive high ones
+        self._index: dict[tuple, tuple[Any, Any]] = {}  # the gathers of _Rows, by (device, dtype) and lengths
 
     def on_step_pre(self, optimizer: Any) -> None:
         self._check_zero_lr(optimizer)
@@ -248,7 +278,7 @@ class UpdateHealth(_sites.SiteWatcher):
         if not chosen:
             return
         with torch.no_grad():
-            stats = _Rows(grads + weights).max_abs()
+            stats = _Rows(grads + weights, self._index).max_abs()
         kept: list[tuple[weakref.ref, float]] = []
         slices = []
         for (p, lr), w, gmax, wmax in zip(chosen, weights, stats, stats[len(chosen):]):
@@ -262,7 +292,7 @@ class UpdateHealth(_sites.SiteWatcher):
             kept.append((weakref.ref(p), lr))
             slices.append(w)
         with torch.no_grad():
-            before = _Rows(slices) if slices else None
+            before = _Rows(slices, self._index) if slices else None
         self._pending[id(optimizer)] = (weakref.ref(optimizer), kept, before)
 
     def _compare(self, optimizer: Any, pending: list[tuple[weakref.ref, float]], before: _Rows) -> None:
