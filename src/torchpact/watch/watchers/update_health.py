@@ -115,6 +115,11 @@ def _lr(group: dict) -> float | None:
         return None
 
 
+def _head(t: Any) -> Any:
+    """The first ``SLICE`` elements of ``t``, flattened (a view when ``t`` is contiguous)."""
+    flat = t.reshape(-1)
+    return flat[:SLICE] if flat.shape[0] > SLICE else flat  # slicing costs as much as the reshape
+
 class _Rows:
     """Slices of many tensors as the rows of one zero-padded matrix per (device, dtype): the full-length
     slices stacked, the shorter ones (biases, norms) put in place by one gather whose index is kept
@@ -273,8 +278,8 @@ class UpdateHealth(_sites.SiteWatcher):
                 if w.numel() == 0:
                     continue
                 chosen.append((p, lr))
-                weights.append(w.reshape(-1)[:SLICE])
-                grads.append(local(g).reshape(-1)[:SLICE])
+                weights.append(_head(w))
+                grads.append(_head(local(g)))
         if not chosen:
             return
         with torch.no_grad():
@@ -297,7 +302,7 @@ class UpdateHealth(_sites.SiteWatcher):
 
     def _compare(self, optimizer: Any, pending: list[tuple[weakref.ref, float]], before: _Rows) -> None:
         params = [ref() for ref, _ in pending]
-        changes = before.changes([local(p).reshape(-1)[:SLICE] if p is not None else None for p in params])
+        changes = before.changes([_head(local(p)) if p is not None else None for p in params])
         alive = [(p, lr, change) for p, (_, lr), change in zip(params, pending, changes) if p is not None]
         if not alive:
             return
