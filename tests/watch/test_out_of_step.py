@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -157,4 +158,4 @@ def test_setting_grad_to_none_is_not_a_write_and_the_real_writer_is_named():
             model.head.weight.data = torch.zeros_like(model.head.weight)  # the bug
     [f] = [f for f in watched(run, ["out_of_step"]) if f.code == "TP456"]
     assert "`.data = ...` at test_out_of_step.py:" in f.message
-    assert f.line is not None and "torch.zeros_like" in open(__file__).read().splitlines()[f.line - 1]
+    assert f.line is not None and "torch.zeros_like" in Path(__file__).read_text().splitlines()[f.line - 1]
