@@ -214,6 +214,23 @@ def test_branch_multiplied_by_zero_mask():
     assert all(f.code != "TP251" for f in watched(lambda: _train(ZeroMasked()), WATCHER))
 
 
+class TinyMasked(ZeroMasked):
+    """The same branch scaled by 1e-30 instead of 0: its gradients are tiny (their squares are 0 in
+    float32) but not zero, and the batched check must not call them zero."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mask.fill_(1e-30)
+
+
+def test_tiny_but_nonzero_gradients_are_not_exactly_zero():
+    model = TinyMasked()
+    found = _findings(lambda: _train(model), "TP252")
+    g = model.gate_branch.weight.grad
+    assert g is not None and 0 < g.abs().max() < 1e-25 and float((g.float() ** 2).sum()) == 0.0
+    assert found == []
+
+
 def test_needs_enough_steps_before_reporting():
     assert _findings(lambda: _train(WithUnusedHead(), steps=2), "TP251") == []
     assert _findings(lambda: _train(ZeroMasked(), steps=4), "TP252") == []

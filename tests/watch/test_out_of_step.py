@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import torch
 from torch import nn
@@ -125,3 +126,36 @@ def test_deliberate_writes_and_other_models_are_silent():
                 critic.load_state_dict(best)  # roll back to a checkpoint
             ema.apply(lambda m: None)
     assert codes(watched(run, ["out_of_step"])) == []
+
+
+def test_a_run_whose_weights_turned_nan_is_silent():
+    """NaN weights give NaN checksums, which never equal themselves: without a NaN-aware comparison
+    every sampled step looked changed, and the armed detector then took zero_grad()'s `p.grad = None`
+    for a `.data = ...` write."""
+    torch.manual_seed(0)
+    model = Net()
+
+    def run():
+        opt = torch.optim.SGD(model.parameters(), lr=1e4)
+        for _ in range(12):
+            _step(model, opt)
+    findings = watched(run, ["out_of_step"])
+    assert all(torch.isnan(p).any() for p in model.parameters())  # the run really diverged
+    assert codes(findings) == []
+
+
+def test_setting_grad_to_none_is_not_a_write_and_the_real_writer_is_named():
+    torch.manual_seed(0)
+    model = Net()
+
+    def run():
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(8):
+            x, y = _batch()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            opt.zero_grad()  # sets every p.grad = None, before the write below
+            model.head.weight.data = torch.zeros_like(model.head.weight)  # the bug
+    [f] = [f for f in watched(run, ["out_of_step"]) if f.code == "TP456"]
+    assert "`.data = ...` at test_out_of_step.py:" in f.message
+    assert f.line is not None and "torch.zeros_like" in Path(__file__).read_text().splitlines()[f.line - 1]

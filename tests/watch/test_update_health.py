@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -97,3 +99,49 @@ def test_a_learning_rate_far_too_high_rewrites_the_weights_every_step():
     found = [f for f in watched(run, ["update_health"]) if f.code == "TP463"]
     assert found and all(f.severity.value == "info" for f in found)
     assert "of its norm" in found[0].message and found[0].path.endswith("test_update_health.py")
+
+
+def test_batched_comparison_keeps_the_per_parameter_results_in_every_corner():
+    """One padded matrix per (device, dtype) instead of one clone per parameter: the same `!=` (inf == inf
+    and -0.0 == 0.0 unchanged, NaN changed, float64 changes invisible in float32 still seen) and the same
+    float32 update ratio; a slice that changed size or dtype counts as changed with an unknown ratio."""
+    from torchpact.watch.watchers.update_health import _Rows
+
+    inf, nan = float("inf"), float("nan")
+    pairs = [
+        (torch.tensor([1.0, inf, -inf]), torch.tensor([1.0, inf, -inf])),
+        (torch.tensor([0.0, 2.0]), torch.tensor([-0.0, 2.0])),
+        (torch.tensor([nan, 1.0]), torch.tensor([nan, 1.0])),
+        (torch.tensor([1.0, 2.0], dtype=torch.float64), torch.tensor([1.0 + 1e-12, 2.0], dtype=torch.float64)),
+        (torch.tensor([1.0, 2.0], dtype=torch.bfloat16), torch.tensor([1.0, 2.5], dtype=torch.bfloat16)),
+        (torch.tensor([0.0, 0.0]), torch.tensor([0.0, 3.0])),
+        (torch.randn(7), None),
+        (torch.randn(3), torch.randn(4)),
+        (torch.randn(3), torch.randn(3, dtype=torch.float64)),
+    ]
+    got = _Rows([before for before, _ in pairs], {}).changes([now for _, now in pairs])
+
+    def one_by_one(before, now):
+        if now is None or now.numel() != before.numel() or now.dtype != before.dtype:
+            return True, None
+        ratio = (now.float() - before.float()).norm() / before.float().norm().clamp_min(1e-12)
+        return bool((now != before).any()), ratio.item()
+
+    for (changed, ratio), (before, now) in zip(got, pairs):
+        want_changed, want_ratio = one_by_one(before, now)
+        assert changed == want_changed
+        if want_ratio is None or math.isnan(want_ratio):
+            assert math.isnan(ratio)
+        else:
+            assert abs(ratio - want_ratio) <= 1e-6 * max(1.0, want_ratio)
+    assert [c for c, _ in got] == [False, False, True, True, True, True, True, True, True]
+
+
+def test_row_wise_max_abs_is_the_per_parameter_abs_max_nan_included():
+    from torchpact.watch.watchers.update_health import _Rows
+
+    slices = [torch.tensor([0.0, -3.0, float("nan")]), torch.tensor([-float("inf")]), torch.zeros(4),
+              torch.tensor([-2.5, 1.0], dtype=torch.bfloat16), torch.tensor([1e-50], dtype=torch.float64)]
+    got = _Rows(slices, {}).max_abs()
+    want = [t.abs().max().float().item() for t in slices]
+    assert math.isnan(got[0]) and got[1:] == want[1:] == [math.inf, 0.0, 2.5, 0.0]

@@ -14,8 +14,8 @@ are all affected, so an unused head is one finding, not one per tensor.
 
 Cost: every step, only the parameters that never had a gradient are looked at (usually none after
 the first step); on sampled steps, one pass over the optimizer's parameters and one batched
-``_foreach_norm(inf)`` per device, read back with a single ``tolist()``. The cause of TP251 comes from
-the forward calls of the affected modules only, recorded on sampled steps.
+``_foreach_norm`` per device, read back with a single ``tolist()`` (``_batched.all_zero``). The
+cause of TP251 comes from the forward calls of the affected modules only, recorded on sampled steps.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.watch.frames import user_location
 from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers._batched import all_zero
 
 NO_GRAD_STEPS = 3
 ZERO_GRAD_STEPS = 5
@@ -73,8 +74,8 @@ ALWAYS_ZERO_GRAD = Check(
     severity=Severity.WARNING,
     summary="A trainable parameter's gradient is exactly zero at every step: the loss does not depend on it.",
     doc="""## What it does
-Reads, on sampled steps, the largest absolute value of every trainable parameter's gradient (one
-batched `torch._foreach_norm(..., inf)` per device). When a parameter's gradient is exactly zero at
+Reads, on sampled steps, whether every trainable parameter's gradient is exactly zero (one batched
+`torch._foreach_norm` per device; a NaN or inf is not zero). When a parameter's gradient is exactly zero at
 several consecutive checked steps, it reports the module whose trainable parameters are all affected.
 
 ## Why is this bad?
@@ -117,22 +118,6 @@ class _Calls:
     first_enabled: tuple[str | None, int | None] = (None, None)
     first_disabled: tuple[str | None, int | None] = (None, None)
     in_checkpoint: bool = False
-
-
-def _max_abs(grads: list[Any]) -> list[float]:
-    """max |g| of each gradient: one ``_foreach_norm(inf)`` and one read-back per device."""
-    import torch
-
-    out = [1.0] * len(grads)
-    by_device: dict[Any, list[int]] = {}
-    for i, g in enumerate(grads):
-        by_device.setdefault(g.device, []).append(i)
-    with torch.no_grad():
-        for idx in by_device.values():
-            norms = torch._foreach_norm([grads[i] for i in idx], float("inf"))
-            for i, v in zip(idx, torch.stack([n.float() for n in norms]).tolist()):
-                out[i] = v
-    return out
 
 
 def _requires_grad(value: Any, depth: int = 0) -> bool:
@@ -308,8 +293,8 @@ class GradientFlowWatcher(Watcher):
                     continue
                 with_grad.append((rec, g))
         if with_grad:
-            for (rec, _), value in zip(with_grad, _max_abs([g for _, g in with_grad])):
-                if value == 0.0:
+            for (rec, _), zero in zip(with_grad, all_zero([g for _, g in with_grad])):
+                if zero:
                     if rec.zero_streak == 0:
                         rec.zero_since = step
                     rec.zero_streak += 1

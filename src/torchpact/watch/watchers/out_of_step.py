@@ -233,8 +233,8 @@ class OutOfStep(Watcher):
     def _same(a: Any, b: Any) -> list[bool]:
         import torch
 
-        with torch.no_grad():
-            return (a == b).all(dim=0).tolist()
+        with torch.no_grad():  # NaN weights stay NaN: a NaN checksum that was NaN before is unchanged
+            return ((a == b) | (a.isnan() & b.isnan())).all(dim=0).tolist()
 
     # ------------------------------------------------------------------ the write detector
     def _arm(self, params: list[Any]) -> None:
@@ -246,6 +246,8 @@ class OutOfStep(Watcher):
         class _WriteSpy(TorchFunctionMode):
             def __torch_function__(self, func, types, args=(), kwargs=None):
                 name = getattr(func, "__name__", "")
+                if name == "__set__" and getattr(getattr(func, "__self__", None), "__name__", None) != "data":
+                    name = ""  # another attribute set (zero_grad's `p.grad = None`) writes no weight
                 if args and (name.endswith("_") and not name.endswith("__") or name == "__set__"):
                     target = targets.get(_storage(args[0])) if hasattr(args[0], "untyped_storage") else None
                     if target is not None and len(watcher._spy_hits) < 8:

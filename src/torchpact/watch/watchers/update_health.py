@@ -8,11 +8,13 @@
   an integer division in a ``LambdaLR``, a warmup that never starts).
 
 Cost: TP455 reads the groups' ``lr`` floats every step; TP454 only works on sampled steps, on the
-first ``SLICE`` elements of each parameter (one small clone, one ``tolist()`` per step).
+first ``SLICE`` elements of each parameter, as the rows of one matrix per device and dtype: before the
+step a row-wise max |x| and one read, after it row-wise comparisons and norms and one read.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import weakref
 from typing import Any
@@ -20,6 +22,7 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.watch.watcher import Check
 from torchpact.watch.watchers import _sites
+from torchpact.watch.watchers._batched import by_device
 from torchpact.watch.watchers._local import local
 
 SLICE = 512             # elements of each parameter compared across a sampled step
@@ -112,6 +115,96 @@ def _lr(group: dict) -> float | None:
         return None
 
 
+def _head(t: Any) -> Any:
+    """The first ``SLICE`` elements of ``t``, flattened (a view when ``t`` is contiguous)."""
+    flat = t.reshape(-1)
+    return flat[:SLICE] if flat.shape[0] > SLICE else flat  # slicing costs as much as the reshape
+
+class _Rows:
+    """Slices of many tensors as the rows of one zero-padded matrix per (device, dtype): the full-length
+    slices stacked, the shorter ones (biases, norms) put in place by one gather whose index is kept
+    while their lengths stay the same. A few row-wise ops per matrix then replace a few small ops per
+    tensor; the padding is 0 in every matrix, so it changes no max |x|, no norm and no comparison."""
+
+    def __init__(self, slices: list[Any], cache: dict) -> None:
+        groups: dict[tuple, list[int]] = {}
+        for i, t in enumerate(slices):
+            groups.setdefault((t.device, t.dtype), []).append(i)
+        self.count = len(slices)
+        self.cache = cache
+        self.groups = []
+        for key, idx in groups.items():
+            width = max(slices[i].numel() for i in idx)
+            idx = sorted(idx, key=lambda i: slices[i].numel() != width)  # full rows first, stably
+            lengths = tuple(slices[i].numel() for i in idx)
+            self.groups.append((key, idx, lengths, self._matrix([slices[i] for i in idx], key, lengths)))
+
+    def _matrix(self, slices: list[Any], key: tuple, lengths: tuple) -> Any:
+        import torch
+
+        width = lengths[0]
+        full = lengths.count(width)
+        if full == len(lengths):
+            return torch.stack(slices)
+        short = lengths[full:]
+        entry = self.cache.get((key, short, width))
+        if entry is None:
+            device, dtype = key
+            columns = torch.arange(width)
+            starts = torch.tensor([0, *itertools.accumulate(short)][:-1])
+            index = torch.where(columns < torch.tensor(short)[:, None], starts[:, None] + columns, sum(short))
+            entry = (index.reshape(-1).to(device), torch.zeros(1, dtype=dtype, device=device))
+            if len(self.cache) >= 8:  # parameters re-created over and over: keep the cache small
+                self.cache.clear()
+            self.cache[(key, short, width)] = entry
+        index, zero = entry
+        padded = torch.cat([*slices[full:], zero]).index_select(0, index).view(len(short), width)
+        return torch.cat([torch.stack(slices[:full]), padded]) if full else padded
+
+    def max_abs(self) -> list[float]:
+        """max |x| of each slice as float32 (NaN when it holds one)."""
+        return self._read([(idx, rows.abs().amax(dim=1).float().unsqueeze(0)) for _, idx, _, rows in self.groups],
+                          lambda column: column[0])
+
+    def changes(self, now: list[Any]) -> list[tuple[bool, float]]:
+        """For each slice: whether ``now``'s differs from it (``!=`` in the slice's own dtype, as when
+        each parameter was cloned and compared: inf == inf and -0.0 == 0.0 are unchanged, a NaN is
+        always changed) and ‖now − before‖ / ‖before‖ in float32. A slice that ``now`` lacks (None)
+        or that no longer matches in size, dtype or device counts as changed, with an unknown (NaN)
+        ratio."""
+        import torch
+
+        parts = []
+        unknown: set[int] = set()
+        with torch.no_grad():
+            for key, idx, lengths, rows in self.groups:
+                same = [now[i] is not None and now[i].numel() == n and now[i].dtype == key[1]
+                        and now[i].device == key[0] for i, n in zip(idx, lengths)]
+                unknown.update(i for i, ok in zip(idx, same) if not ok)
+                # a slice that cannot be compared is compared with itself, and its result dropped
+                current = self._matrix([now[i] if ok else row[:n] for i, ok, row, n in zip(idx, same, rows, lengths)],
+                                       key, lengths)
+                base = rows.float()
+                ratio = (torch.linalg.vector_norm(current.float() - base, dim=1)
+                         / torch.linalg.vector_norm(base, dim=1).clamp_min(1e-12))
+                parts.append((idx, torch.stack([(current != rows).any(dim=1).float(), ratio])))
+        out = self._read(parts, lambda column: (bool(column[0]), column[1]))
+        for i in unknown:
+            out[i] = (True, math.nan)
+        return out
+
+    def _read(self, parts: list[tuple[list[int], Any]], make: Any) -> list[Any]:
+        """Columns of per-group float32 stats put back in slice order: one ``tolist()`` per device."""
+        import torch
+
+        out: list[Any] = [None] * self.count
+        for group in by_device([stats for _, stats in parts]):
+            columns = zip(*torch.cat([parts[g][1] for g in group], dim=1).tolist())
+            for i, column in zip((i for g in group for i in parts[g][0]), columns):
+                out[i] = make(column)
+        return out
+
+
 class UpdateHealth(_sites.SiteWatcher):
     """TP454 and TP455: steps that leave the weights where they were."""
 
@@ -120,10 +213,11 @@ class UpdateHealth(_sites.SiteWatcher):
 
     def __init__(self) -> None:
         super().__init__()
-        self._pending: dict[int, tuple[weakref.ref, list[tuple[Any, Any, float]]]] = {}
+        self._pending: dict[int, tuple[weakref.ref, list[tuple[weakref.ref, float]], _Rows | None]] = {}
         self._stale: dict[int, int] = {}          # param id -> sampled steps in a row without change
         self._zero_lr: dict[int, int] = {}        # optimizer id -> consecutive steps with lr == 0
         self._high: dict[int, list[float]] = {}   # param id -> update/weight ratios, consecutive high ones
+        self._index: dict[tuple, tuple[Any, Any]] = {}  # the gathers of _Rows, by (device, dtype) and lengths
 
     def on_step_pre(self, optimizer: Any) -> None:
         self._check_zero_lr(optimizer)
@@ -132,9 +226,9 @@ class UpdateHealth(_sites.SiteWatcher):
 
     def on_step(self, optimizer: Any) -> None:
         entry = self._pending.pop(id(optimizer), None)
-        if entry is None or entry[0]() is not optimizer or not entry[1]:
+        if entry is None or entry[0]() is not optimizer or entry[2] is None:
             return
-        self._compare(optimizer, entry[1])
+        self._compare(optimizer, entry[1], entry[2])
 
     # ------------------------------------------------------------------ TP455
     def _check_zero_lr(self, optimizer: Any) -> None:
@@ -169,25 +263,30 @@ class UpdateHealth(_sites.SiteWatcher):
     def _snapshot(self, optimizer: Any) -> None:
         import torch
 
-        chosen: list[tuple[Any, Any, float]] = []
+        chosen: list[tuple[Any, float]] = []
+        weights: list[Any] = []
         grads: list[Any] = []
-        with torch.no_grad():
-            for group in optimizer.param_groups:
-                lr = _lr(group)
-                if not lr or lr <= 0:
+        for group in optimizer.param_groups:
+            lr = _lr(group)
+            if not lr or lr <= 0:
+                continue
+            for p in group["params"]:
+                g = p.grad
+                if g is None or not p.requires_grad or g.is_sparse:
                     continue
-                for p in group["params"]:
-                    g = p.grad
-                    if g is None or not p.requires_grad or g.is_sparse or local(p).numel() == 0:
-                        continue
-                    chosen.append((p, local(p).reshape(-1)[:SLICE].clone(), lr))
-                    grads.append(local(g).reshape(-1)[:SLICE])
-            if not chosen:
-                return
-            stats = torch.stack([torch.stack([g.abs().max().float(), w.abs().max().float()])
-                                 for g, (_, w, _) in zip(grads, chosen)]).tolist()
-        kept = []
-        for (p, before, lr), (gmax, wmax) in zip(chosen, stats):
+                w = local(p)
+                if w.numel() == 0:
+                    continue
+                chosen.append((p, lr))
+                weights.append(_head(w))
+                grads.append(_head(local(g)))
+        if not chosen:
+            return
+        with torch.no_grad():
+            stats = _Rows(grads + weights, self._index).max_abs()
+        kept: list[tuple[weakref.ref, float]] = []
+        slices = []
+        for (p, lr), w, gmax, wmax in zip(chosen, weights, stats, stats[len(chosen):]):
             if not math.isfinite(gmax) or gmax == 0:
                 self._stale.pop(id(p), None)
                 continue
@@ -195,25 +294,21 @@ class UpdateHealth(_sites.SiteWatcher):
             # optimizers move by about lr whatever the gradient; lr alone must then show.
             if max(lr * gmax, lr) < RELATIVE_FLOOR * wmax:
                 continue
-            kept.append((weakref.ref(p), before, lr))
-        self._pending[id(optimizer)] = (weakref.ref(optimizer), kept)
+            kept.append((weakref.ref(p), lr))
+            slices.append(w)
+        with torch.no_grad():
+            before = _Rows(slices, self._index) if slices else None
+        self._pending[id(optimizer)] = (weakref.ref(optimizer), kept, before)
 
-    def _compare(self, optimizer: Any, pending: list[tuple[weakref.ref, Any, float]]) -> None:
-        import torch
-
-        alive = [(ref(), before, lr) for ref, before, lr in pending if ref() is not None]
+    def _compare(self, optimizer: Any, pending: list[tuple[weakref.ref, float]], before: _Rows) -> None:
+        params = [ref() for ref, _ in pending]
+        changes = before.changes([_head(local(p)) if p is not None else None for p in params])
+        alive = [(p, lr, change) for p, (_, lr), change in zip(params, pending, changes) if p is not None]
         if not alive:
             return
-        with torch.no_grad():
-            rows = []
-            for p, before, _ in alive:
-                now = local(p).reshape(-1)[:SLICE]
-                rows.append(torch.stack([(now != before).any().float(),
-                                         (now.float() - before.float()).norm() / before.float().norm().clamp_min(1e-12)]))
-            stats = torch.stack(rows).tolist()
-        self._check_ratios(optimizer, [(p, ratio) for (p, _, _), (_, ratio) in zip(alive, stats) if p.dim() >= 2])
+        self._check_ratios(optimizer, [(p, ratio) for p, _, (_, ratio) in alive if p.dim() >= 2])
         stale = []
-        for (p, _, lr), (changed, _) in zip(alive, stats):
+        for p, lr, (changed, _) in alive:
             if changed:
                 self._stale.pop(id(p), None)
                 continue
