@@ -33,10 +33,11 @@ class Sampler:
     On a script of small modules the checks of a sampled step cost two to three times the step's own
     work (measured on torch 2.13 CPU: an RL rollout's sampled episode takes 3.3x a plain one), so a
     script with thousands of module calls per step would pay it many times over: sampled steps may
-    also spend at most ``calls`` module calls, plus ``share`` of all the calls the script made. At
-    that cost a 1% share keeps the long-run overhead of sampling near 3%. A sampled step's calls count against that budget; a step the pattern picks is skipped
-    while the budget cannot pay for it. Counted in calls, not seconds, so the choice is the same on
-    every machine. ``calls=None`` lifts the budget.
+    also spend at most ``calls`` module calls, plus ``share`` of all the calls the script made (at
+    that cost a 1% share keeps the long-run overhead of sampling near 3%). A sampled step's calls
+    count against that budget; a step the pattern picks is skipped while the budget cannot pay for
+    it. Counted in calls, not seconds, so the choice is the same on every machine. ``calls=None``
+    lifts the budget.
     """
 
     first: int = 20
