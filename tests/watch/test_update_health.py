@@ -101,6 +101,26 @@ def test_a_learning_rate_far_too_high_rewrites_the_weights_every_step():
     assert "of its norm" in found[0].message and found[0].path.endswith("test_update_health.py")
 
 
+def test_each_optimizer_gets_its_own_first_steps_before_ratios_count():
+    # layer-wise training (pytorch/examples mnist_forward_forward): the second layer's optimizer starts
+    # after the first one's 12 steps; its own first, largest updates are not "every step"
+    model = _model()
+
+    def run():
+        first = torch.optim.SGD(model[0].parameters(), lr=1e-3)
+        _train(model, first, steps=12)
+        late = torch.optim.Adam(model[3].parameters(), lr=1.0)
+        _train(model, late, steps=8)
+    assert "TP463" not in codes(watched(run, ["update_health"]))
+
+    def longer():
+        first = torch.optim.SGD(model[0].parameters(), lr=1e-3)
+        _train(model, first, steps=12)
+        late = torch.optim.Adam(model[3].parameters(), lr=1.0)
+        _train(model, late, steps=18)
+    assert "TP463" in codes(watched(longer, ["update_health"]))
+
+
 def test_batched_comparison_keeps_the_per_parameter_results_in_every_corner():
     """One padded matrix per (device, dtype) instead of one clone per parameter: the same `!=` (inf == inf
     and -0.0 == 0.0 unchanged, NaN changed, float64 changes invisible in float32 still seen) and the same

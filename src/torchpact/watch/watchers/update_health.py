@@ -30,7 +30,7 @@ CONFIRM = 2             # sampled steps in a row a parameter must stay unchanged
 ZERO_LR_STEPS = 20      # consecutive steps with lr == 0 in every group
 RELATIVE_FLOOR = 1e-6   # lr·|grad| below this fraction of |weight| cannot move float32 weights
 HIGH_RATIO = 0.1        # |update| / |weight| of one step, for a weight matrix
-RATIO_FROM = 10         # steps before this (the first, largest updates; warmup) are not counted
+RATIO_FROM = 10         # an optimizer's steps before this (the first, largest updates; warmup) are not counted
 RATIO_STEPS = 5         # consecutive sampled steps above it
 
 STALE_PARAMS = Check(
@@ -89,7 +89,8 @@ LARGE_UPDATES = Check(
     doc=f"""## What it does
 At runtime, on sampled steps, measures the update-to-weight ratio ‖w_after − w_before‖ / ‖w_before‖
 of each weight matrix (on a fixed slice of it). When it stays above {HIGH_RATIO:.0%} on
-{RATIO_STEPS} sampled steps in a row (from step {RATIO_FROM} on), it reports the parameter, the ratios and the optimizer's
+{RATIO_STEPS} sampled steps in a row (from the optimizer's own step {RATIO_FROM} on: an optimizer created late, as in
+layer-wise training, gets its first steps too), it reports the parameter, the ratios and the optimizer's
 creation line. Biases and normalisation weights (1-D) are left out; small ratios (warmup, decay,
 fine-tuning) are never reported.
 
@@ -217,6 +218,7 @@ class UpdateHealth(_sites.SiteWatcher):
         self._stale: dict[int, int] = {}          # param id -> sampled steps in a row without change
         self._zero_lr: dict[int, int] = {}        # optimizer id -> consecutive steps with lr == 0
         self._high: dict[int, list[float]] = {}   # param id -> update/weight ratios, consecutive high ones
+        self._steps: dict[int, int] = {}          # optimizer id -> steps it made, this one included
         self._index: dict[tuple, tuple[Any, Any]] = {}  # the gathers of _Rows, by (device, dtype) and lengths
 
     def on_step_pre(self, optimizer: Any) -> None:
@@ -225,6 +227,7 @@ class UpdateHealth(_sites.SiteWatcher):
             self._snapshot(optimizer)
 
     def on_step(self, optimizer: Any) -> None:
+        self._steps[id(optimizer)] = self._steps.get(id(optimizer), 0) + 1
         entry = self._pending.pop(id(optimizer), None)
         if entry is None or entry[0]() is not optimizer or entry[2] is None:
             return
@@ -321,7 +324,7 @@ class UpdateHealth(_sites.SiteWatcher):
 
     def _check_ratios(self, optimizer: Any, ratios: list[tuple[Any, float]]) -> None:
         """TP463: weight matrices whose every sampled update is a large part of the weight itself."""
-        if self.session.step < RATIO_FROM:
+        if self._steps.get(id(optimizer), 0) <= RATIO_FROM:  # its own steps: not the primary optimizer's
             return
         names = self.session.names
         for p, ratio in ratios:
