@@ -17,6 +17,8 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 
+from torchpact.lint.tree_index import index_tree
+
 ZERO_GRAD = "zero_grad"
 SET_EPOCH = "set_epoch"
 EVAL = "eval"
@@ -62,9 +64,10 @@ def summarize_tree(tree: ast.Module, by_type: dict[type, list[ast.AST]] | None =
     """The facts of the functions of an already parsed file (lint's own parse: no second one). Each
     call and ``.grad`` write is attributed to its innermost function (a lambda's to the function it is
     in; nothing inside a class body outside its methods). ``by_type`` and ``parents`` are lint's index
-    of the tree (engine.index), which spares a walk; without them the tree is walked here."""
+    of the tree (engine.index), which spares a walk; without them the tree is indexed here the same way."""
     if by_type is None or parents is None:
-        by_type, parents = _index(tree)
+        parents = {}
+        by_type = index_tree(tree, parents)
     out = FileSummary()
     modules = {(a.asname or a.name).split(".")[0] for n in tree.body if isinstance(n, ast.Import) for a in n.names}
     facts: dict[str, set[str]] = {}
@@ -105,16 +108,6 @@ def summarize_tree(tree: ast.Module, by_type: dict[type, list[ast.AST]] | None =
     out.facts = {k: sorted(v) for k, v in facts.items() if v}
     out.calls = {k: sorted(v) for k, v in calls.items() if v}
     return out
-
-
-def _index(tree: ast.AST) -> tuple[dict[type, list[ast.AST]], dict[int, ast.AST]]:
-    by_type: dict[type, list[ast.AST]] = {}
-    parents: dict[int, ast.AST] = {}
-    for node in ast.walk(tree):
-        by_type.setdefault(type(node), []).append(node)
-        for child in ast.iter_child_nodes(node):
-            parents[id(child)] = node
-    return by_type, parents
 
 
 def _call_facts(call: ast.Call, facts: set[str], calls: set[str], modules: set[str]) -> None:
