@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import contextlib
 import math
-import statistics
 import time
 from typing import Any, Callable, Iterator
 
 from torchpact.audit import _common as C
 from torchpact.audit.variants import Dims, Variant
+from torchpact.median import median as _median
 
 REPEATS = 3
 BUDGET_S = 0.5  # seconds of timing per input, spread over the repeats
@@ -171,4 +171,4 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def median(values: list[float]) -> float:
-    return statistics.median(values) if values else math.nan
+    return _median(values) if values else math.nan

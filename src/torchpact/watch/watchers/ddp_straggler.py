@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from torchpact.findings import Category, Severity
-from torchpact.watch.profiling import median
+from torchpact.median import median
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers.ddp_common import Exchange, group_ranks, is_ddp
 

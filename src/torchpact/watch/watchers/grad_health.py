@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchpact.findings import Category, Severity
-from torchpact.watch.profiling import median
+from torchpact.median import median
 from torchpact.watch.watcher import Check, Watcher
 
 JUMP = 100.0            # exploding: x the median of the layer's previous checked norms

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchpact.findings import Category, Severity
+from torchpact.median import median
 from torchpact.watch import profiling as P
-from torchpact.watch.profiling import median
 from torchpact.watch.watcher import Check, Watcher
 
 DATA_SHARE = 0.3        # TP911: DataLoader wait at or above this share of the median step
