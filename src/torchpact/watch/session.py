@@ -112,9 +112,13 @@ class Session:
     @sampled.setter
     def sampled(self, value: bool) -> None:
         self._sampled = value
-        key = (value, tuple(w.unsampled_calls for w in self._forward_watchers))
+        key = self._route_key()
         if key != self._routed:  # most steps change nothing: keep the routes
             self._route_forwards(key)
+
+    def _route_key(self) -> tuple:
+        """What the forward routes depend on: sampling, and what each watcher asks of unsampled calls."""
+        return (self._sampled, tuple(w.unsampled_calls for w in self._forward_watchers))
 
     def _route_forwards(self, key: tuple) -> None:
         """Who gets which module calls this step: every call on sampled steps; on the others what each
@@ -139,7 +143,7 @@ class Session:
                        for cb in ("on_step_pre", "on_step", "on_step_end")}
         self._forward_watchers = tuple(
             w for w in self.watchers if any(w in self._subscribers.get(cb, ()) for cb in _FORWARD))
-        self._route_forwards((self._sampled, tuple(w.unsampled_calls for w in self._forward_watchers)))
+        self._route_forwards(self._route_key())
 
     def hide_function_modes(self, on: bool) -> None:
         """While ``on``, watchers' callbacks run with torch function modes off: a watcher that keeps a

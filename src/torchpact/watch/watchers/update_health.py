@@ -121,6 +121,7 @@ def _head(t: Any) -> Any:
     flat = t.reshape(-1)
     return flat[:SLICE] if flat.shape[0] > SLICE else flat  # slicing costs as much as the reshape
 
+
 class _Rows:
     """Slices of many tensors as the rows of one zero-padded matrix per (device, dtype): the full-length
     slices stacked, the shorter ones (biases, norms) put in place by one gather whose index is kept
