@@ -451,6 +451,75 @@ def test_inf_minus_inf_is_nan_in_the_sum_reduction():
     assert math.isnan(torch.tensor([1.0, math.nan, -math.inf]).sum().item())
 
 
+# ------------------------------------------------------------------------------------------ in place
+# With grad enabled the watcher holds the tensors and reduces them only when the model's output is
+# bad; a tensor changed in place after it was seen no longer shows the value the module gave it.
+class _Log(nn.Module):
+    def forward(self, x):
+        return x.log()  # NaN for the negative entries
+
+
+class _Block(nn.Module):
+    def __init__(self, residual_in_place: bool):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.log = _Log()
+        self.relu = nn.ReLU(inplace=True)
+        self.residual_in_place = residual_in_place
+
+    def forward(self, x):
+        out = self.log(self.fc(x))
+        if self.residual_in_place:
+            out += x  # as torchvision's BasicBlock does before its in-place ReLU
+        return self.relu(out)
+
+
+class _LogInline(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x):
+        h = self.fc(x)
+        h.log_()  # fc's output, overwritten after fc returned
+        return self.head(h)
+
+
+def _first_step_nan(model: nn.Module) -> list:
+    torch.manual_seed(0)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def train():
+        loss = model(torch.randn(4, 8)).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return only(watched(train, WATCHER), "TP351")
+
+
+def test_an_in_place_module_does_not_hide_what_its_input_was():
+    torch.manual_seed(0)
+    (f,) = _first_step_nan(nn.Sequential(nn.Linear(8, 8), _Log(), nn.ReLU(inplace=True), nn.Linear(8, 1)))
+    assert f.subject == "1" and f.extra["op"] == "log"  # its input is reduced before the ReLU overwrites it
+
+
+def test_a_module_output_changed_in_place_later_is_blamed_on_the_enclosing_module():
+    torch.manual_seed(0)
+    (f,) = _first_step_nan(nn.Sequential(_Block(residual_in_place=True), nn.Linear(8, 1)))
+    assert f.subject == "0" and f.extra["op"] == "log"  # `log`'s own output is gone: the block, and its op
+    torch.manual_seed(0)
+    (f,) = _first_step_nan(nn.Sequential(_Block(residual_in_place=False), nn.Linear(8, 1)))
+    assert f.subject == "0.log"
+
+
+def test_nan_written_in_place_after_a_module_returned_is_not_blamed_on_that_module():
+    torch.manual_seed(0)
+    (f,) = _first_step_nan(_LogInline())
+    assert f.subject == "_LogInline" and f.extra["op"] == "log"  # not `fc`, whose output was finite
+
+
 # ------------------------------------------------------------------------------------ inference_mode
 def _cnn_with_inference_mode_eval(poison_step: int | None):
     torch.manual_seed(0)

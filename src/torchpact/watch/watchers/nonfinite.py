@@ -1,13 +1,18 @@
 """Where NaN / inf first appears: the module whose output (forward) or input gradient (backward) turns non-finite.
 
-Forward (TP351). On sampled steps, every floating tensor that enters or leaves a module is reduced to
-its sum (one kernel, no host sync; a tensor seen twice at the same version is reduced once): the sum
-is NaN when a NaN is present, +inf or -inf when only that infinity is. "Bad" means NaN or +inf:
--inf alone is how masks are written (``masked_fill(mask, -inf)``) and log-probabilities of impossible
-events, so it is tracked but never reported by itself. When the outermost module call returns, the
-reductions are read back with one ``tolist()`` per device and dtype. Only when the model's output is
-bad (a NaN that a later module masks on purpose, e.g. imputed missing values, is fine) is a culprit
-looked for: the first module, in completion order, with a bad output and no bad input. That one
+Forward (TP351). On sampled steps, every floating tensor that enters or leaves a module is noted with
+its version. When the outermost module call returns, the model's output is reduced to its sum (NaN
+when a NaN is present, +inf or -inf when only that infinity is). "Bad" means NaN or +inf: -inf alone
+is how masks are written (``masked_fill(mask, -inf)``) and log-probabilities of impossible events, so
+it is tracked but never reported by itself. Only when the model's output is bad (a NaN that a later
+module masks on purpose, e.g. imputed missing values, is fine) are the other tensors reduced, read
+with one ``tolist()`` per device and dtype, and a culprit looked for: the first module, in completion
+order, with a bad output and no bad input. With grad enabled the tensors are held anyway, so their
+reduction waits for that moment and most forwards never pay it; a tensor changed in place since it
+was seen (``out += identity``) is then unknown and makes no module the culprit, which falls to the
+enclosing module. The inputs of a module that overwrites them (``nn.ReLU(inplace=True)`` and the
+other ``inplace`` modules) are reduced before it runs. Under no_grad each tensor is reduced when
+seen (one kernel, no host sync) and only a weak reference kept. That one
 module is then run again on a private copy (detached parameters, cloned buffers and inputs, no hooks,
 RNG state saved and restored, the autocast state of the original call) under a ``TorchDispatchMode``
 that names the first aten op whose output turns bad, with its source line. With grad enabled the
@@ -23,8 +28,8 @@ the module whose backward produced it: every gradient downstream of it fired ear
 Unlike ``torch.autograd.detect_anomaly`` (which checks backward outputs for NaN only, so a backward
 that produces inf is blamed on whichever later op turns inf into NaN), inf counts.
 
-Trade-offs. Module granularity costs one reduction per tensor on sampled steps; an op-level view
-would cost one per autograd node. The backward op is not re-run (that would need every module's
+Trade-offs. Module granularity costs one reduction per activation gradient on sampled steps (and per
+tensor of a no-grad forward); an op-level view would cost one per autograd node. The backward op is not re-run (that would need every module's
 inputs and output gradients held through the backward); instead, for modules defined in the user's
 code, the calls in ``forward`` whose derivative is infinite at a boundary (sqrt at 0, acos at 1, ...)
 are named. A gradient is attributed to the module that consumes the tensor, which is exact unless the
@@ -65,10 +70,11 @@ FORWARD = Check(
     summary="A module's output turned NaN/inf although its inputs were finite.",
     doc="""## What it does
 On sampled steps (every step at first, then every Nth, and every step after an inf/NaN gradient was
-seen), reduces every floating tensor entering or leaving a module to its sum without a host sync
-(NaN or +inf in the sum means NaN or +inf in the tensor) and reads them once when the outermost
-module call returns. When the model's output holds NaN or +inf, it names the first module, in
-execution order, whose output holds NaN or +inf while none of its inputs did. That module alone is
+seen), notes every floating tensor entering or leaving a module. When the model's output holds NaN
+or +inf (one sum, read when the outermost module call returns), it reduces the tensors it noted and
+names the first module, in execution order, whose output holds NaN or +inf while none of its inputs
+did. A tensor overwritten in place after a module returned it (`out += identity`) no longer shows
+what that module produced; the enclosing module is named then, with the op. That module alone is
 then run again on a private copy of its inputs, under a `TorchDispatchMode` that names the first
 aten op whose output turns NaN/inf, with its source line. The re-run never changes training: it uses
 detached parameters and cloned buffers and inputs, bypasses every hook, and saves and restores the
@@ -166,18 +172,20 @@ class _Entry:
     """One tensor seen entering or leaving a module during a recorded forward.
 
     With grad enabled the tensor is held until the outermost call returns (autograd keeps most of them
-    alive anyway, and the op search needs them); under no_grad only a weak reference is kept, so an
-    inference forward frees its activations as it goes.
+    alive anyway, and the op search needs them) and is only reduced then, if the model's output is bad;
+    under no_grad only a weak reference is kept and the tensor is reduced at once, so an inference
+    forward frees its activations as it goes.
     """
 
-    __slots__ = ("bw", "reduced", "ref", "strong", "total", "version")
+    __slots__ = ("bw", "reduced", "ref", "settled", "strong", "total", "version")
 
     def __init__(self, tensor: Any, version: int, reduced: Any, strong: bool) -> None:
         self.strong = strong
         self.ref = tensor if strong else weakref.ref(tensor)
         self.version = version
-        self.reduced = reduced          # 0-d sum: NaN when NaN (or +inf and -inf) is present, +-inf when one is
-        self.total = 0.0
+        self.reduced = reduced          # 0-d sum taken when seen; None while deferred (see _settle)
+        self.total: float | None = None  # NaN when NaN (or +inf and -inf) is present, +-inf when one is; None: unknown
+        self.settled = False
         self.bw = -1                    # index in the backward table, -1 when not hooked
 
     @property
@@ -186,11 +194,47 @@ class _Entry:
 
     @property
     def bad(self) -> bool:
-        return math.isnan(self.total) or self.total == math.inf
+        total = self.total
+        return total is not None and (math.isnan(total) or total == math.inf)
+
+    @property
+    def nan(self) -> bool:
+        return self.total is not None and math.isnan(self.total)
 
     @property
     def neginf(self) -> bool:
         return self.total == -math.inf
+
+
+def _reduce_now(entries: list[_Entry]) -> None:
+    """Reduce held tensors that are about to be overwritten, while still at the version seen."""
+    for e in entries:
+        if e.reduced is None and not e.settled:
+            t = e.tensor
+            if t is not None and _version(t) == e.version:
+                e.reduced = _reduce(t)
+
+
+def _settle(entries: list[_Entry]) -> None:
+    """Give each entry its total: the sum taken when it was seen, or, for a held tensor, its sum now if it
+    is still at the version seen. A tensor changed in place since then stays unknown (``total`` None)."""
+    reduced, owners = [], []
+    for e in entries:
+        if e.settled:
+            continue
+        e.settled = True
+        r = e.reduced
+        if r is None:
+            t = e.tensor
+            if t is None or _version(t) != e.version:
+                continue
+            r = _reduce(t)
+            if r is None:
+                continue
+        reduced.append(r)
+        owners.append(e)
+    for e, v in zip(owners, _read(reduced) if reduced else ()):
+        e.total = v
 
 
 @dataclass
@@ -306,14 +350,18 @@ def _reduce(t: Any) -> Any:
     """
     import torch
 
-    if t.numel() == 0 or t.device.type == "meta" or t.is_sparse or t.is_complex():
+    if not _reducible(t):
         return None
-    if _is_wrapped(t):
-        return None  # under vmap / grad transforms: no data to read
     t = t.detach()
     if t.dtype in (torch.float16, torch.bfloat16):
         return t.sum(dtype=torch.float32)
     return t.sum()
+
+
+def _reducible(t: Any) -> bool:
+    if t.numel() == 0 or t.is_sparse or t.device.type == "meta" or t.is_complex():
+        return False
+    return not _is_wrapped(t)  # under vmap / grad transforms: no data to read
 
 
 def _is_wrapped(t: Any) -> bool:
@@ -430,14 +478,17 @@ def _dispatch_mode_class() -> type:
             from torch.utils._pytree import tree_leaves
 
             kwargs = kwargs or {}
+            ins = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and t.is_floating_point()]
+            ins_bad = any(_is_bad(t) for t in ins) if func._schema.is_mutable else None  # before `x.log_()` writes
             out = func(*args, **kwargs)
             if "empty" in func.__name__ or func.__name__.startswith(("resize", "set_")):
                 return out  # uninitialised memory, filled by a later op
             outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor) and t.is_floating_point()]
             if not outs:
                 return out
-            ins = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor) and t.is_floating_point()]
-            if any(_is_bad(t) for t in outs) and not any(_is_bad(t) for t in ins):
+            if ins_bad is None:
+                ins_bad = any(_is_bad(t) for t in ins)
+            if not ins_bad and any(_is_bad(t) for t in outs):
                 path, line = _user_frame(self.stop_frame)
                 self.hit = _OpHit(op=_pretty_op(str(func)), dtype=str(outs[0].dtype).replace("torch.", ""),
                                   path=path, line=line, neginf_input=any(_has_neginf(t) for t in ins),
@@ -551,6 +602,8 @@ class NonFinite(Watcher):
         call = _Call(module=module, parent=parent, root=parent.root if parent else module,
                      args=args if torch.is_grad_enabled() else None, autocast=autocast)
         call.ins = [i for i in (self._entry(t) for t in tensors) if i >= 0]
+        if call.ins and vars(module).get("inplace") is True:  # nn.ReLU(inplace=True) & co. overwrite their input:
+            _reduce_now([self._entries[i] for i in call.ins])  # take its values before they go
         self._stack.append(call)
 
     def on_forward(self, module: Any, args: tuple, output: Any) -> None:
@@ -594,10 +647,15 @@ class NonFinite(Watcher):
                 return index
         if len(self._entries) >= MAX_ENTRIES:
             return -1
-        reduced = _reduce(t)
-        if reduced is None:
-            return -1
         grad_mode = torch.is_grad_enabled()
+        if grad_mode:  # held anyway: reduced only if the model's output is bad (most forwards: never)
+            if not _reducible(t):
+                return -1
+            reduced = None
+        else:
+            reduced = _reduce(t)
+            if reduced is None:
+                return -1
         entry = _Entry(t, version, reduced, strong=grad_mode)
         table = self._bw
         if grad_mode and table.open and t.requires_grad and t.grad_fn is not None:
@@ -623,11 +681,13 @@ class NonFinite(Watcher):
         entries, calls = self._entries, self._calls
         try:
             if entries:
-                values = _read([e.reduced for e in entries])
-                for e, v in zip(entries, values):
-                    e.total = v
                 self._link_backward(calls, entries)
-                self._analyse_forward(calls, entries)
+                outermost = calls[-1] if calls else None
+                if outermost is not None and outermost.parent is None:
+                    _settle([entries[i] for i in outermost.outs])
+                    if any(entries[i].bad for i in outermost.outs):
+                        _settle(entries)
+                        self._analyse_forward(calls, entries)
         finally:
             self._entries = []
             self._calls = []
@@ -653,8 +713,9 @@ class NonFinite(Watcher):
             return  # no NaN/inf left the model: a module that makes one and a later one that masks it is fine
         culprit = None
         for call in calls:
-            if any(entries[i].bad for i in call.outs) and not any(entries[i].bad for i in call.ins):
-                culprit = call
+            if any(entries[i].bad for i in call.outs) and all(
+                    entries[i].total is not None and not entries[i].bad for i in call.ins):
+                culprit = call  # (an input changed in place since it was seen is unknown: not this one)
                 break
         if culprit is None:
             roots = [c for c in calls if c.parent is None]
@@ -674,7 +735,7 @@ class NonFinite(Watcher):
         if self._reports[FORWARD.code] >= MAX_REPORTS:
             return
         name = self.session.names.module(call.module)
-        what = "NaN" if any(math.isnan(entries[i].total) for i in call.ins) else "inf"
+        what = "NaN" if any(entries[i].nan for i in call.ins) else "inf"
         path, line = self._location(call.module)
         finding = self.session.report(
             FORWARD,
@@ -709,7 +770,7 @@ class NonFinite(Watcher):
             return
         if not self._confirmed(call, entries):
             return
-        what = "NaN" if any(math.isnan(entries[i].total) for i in call.outs) else "inf"
+        what = "NaN" if any(entries[i].nan for i in call.outs) else "inf"
         neginf_in = any(entries[i].neginf for i in call.ins)
         hit = self._find_op(call)
         path, line = self._location(call.root)
