@@ -11,6 +11,7 @@ from torch import nn
 
 from tests.watch.util import codes, run_source, watched
 from torchpact.watch import Sampler
+from torchpact.watch.watchers import nonfinite
 
 WATCHER = ["nonfinite"]
 
@@ -411,6 +412,37 @@ def test_backward_through_a_graph_built_before_another_optimizer_stepped():
     findings = watched(lambda: _gan_training(nan_in_generator=True), WATCHER)
     (f,) = only(findings, "TP352")
     assert f.subject == "2" and f.step == 1 and "backward of `2`" in f.message and f.extra["op"] == "sqrt"
+
+
+@pytest.mark.parametrize("hold_bytes", [0, nonfinite.HOLD_BYTES], ids=["reduced-at-once", "held"])
+def test_backward_is_located_with_gradients_held_or_reduced_in_the_hook(monkeypatch, hold_bytes):
+    monkeypatch.setattr(nonfinite, "HOLD_BYTES", hold_bytes)
+    (f,) = only(watched(lambda: _sqrt_training(anomaly=False), WATCHER), "TP352")
+    assert f.subject == "root" and f.extra["op"] == "sqrt"
+    (f,) = only(watched(lambda: _gan_training(nan_in_generator=True), WATCHER), "TP352")
+    assert f.subject == "2" and f.step == 1
+
+
+def test_backward_is_located_for_the_second_optimizer_stepping_after_one_backward():
+    torch.manual_seed(0)
+    clean, sick = nn.Sequential(nn.Linear(4, 4), nn.Tanh()), SqrtNet()
+    with torch.no_grad():
+        sick.inp.weight[0] = 0.0
+    opt_clean = torch.optim.SGD(clean.parameters(), lr=0.01)
+    opt_sick = torch.optim.SGD(sick.parameters(), lr=0.01)
+
+    def train():
+        for _ in range(2):
+            x = torch.randn(8, 4)
+            loss = clean(x).mean() + sick(x).mean()
+            opt_clean.zero_grad()
+            opt_sick.zero_grad()
+            loss.backward()
+            opt_clean.step()  # finite: what fired is still needed by the next optimizer
+            opt_sick.step()
+
+    (f,) = only(watched(train, WATCHER), "TP352")
+    assert f.subject == "root" and "backward of `root`" in f.message
 
 
 def _grad_scaler_training():

@@ -20,16 +20,18 @@ module inputs are held until the outermost call returns (autograd keeps most of 
 under no_grad only weak references are kept, and no op is searched for.
 
 Backward (TP352). On the same sampled steps, a tensor hook (never a module backward hook, which would
-change the graph) is put on every non-leaf tensor that enters or leaves a module; the hook reduces
-the gradient to its sum. Every step, in the optimizer's step pre-hook, one ``_foreach_norm`` over
-the gradients about to be applied says whether any is non-finite. Only then are the hook reductions
-read; in firing order (backward order), the first tensor whose gradient is non-finite is the input of
-the module whose backward produced it: every gradient downstream of it fired earlier and was finite.
+change the graph) is put on every non-leaf tensor that enters or leaves a module; the hook keeps the
+gradient (up to ``HOLD_BYTES`` in all; past that, each is reduced to its sum). Every step, in the
+optimizer's step pre-hook, one ``_foreach_norm`` over the gradients about to be applied says whether
+any is non-finite. Only then are the kept gradients reduced and read; in firing order (backward
+order), the first tensor whose gradient is non-finite is the input of the module whose backward
+produced it: every gradient downstream of it fired earlier and was finite.
 Unlike ``torch.autograd.detect_anomaly`` (which checks backward outputs for NaN only, so a backward
 that produces inf is blamed on whichever later op turns inf into NaN), inf counts.
 
-Trade-offs. Module granularity costs one reduction per activation gradient on sampled steps (and per
-tensor of a no-grad forward); an op-level view would cost one per autograd node. The backward op is not re-run (that would need every module's
+Trade-offs. Module granularity costs a tensor hook per activation on sampled steps, and a reduction
+per activation gradient past ``HOLD_BYTES`` (and per tensor of a no-grad forward); an op-level view
+would cost one per autograd node. The backward op is not re-run (that would need every module's
 inputs and output gradients held through the backward); instead, for modules defined in the user's
 code, the calls in ``forward`` whose derivative is infinite at a boundary (sqrt at 0, acos at 1, ...)
 are named. A gradient is attributed to the module that consumes the tensor, which is exact unless the
@@ -62,6 +64,7 @@ MAX_ENTRIES = 20_000      # tensors tracked per outermost forward / per step in 
 MAX_RERUNS = 3            # op searches per run (each costs a forward of one module with a sync per op)
 MAX_RERUN_BYTES = 1 << 30
 MAX_REPORTS = 5           # per check: after that the run is beyond repair and more findings are noise
+HOLD_BYTES = 16 << 20     # activation gradients held unreduced between two optimizer steps; past it, reduced
 
 FORWARD = Check(
     code="TP351",
@@ -108,10 +111,11 @@ BACKWARD = Check(
     doc="""## What it does
 Every step, one `torch._foreach_norm` over the gradients in the optimizer's step pre-hook says
 whether any gradient about to be applied is NaN/inf. On sampled steps, tensor hooks on the tensors
-entering and leaving modules (not module backward hooks, which would change the graph) reduce each
-activation gradient without a host sync; when the applied gradients are non-finite, those reductions
-are read, and, in backward order, the first tensor whose gradient is NaN/inf names the module whose
-backward produced it: the gradient of its output was finite, the gradient of its input is not.
+entering and leaving modules (not module backward hooks, which would change the graph) keep each
+activation gradient (up to 16 MB in all, then reduce it without a host sync); when the applied
+gradients are non-finite, those gradients are reduced and read, and, in backward order, the first
+tensor whose gradient is NaN/inf names the module whose backward produced it: the gradient of its
+output was finite, the gradient of its input is not.
 When no activation gradient is bad, the parameters with bad gradients are named instead. For a module
 defined in the user's code, the calls in its `forward` whose derivative is infinite at a boundary
 (sqrt at 0, `** 0.5` at 0, log at 0, acos/asin at ±1) are named as the likely cause. A step whose
@@ -237,17 +241,20 @@ def _settle(entries: list[_Entry]) -> None:
         e.total = v
 
 
-@dataclass
 class _Call:
-    """One module call during a recorded forward."""
+    """One module call during a recorded forward (``ins`` / ``outs``: indices of its tensors' entries)."""
 
-    module: Any
-    parent: _Call | None
-    root: Any
-    args: tuple
-    autocast: tuple[str, bool, Any] | None
-    ins: list[int] = field(default_factory=list)
-    outs: list[int] = field(default_factory=list)
+    __slots__ = ("args", "autocast", "ins", "module", "outs", "parent", "root")
+
+    def __init__(self, module: Any, parent: _Call | None, args: tuple | None,
+                 autocast: tuple[str, bool, Any] | None) -> None:
+        self.module = module
+        self.parent = parent
+        self.root = parent.root if parent is not None else module
+        self.args = args
+        self.autocast = autocast
+        self.ins: list[int] = []
+        self.outs: list[int] = []
 
 
 @dataclass
@@ -278,8 +285,17 @@ class _BwTable:
 
     size: int = 0
     calls: list[tuple[Any, int | None, Any, list[int], list[int]]] = field(default_factory=list)
-    fired: list[tuple[int, int, Any]] = field(default_factory=list)  # (firing order, tensor index, sum)
+    # (firing order, tensor index, gradient): the gradient itself (``fired[reduced:]``) or its 0-d sum
+    fired: list[tuple[int, int, Any]] = field(default_factory=list)
+    reduced: int = 0
     open: bool = True
+
+    def reduce_held(self) -> None:
+        fired = self.fired
+        for k in range(self.reduced, len(fired)):
+            order, index, grad = fired[k]
+            fired[k] = (order, index, _reduce(grad))
+        self.reduced = len(fired)
 
     def call(self, index: int, cache: dict[int, _BwCall]) -> _BwCall:
         got = cache.get(index)
@@ -359,18 +375,22 @@ def _reduce(t: Any) -> Any:
 
 
 def _reducible(t: Any) -> bool:
-    if t.numel() == 0 or t.is_sparse or t.device.type == "meta" or t.is_complex():
+    if t.numel() == 0 or t.is_sparse or t.is_meta or t.is_complex():
         return False
     return not _is_wrapped(t)  # under vmap / grad transforms: no data to read
 
 
-def _is_wrapped(t: Any) -> bool:
-    import torch
+_functorch_wrapped: Any = None
 
-    try:
-        return torch._C._functorch.is_functorch_wrapped_tensor(t)
-    except AttributeError:  # pragma: no cover - private API moved
-        return False
+
+def _is_wrapped(t: Any) -> bool:
+    global _functorch_wrapped
+    if _functorch_wrapped is None:
+        import torch
+
+        functorch = getattr(torch._C, "_functorch", None)
+        _functorch_wrapped = getattr(functorch, "is_functorch_wrapped_tensor", None) or (lambda _: False)
+    return _functorch_wrapped(t)
 
 
 def _is_bad(x: Any) -> bool:
@@ -565,6 +585,7 @@ class NonFinite(Watcher):
         self._bw = _BwTable()
         self._bw_prev: _BwTable | None = None
         self._fire_order = itertools.count()
+        self._held = 0                        # bytes of activation gradients held unreduced
         self._stepped = False
         self._forward_bad_this_step = False
         self._recorded = False                       # a forward of this iteration was recorded
@@ -599,9 +620,10 @@ class NonFinite(Watcher):
                 autocast = (device, enabled, torch.get_autocast_dtype(device) if enabled else None)
             except (RuntimeError, TypeError):  # a device type without autocast
                 autocast = None
-        call = _Call(module=module, parent=parent, root=parent.root if parent else module,
-                     args=args if torch.is_grad_enabled() else None, autocast=autocast)
-        call.ins = [i for i in (self._entry(t) for t in tensors) if i >= 0]
+        grad_mode = torch.is_grad_enabled()
+        call = _Call(module, parent, args if grad_mode else None, autocast)
+        if tensors:
+            call.ins = [i for i in (self._entry(t, grad_mode) for t in tensors) if i >= 0]
         if call.ins and vars(module).get("inplace") is True:  # nn.ReLU(inplace=True) & co. overwrite their input:
             _reduce_now([self._entries[i] for i in call.ins])  # take its values before they go
         self._stack.append(call)
@@ -618,7 +640,10 @@ class NonFinite(Watcher):
             call = self._stack[-1]
         self._stack.pop()
         if output is not None:
-            call.outs = [i for i in (self._entry(t) for t in _tensors(output)) if i >= 0]
+            import torch
+
+            grad_mode = torch.is_grad_enabled()
+            call.outs = [i for i in (self._entry(t, grad_mode) for t in _tensors(output)) if i >= 0]
             self._calls.append(call)
         if not self._stack:
             self._end_outermost()
@@ -627,6 +652,9 @@ class NonFinite(Watcher):
         session = self.session
         if self._stepped:  # a new iteration: the backward of the last one is over
             self._bw_prev, self._bw = self._bw, _BwTable()
+            # What fired before the step was read there if it was non-finite; a backward through the old
+            # graph fires into it again from here.
+            self._bw_prev.fired, self._bw_prev.reduced, self._held = [], 0, 0
             self._stepped = False
             self._forward_bad_this_step = False
             self._recorded = False
@@ -634,20 +662,21 @@ class NonFinite(Watcher):
         self._recorded = self._recorded or self._on
         self._stack.clear()
 
-    def _entry(self, t: Any) -> int:
-        """Index of ``t``'s entry, reducing it on first sight (or after an in-place change)."""
-        import torch
-
+    def _entry(self, t: Any, grad_mode: bool) -> int:
+        """Index of ``t``'s entry, made on first sight (or after an in-place change)."""
         key = id(t)
-        version = _version(t)
+        try:
+            version = t._version
+        except RuntimeError:  # an inference tensor (see _version)
+            version = -1
+        entries = self._entries
         index = self._by_id.get(key)
         if index is not None:
-            entry = self._entries[index]
-            if entry.tensor is t and entry.version == version:
+            entry = entries[index]
+            if entry.version == version and entry.tensor is t:
                 return index
-        if len(self._entries) >= MAX_ENTRIES:
+        if len(entries) >= MAX_ENTRIES:
             return -1
-        grad_mode = torch.is_grad_enabled()
         if grad_mode:  # held anyway: reduced only if the model's output is bad (most forwards: never)
             if not _reducible(t):
                 return -1
@@ -656,25 +685,37 @@ class NonFinite(Watcher):
             reduced = _reduce(t)
             if reduced is None:
                 return -1
-        entry = _Entry(t, version, reduced, strong=grad_mode)
+        entry = _Entry(t, version, reduced, grad_mode)
         table = self._bw
-        if grad_mode and table.open and t.requires_grad and t.grad_fn is not None:
+        if grad_mode and table.open and t.grad_fn is not None:
             entry.bw = table.size
             table.size += 1
             t.register_hook(self._grad_hook(table, entry.bw))
-        self._entries.append(entry)
-        self._by_id[key] = len(self._entries) - 1
-        return len(self._entries) - 1
+        index = len(entries)
+        entries.append(entry)
+        self._by_id[key] = index
+        return index
 
     def _grad_hook(self, table: _BwTable, index: int) -> Any:
         order = self._fire_order
 
+        # The gradient is held, not reduced: it is read only if the step's gradients turn out non-finite.
+        # Holding it also keeps autograd from accumulating into it in place.
         def hook(grad: Any) -> None:
-            reduced = _reduce(grad)
-            if reduced is not None:
-                table.fired.append((next(order), index, reduced))
+            if grad.requires_grad:  # a double backward's: do not keep its graph
+                grad = grad.detach()
+            table.fired.append((next(order), index, grad))
+            self._held += grad.numel() * grad.element_size()
+            if self._held > HOLD_BYTES:
+                self._reduce_held()
 
         return hook
+
+    def _reduce_held(self) -> None:
+        for table in (self._bw_prev, self._bw):
+            if table is not None:
+                table.reduce_held()
+        self._held = 0
 
     def _end_outermost(self) -> None:
         """The outermost call returned: read this forward's reductions once and look for a culprit."""
@@ -987,8 +1028,10 @@ class NonFinite(Watcher):
         if self._reports[BACKWARD.code] >= MAX_REPORTS:
             return
         tables = [t for t in (self._bw_prev, self._bw) if t is not None]
+        self._reduce_held()
         fired = sorted(((order, k, index, reduced) for k, table in enumerate(tables)
-                        for order, index, reduced in list(table.fired)), key=lambda item: item[0])
+                        for order, index, reduced in list(table.fired) if reduced is not None),
+                       key=lambda item: item[0])
         values = _read([item[3] for item in fired]) if fired else []
         first = None
         for (_, k, index, _), v in zip(fired, values):
