@@ -16,16 +16,19 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 _DYNAMO = "torch._dynamo"
 
 
 class DynamoGuard:
-    """Disables dynamo on the hooks behind ``handles`` when the first compilation starts."""
+    """Disables dynamo on the hooks behind ``handles`` when the first compilation starts, after calling
+    ``on_start`` (which may change ``handles``)."""
 
-    def __init__(self, handles: Iterable[Any]) -> None:
+    def __init__(self, handles: Iterable[Any], on_start: Callable[[], None] | None = None) -> None:
         self.handles = list(handles)
+        self.started = False
+        self._on_start = on_start
         self._finder: _OnImport | None = None
         self._callback: Any = None
         if _DYNAMO in sys.modules:
@@ -38,9 +41,16 @@ class DynamoGuard:
         self._finder = None
         handler = getattr(sys.modules.get(_DYNAMO), "callback_handler", None)
         if handler is None:  # a torch without compile callbacks: the old way, at once
-            self.disable()
+            self.start()
             return
-        self._callback = handler.register_start_callback(lambda _args: self.disable())
+        self._callback = handler.register_start_callback(lambda _args: self.start())
+
+    def start(self) -> None:
+        if not self.started:
+            self.started = True
+            if self._on_start is not None:
+                self._on_start()
+        self.disable()
 
     def disable(self) -> None:
         """Wrap each hook in ``torch.compiler.disable``, in place; a hook already wrapped is kept."""

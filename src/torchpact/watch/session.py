@@ -2,7 +2,10 @@
 
 Hooks used: ``register_module_forward_pre_hook`` / ``register_module_forward_hook`` (always_call, so
 the module stack stays right when a forward raises) and ``register_optimizer_step_pre_hook`` /
-``_post_hook``. No global *full backward* hook: on torch 2.13 it wraps every module's outputs in a
+``_post_hook``. The module hooks are on only for steps where a watcher needs the calls inside models
+(sampled steps): any global module hook takes every module call off torch's fast path. On the other
+steps the models' outermost calls, which some watchers still need, come through their classes
+(``root_calls``). No global *full backward* hook: on torch 2.13 it wraps every module's outputs in a
 ``BackwardHookFunction``, which makes ``nn.ReLU(inplace=True)`` raise "Output 0 of
 BackwardHookFunction is a view and is being modified inplace" — a watcher must never change what
 the script does. Watchers that need gradients of module outputs register tensor hooks on sampled
@@ -21,6 +24,7 @@ from torchpact.findings import Category, Finding, Severity, relative_path
 from torchpact.watch.dynamo import DynamoGuard
 from torchpact.watch.frames import user_location
 from torchpact.watch.naming import Names
+from torchpact.watch.root_calls import RootCalls
 from torchpact.watch.watcher import Check, Watcher
 
 INTERNAL_CODE = "TP002"
@@ -94,9 +98,12 @@ class Session:
         self.started_at = time.perf_counter()
         self.step_times: list[float] = []
         self._step_started = self.started_at
-        self._handles: list[Any] = []
+        self._handles: list[Any] = []          # optimizer hooks
+        self._module_handles: list[Any] = []   # the global module hooks, while they are on
         self._trained = False
         self._stack: list[Any] = []
+        self._root_calls = RootCalls(self._stack, self._forward_pre, self._forward)
+        self._started = False
         self._primary: weakref.ref | None = None
         self._optimizers: list[weakref.ref] = []
         self._reported: set[tuple] = set()
@@ -115,6 +122,59 @@ class Session:
         key = self._route_key()
         if key != self._routed:  # most steps change nothing: keep the routes
             self._route_forwards(key)
+        self._arrange_module_hooks()
+
+    @property
+    def exact_stack(self) -> bool:
+        """Whether ``module_stack()`` holds every module running now; on unsampled steps that need no
+        more, it holds the outermost model only (see ``_arrange_module_hooks``)."""
+        return bool(self._module_handles) or self.closed
+
+    def _arrange_module_hooks(self) -> None:
+        """How module calls reach the session this step: torch's global hooks when a watcher needs calls
+        inside models (sampled steps, or a watcher's ``unsampled_calls`` of "all"); otherwise the models'
+        outermost calls through their classes (``RootCalls``) when a watcher asks for "roots", else none.
+        Switched between steps only, never inside a forward; always the global hooks once dynamo compiles."""
+        if not self._started or self.closed or self._stack:
+            return
+        guard = self._dynamo_guard
+        if self._sampled or (guard is not None and guard.started):
+            want = "all"
+        else:
+            asked = {w.unsampled_calls for w in self._forward_watchers}
+            want = "all" if "all" in asked else "roots" if "roots" in asked else "none"
+        if want == "all":
+            self._root_calls.remove()
+            self._set_module_hooks(True)
+        else:
+            self._set_module_hooks(False)
+            if want == "roots":
+                self._root_calls.install()
+            else:
+                self._root_calls.remove()
+
+    def _set_module_hooks(self, on: bool) -> None:
+        import torch.nn.modules.module as module_hooks
+
+        if on and not self._module_handles:
+            self._module_handles = [
+                module_hooks.register_module_forward_pre_hook(self._forward_pre),
+                module_hooks.register_module_forward_hook(self._forward, always_call=True)]
+        elif not on:
+            while self._module_handles:
+                self._module_handles.pop().remove()
+        else:
+            return
+        guard = self._dynamo_guard
+        if guard is not None:
+            guard.handles = [*self._module_handles, *self._handles]
+            if guard.started:
+                guard.disable()
+
+    def _dynamo_started(self) -> None:
+        """torch.compile is about to trace: it must find the global hooks, never a class's ``__call__``."""
+        self._root_calls.remove()
+        self._set_module_hooks(True)
 
     def _route_key(self) -> tuple:
         """What the forward routes depend on: sampling, and what each watcher asks of unsampled calls."""
@@ -144,6 +204,7 @@ class Session:
         self._forward_watchers = tuple(
             w for w in self.watchers if any(w in self._subscribers.get(cb, ()) for cb in _FORWARD))
         self._route_forwards(self._route_key())
+        self._arrange_module_hooks()
 
     def hide_function_modes(self, on: bool) -> None:
         """While ``on``, watchers' callbacks run with torch function modes off: a watcher that keeps a
@@ -168,17 +229,20 @@ class Session:
         }
         self._subscribe()
         try:
-            self._handles.append(module_hooks.register_module_forward_pre_hook(self._forward_pre))
-            self._handles.append(module_hooks.register_module_forward_hook(self._forward, always_call=True))
+            self._module_handles = [
+                module_hooks.register_module_forward_pre_hook(self._forward_pre),
+                module_hooks.register_module_forward_hook(self._forward, always_call=True)]
             self._handles.append(optimizer_hooks.register_optimizer_step_pre_hook(self._step_pre))
             self._handles.append(optimizer_hooks.register_optimizer_step_post_hook(self._step_post))
-            self._dynamo_guard = DynamoGuard(self._handles)
+            self._dynamo_guard = DynamoGuard([*self._module_handles, *self._handles], on_start=self._dynamo_started)
+            self._started = True
         except BaseException:
             self._remove_hooks()
             self.closed = True
             for w in self._subscribers.get("on_close", []):  # let watchers undo what attach() set up
                 self._call(w, "on_close")
             raise
+        self._arrange_module_hooks()
         return self
 
     def close(self) -> None:
@@ -202,6 +266,9 @@ class Session:
         if self._dynamo_guard is not None:
             self._dynamo_guard.remove()
             self._dynamo_guard = None
+        self._root_calls.remove()
+        self._handles.extend(self._module_handles)
+        self._module_handles = []
         while self._handles:
             handle = self._handles.pop()
             try:
@@ -275,6 +342,7 @@ class Session:
         if not self._trained:  # step 0 is timed from the first forward, not from the imports
             self._trained = True
             self._step_started = time.perf_counter()
+        self._root_calls.note(type(module))
         self.names.add_root(module)
         if self._sampled:
             self.root_call_sites[id(module)] = user_location(3)
@@ -305,6 +373,23 @@ class Session:
 
     def module_stack(self) -> list[Any]:
         return list(self._stack)
+
+    def innermost_module(self) -> Any:
+        """The module whose forward is running now, None outside any. When the stack is not kept in full
+        (``exact_stack`` False), the nearest ``forward`` frame of a module says which."""
+        stack = self._stack
+        if self.exact_stack:
+            return stack[-1] if stack else None
+        import torch.nn as nn
+
+        frame = sys._getframe(1)
+        while frame is not None:
+            if frame.f_code.co_name == "forward":
+                owner = frame.f_locals.get("self")
+                if isinstance(owner, nn.Module):
+                    return owner
+            frame = frame.f_back
+        return stack[-1] if stack else None
 
     def _step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
         if self._primary is None or self._primary() is None:  # first optimizer, or the old one is gone

@@ -65,9 +65,9 @@ class FunctionalBatchNorm(Watcher):
     def _wrap(self, original: Any) -> Any:
         def batch_norm(input: Any, running_mean: Any, running_var: Any, *args: Any, **kwargs: Any) -> Any:
             session = self.session
-            if len(args) < 3 and "training" not in kwargs and session.depth and not session.closed:
-                module = session.module_stack()[-1]
-                if module.training and running_mean is not None and any(
+            if len(args) < 3 and "training" not in kwargs and not session.closed:
+                module = session.innermost_module()
+                if module is not None and module.training and running_mean is not None and any(
                         b is running_mean for b in module._buffers.values()):
                     self._report(module, sys._getframe(2))
             return original(input, running_mean, running_var, *args, **kwargs)

@@ -70,10 +70,8 @@ class FunctionalDropout(Watcher):
 
     def _eval_module(self) -> Any:
         session = self.session
-        if session.closed or not session.depth:
-            return None
-        module = session.module_stack()[-1]
-        return None if module.training else module
+        module = None if session.closed else session.innermost_module()
+        return None if module is None or module.training else module
 
     def _wrap_dropout(self, name: str) -> Any:
         def make(original: Any) -> Any:
