@@ -28,7 +28,8 @@ class RootCalls:
         self.classes: set[type] = set()
         self.on = False
         self._patched: list[type] = []
-        self._call = _make_call(stack, pre, post)
+        self._hooks = (stack, pre, post)
+        self._call: Callable[..., Any] | None = None  # made on first use: it needs torch
 
     def note(self, cls: type) -> None:
         """A class whose instance was called at the top level."""
@@ -56,6 +57,8 @@ class RootCalls:
     def _patch(self, cls: type) -> None:
         import torch.nn as nn
 
+        if self._call is None:
+            self._call = _make_call(*self._hooks)
         if "__call__" in cls.__dict__ or getattr(cls, "__call__", None) is not nn.Module.__call__:
             return  # a class with its own __call__ (OptimizedModule, ScriptModule, ...): not ours to change
         try:
