@@ -156,15 +156,15 @@ class Session:
     def _set_module_hooks(self, on: bool) -> None:
         import torch.nn.modules.module as module_hooks
 
-        if on and not self._module_handles:
+        if on == bool(self._module_handles):
+            return
+        if on:
             self._module_handles = [
                 module_hooks.register_module_forward_pre_hook(self._forward_pre),
                 module_hooks.register_module_forward_hook(self._forward, always_call=True)]
-        elif not on:
+        else:
             while self._module_handles:
                 self._module_handles.pop().remove()
-        else:
-            return
         guard = self._dynamo_guard
         if guard is not None:
             guard.handles = [*self._module_handles, *self._handles]
