@@ -9,6 +9,9 @@ interleaved and repeated; the median is used, and ratios are taken within this r
 machine may be shared: compare ratios, not seconds). The paired ratio (median over repeats of
 torchpact's run over the plain run made just before it) must meet the target too: on a machine
 whose speed drifts by 10% between runs, the ratio of two medians can pass by luck. Targets: <= 1.05x each, <= 1.02x on the GPT.
+Full garbage collections are counted in each run (bench/gc_count/sitecustomize.py, on PYTHONPATH of
+both variants) and shown: with torch loaded each costs 0.2-0.3 CPU-s, so a run that makes one more or
+one fewer differs by a few percent for that reason alone.
 Python bytecode is cached (written before measuring by a compileall of torchpact and an untimed run
 of each workload), as for installed packages: with PYTHONDONTWRITEBYTECODE set, as in some dev
 shells, every run would compile torchpact's sources again, ~0.2 CPU-s no installed torchpact pays.
@@ -22,6 +25,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -41,17 +45,26 @@ ENV = {"TP_BENCH_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
        "PYTHONDONTWRITEBYTECODE": ""}
 
 
-def measure(cmd: list[str]) -> tuple[float, float]:
-    """(CPU seconds of the process tree, wall seconds) of one run of ``cmd``."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    out = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **ENV), timeout=1800)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if out.returncode != 0:
-        sys.exit(f"{' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
+def measure(cmd: list[str]) -> tuple[float, float, int, float]:
+    """(CPU seconds of the process tree, wall seconds, full garbage collections, their CPU seconds) of one
+    run of ``cmd`` (collections counted by bench/gc_count/sitecustomize.py in the main process)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        gc_out = os.path.join(tmp, "gc")
+        env = dict(os.environ, **ENV, TP_BENCH_GC_OUT=gc_out,
+                   PYTHONPATH=os.pathsep.join(filter(None, [str(HERE / "gc_count"), os.environ.get("PYTHONPATH")])))
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+        wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        if out.returncode != 0:
+            sys.exit(f"{' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
+        try:
+            count, gc_cpu = open(gc_out).read().split()
+        except (OSError, ValueError):
+            count, gc_cpu = "0", "nan"
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return cpu, wall
+    return cpu, wall, int(count), float(gc_cpu)
 
 
 def main() -> int:
@@ -65,13 +78,16 @@ def main() -> int:
     for name in names:  # untimed: writes the bytecode of what the workload imports
         measure([PY, str(WORKLOADS[name][0])])
     runs: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    collections: dict[tuple[str, str], list[tuple[int, float]]] = {}
     for _ in range(args.repeat):
         for name in names:
             script = str(WORKLOADS[name][0])
             for variant, cmd in (("plain", [PY, script]), ("torchpact", [*TORCHPACT, script])):
-                cpu, wall = measure(cmd)
+                cpu, wall, full, gc_cpu = measure(cmd)
                 runs.setdefault((name, variant), []).append((cpu, wall))
-                print(f"  {name} {variant}: {cpu:.2f} CPU-s, {wall:.2f} s", file=sys.stderr, flush=True)
+                collections.setdefault((name, variant), []).append((full, gc_cpu))
+                print(f"  {name} {variant}: {cpu:.2f} CPU-s, {wall:.2f} s, {full} full collections "
+                      f"({gc_cpu:.2f} CPU-s)", file=sys.stderr, flush=True)
     print(f"median of {args.repeat} interleaved runs per variant; CPU = process tree, user + system; "
           "paired = median of the ratios of runs made side by side (less sensitive to a machine whose speed "
           "drifts; both must meet the target); best = ratio of the fastest runs (the least disturbed; shown only)")
@@ -88,6 +104,15 @@ def main() -> int:
         ok &= max(tc / pc, paired) <= target
         print(f"{name:<9} {pc:9.2f} {tc:8.2f} {tc / pc:8.3f}x {paired:6.3f}x {best:6.3f}x {pw:10.2f} {tw:8.2f} {tw / pw:9.3f}x "
               f"{target:6.2f}x")
+    print("full garbage collections per run (median count, median CPU-s in them): with torch loaded each "
+          "costs 0.2-0.3 CPU-s, so one more or fewer moves a run by a few percent")
+    for name in names:
+        shown = []
+        for variant in ("plain", "torchpact"):
+            got = collections[(name, variant)]
+            shown.append(f"{variant} {statistics.median(n for n, _ in got):g} "
+                         f"({statistics.median(t for _, t in got):.2f} CPU-s)")
+        print(f"  {name:<7} " + ", ".join(shown))
     print("PASS" if ok else "FAIL (CPU ratio above target)")
     return 0 if ok else 1
 
