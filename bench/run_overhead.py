@@ -60,7 +60,7 @@ def measure(cmd: list[str]) -> tuple[float, float, int, float]:
         if out.returncode != 0:
             sys.exit(f"{' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
         try:
-            count, gc_cpu = open(gc_out).read().split()
+            count, gc_cpu = Path(gc_out).read_text().split()
         except (OSError, ValueError):
             count, gc_cpu = "0", "nan"
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

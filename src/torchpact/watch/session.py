@@ -138,11 +138,10 @@ class Session:
         if not self._started or self.closed or self._stack:
             return
         guard = self._dynamo_guard
-        if self._sampled or (guard is not None and guard.started):
-            want = "all"
+        if self._sampled or self._pre_inner or self._post_inner or (guard is not None and guard.started):
+            want = "all"  # (the routes say what the watchers asked for)
         else:
-            asked = {w.unsampled_calls for w in self._forward_watchers}
-            want = "all" if "all" in asked else "roots" if "roots" in asked else "none"
+            want = "roots" if self._pre_root or self._post_root else "none"
         if want == "all":
             self._root_calls.remove()
             self._set_module_hooks(True)
@@ -154,11 +153,11 @@ class Session:
                 self._root_calls.remove()
 
     def _set_module_hooks(self, on: bool) -> None:
-        import torch.nn.modules.module as module_hooks
-
         if on == bool(self._module_handles):
             return
         if on:
+            import torch.nn.modules.module as module_hooks
+
             self._module_handles = [
                 module_hooks.register_module_forward_pre_hook(self._forward_pre),
                 module_hooks.register_module_forward_hook(self._forward, always_call=True)]
@@ -218,7 +217,6 @@ class Session:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "Session":
-        import torch.nn.modules.module as module_hooks
         import torch.optim.optimizer as optimizer_hooks
 
         for w in self.watchers:
@@ -229,9 +227,7 @@ class Session:
         }
         self._subscribe()
         try:
-            self._module_handles = [
-                module_hooks.register_module_forward_pre_hook(self._forward_pre),
-                module_hooks.register_module_forward_hook(self._forward, always_call=True)]
+            self._set_module_hooks(True)
             self._handles.append(optimizer_hooks.register_optimizer_step_pre_hook(self._step_pre))
             self._handles.append(optimizer_hooks.register_optimizer_step_post_hook(self._step_post))
             self._dynamo_guard = DynamoGuard([*self._module_handles, *self._handles], on_start=self._dynamo_started)

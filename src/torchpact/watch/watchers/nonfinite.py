@@ -7,17 +7,18 @@ is how masks are written (``masked_fill(mask, -inf)``) and log-probabilities of 
 it is tracked but never reported by itself. Only when the model's output is bad (a NaN that a later
 module masks on purpose, e.g. imputed missing values, is fine) are the other tensors reduced, read
 with one ``tolist()`` per device and dtype, and a culprit looked for: the first module, in completion
-order, with a bad output and no bad input. With grad enabled the tensors are held anyway, so their
-reduction waits for that moment and most forwards never pay it; a tensor changed in place since it
-was seen (``out += identity``) is then unknown and makes no module the culprit, which falls to the
-enclosing module. The inputs of a module that overwrites them (``nn.ReLU(inplace=True)`` and the
-other ``inplace`` modules) are reduced before it runs. Under no_grad each tensor is reduced when
-seen (one kernel, no host sync) and only a weak reference kept. That one
-module is then run again on a private copy (detached parameters, cloned buffers and inputs, no hooks,
-RNG state saved and restored, the autocast state of the original call) under a ``TorchDispatchMode``
-that names the first aten op whose output turns bad, with its source line. With grad enabled the
-module inputs are held until the outermost call returns (autograd keeps most of them alive anyway);
-under no_grad only weak references are kept, and no op is searched for.
+order, with a bad output and no bad input. That one module is then run again on a private copy
+(detached parameters, cloned buffers and inputs, no hooks, RNG state saved and restored, the autocast
+state of the original call) under a ``TorchDispatchMode`` that names the first aten op whose output
+turns bad, with its source line.
+
+With grad enabled the tensors are held until the outermost call returns (autograd keeps most of them
+alive anyway, and the re-run needs the inputs), so their reduction waits for a bad output and most
+forwards never pay it. A tensor changed in place since it was seen (``out += identity``) is then
+unknown and makes no module the culprit, which falls to the enclosing module; the inputs of a module
+that overwrites them (``nn.ReLU(inplace=True)`` and the other ``inplace`` modules) are reduced before
+it runs. Under no_grad each tensor is reduced when seen (one kernel, no host sync) and only a weak
+reference is kept, so no op is searched for.
 
 Backward (TP352). On the same sampled steps, a tensor hook (never a module backward hook, which would
 change the graph) is put on every non-leaf tensor that enters or leaves a module; the hook keeps the
@@ -211,7 +212,8 @@ class _Entry:
 
 
 def _reduce_now(entries: list[_Entry]) -> None:
-    """Reduce held tensors that are about to be overwritten, while still at the version seen."""
+    """Reduce the held tensors not reduced yet that are still at the version seen (before an in-place
+    module overwrites them, or when the model's output is bad); a changed one stays unreduced."""
     for e in entries:
         if e.reduced is None and not e.settled:
             t = e.tensor
@@ -222,22 +224,12 @@ def _reduce_now(entries: list[_Entry]) -> None:
 def _settle(entries: list[_Entry]) -> None:
     """Give each entry its total: the sum taken when it was seen, or, for a held tensor, its sum now if it
     is still at the version seen. A tensor changed in place since then stays unknown (``total`` None)."""
-    reduced, owners = [], []
-    for e in entries:
-        if e.settled:
-            continue
+    fresh = [e for e in entries if not e.settled]
+    _reduce_now(fresh)
+    for e in fresh:
         e.settled = True
-        r = e.reduced
-        if r is None:
-            t = e.tensor
-            if t is None or _version(t) != e.version:
-                continue
-            r = _reduce(t)
-            if r is None:
-                continue
-        reduced.append(r)
-        owners.append(e)
-    for e, v in zip(owners, _read(reduced) if reduced else ()):
+    known = [e for e in fresh if e.reduced is not None]
+    for e, v in zip(known, _read([e.reduced for e in known]) if known else ()):
         e.total = v
 
 
@@ -289,6 +281,9 @@ class _BwTable:
     fired: list[tuple[int, int, Any]] = field(default_factory=list)
     reduced: int = 0
     open: bool = True
+
+    def forget_fired(self) -> None:
+        self.fired, self.reduced = [], 0
 
     def reduce_held(self) -> None:
         fired = self.fired
@@ -654,7 +649,8 @@ class NonFinite(Watcher):
             self._bw_prev, self._bw = self._bw, _BwTable()
             # What fired before the step was read there if it was non-finite; a backward through the old
             # graph fires into it again from here.
-            self._bw_prev.fired, self._bw_prev.reduced, self._held = [], 0, 0
+            self._bw_prev.forget_fired()
+            self._held = 0
             self._stepped = False
             self._forward_bad_this_step = False
             self._recorded = False
