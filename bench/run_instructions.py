@@ -1,0 +1,71 @@
+"""Instructions `torchpact run` executes on the workloads of bench/run_overhead.py, against plain python.
+
+CPU time on a shared or drifting machine varies by 10% or more between two runs of the same command, so
+the CPU-time bench cannot tell 1.03x from 1.06x in one sitting. The count of instructions a process
+executes does not depend on machine load: valgrind's callgrind counts them (the whole process, start-up
+and imports included), with the hash seed fixed, so a run is repeatable to about 0.1%. It is a proxy,
+not the target: an instruction of the interpreter and one of a matmul kernel do not cost the same time,
+and callgrind runs a process about 50x slower, so use it for the small workloads (``--only mlp rl``:
+about 5 minutes, both variants side by side) and when comparing two versions of torchpact.
+
+Needs ``valgrind`` on PATH.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torchpact
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_overhead import ENV, PY, TORCHPACT, WORKLOADS  # noqa: E402
+
+
+def instructions(cmd: list[str]) -> int:
+    """Instructions executed by one run of ``cmd`` (its main process), counted by callgrind."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/cg.out", *cmd],
+                             capture_output=True, text=True, env=dict(os.environ, **ENV, PYTHONHASHSEED="0"),
+                             timeout=7200)
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed under valgrind:\n{out.stderr[-3000:]}")
+    found = re.search(r"Collected\s*:\s*(\d+)", out.stderr)
+    if found is None:
+        sys.exit(f"no instruction count in valgrind's output:\n{out.stderr[-3000:]}")
+    return int(found.group(1))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), default=["mlp", "rl"],
+                    help="workloads (default: mlp rl; gpt and hf take 20-40 minutes each under callgrind)")
+    args = ap.parse_args()
+    if shutil.which("valgrind") is None:
+        sys.exit("valgrind is not on PATH")
+    jobs = {(name, variant): cmd for name in args.only
+            for variant, cmd in (("plain", [PY, str(WORKLOADS[name][0])]),
+                                 ("torchpact", [*TORCHPACT, str(WORKLOADS[name][0])]))}
+    subprocess.run([PY, "-m", "compileall", "-q", os.path.dirname(torchpact.__file__)],
+                   env=dict(os.environ, **ENV), timeout=600, check=True)
+    for name in args.only:  # uncounted, as in run_overhead: writes the bytecode of what the workload imports
+        subprocess.run([PY, str(WORKLOADS[name][0])], env=dict(os.environ, **ENV), capture_output=True, check=True)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        counts = dict(zip(jobs, pool.map(instructions, jobs.values())))
+    print("instructions executed (callgrind, whole main process, PYTHONHASHSEED=0)")
+    print(f"{'workload':<9} {'plain':>14} {'torchpact':>14} {'extra':>13} {'ratio':>7} {'target':>7}")
+    for name in args.only:
+        plain, tp = counts[(name, "plain")], counts[(name, "torchpact")]
+        print(f"{name:<9} {plain:14,d} {tp:14,d} {tp - plain:13,d} {tp / plain:6.4f}x {WORKLOADS[name][1]:6.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
