@@ -90,6 +90,30 @@ def test_clean_runs_with_warmup_schedulers_weight_decay_and_clipping_are_silent(
     assert codes(watched(train_cnn, ["update_health"])) == []
 
 
+class _Unused(nn.Module):
+    """``b``'s output is multiplied by 0: its gradient is exactly zero and plain SGD leaves it as it was."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a, self.b = nn.Linear(8, 3), nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.a(x) + 0 * self.b(x)
+
+
+def test_unchanged_parameters_whose_update_could_not_show_are_not_lost_updates():
+    model = _Unused()
+    before = model.b.weight.clone()
+    assert codes(watched(lambda: _train(model, torch.optim.SGD(model.parameters(), lr=0.1)), ["update_health"])) == []
+    assert torch.equal(before, model.b.weight)  # zero gradient: not moved, and rightly so
+    model = _model()
+    start = [p.clone() for p in model.parameters()]
+    tiny = torch.optim.SGD(model.parameters(), lr=1e-12)  # lr·|g| far below float32's resolution of |w|
+    assert codes(watched(lambda: _train(model, tiny), ["update_health"])) == []
+    assert all(torch.equal(a, b) for a, b in zip(start, model.parameters()))  # not moved, and rightly so
+
+
 def test_a_learning_rate_far_too_high_rewrites_the_weights_every_step():
     model = _model()
 
