@@ -6,7 +6,8 @@ executes does not depend on machine load: valgrind's callgrind counts them (the 
 and imports included), with the hash seed fixed, so a run is repeatable to about 0.1%. It is a proxy,
 not the target: an instruction of the interpreter and one of a matmul kernel do not cost the same time,
 and callgrind runs a process about 50x slower: with both variants side by side on two cores, the MLP
-takes 5 minutes, the RL rollout 10, the HF fine-tune 12 and the GPT about 30. Use it to compare two
+takes 5 minutes, the RL rollout 10 and the HF fine-tune 12; the GPT, whose matmul kernels callgrind
+slows the most, had not finished after 75 minutes (27.6 G instructions in). Use it to compare two
 versions of torchpact, or a workload against its target when the CPU-time bench cannot decide.
 
 Needs ``valgrind`` on PATH.
@@ -47,7 +48,7 @@ def instructions(cmd: list[str]) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), default=["mlp", "rl"],
-                    help="workloads (default: mlp rl; see above for how long each takes)")
+                    help="workloads (default: mlp rl; see above for how long each takes: not gpt)")
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not on PATH")
