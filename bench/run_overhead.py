@@ -67,16 +67,24 @@ def measure(cmd: list[str]) -> tuple[float, float, int, float]:
     return cpu, wall, int(count), float(gc_cpu)
 
 
+def write_bytecode(names: list[str]) -> None:
+    """Cache the bytecode of torchpact and of what each named workload imports, before measuring."""
+    subprocess.run([PY, "-m", "compileall", "-q", os.path.dirname(torchpact.__file__)],
+                   env=dict(os.environ, **ENV), timeout=600, check=True)
+    for name in names:  # one unmeasured run each
+        out = subprocess.run([PY, str(WORKLOADS[name][0])], env=dict(os.environ, **ENV), capture_output=True,
+                             text=True, timeout=1800)
+        if out.returncode != 0:
+            sys.exit(f"{WORKLOADS[name][0]} failed:\n{out.stderr[-3000:]}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5, help="runs per variant (median); 1 for a quick look")
     ap.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="a subset of the workloads")
     args = ap.parse_args()
     names = args.only or list(WORKLOADS)
-    subprocess.run([PY, "-m", "compileall", "-q", os.path.dirname(torchpact.__file__)],
-                   env=dict(os.environ, **ENV), timeout=600, check=True)
-    for name in names:  # untimed: writes the bytecode of what the workload imports
-        measure([PY, str(WORKLOADS[name][0])])
+    write_bytecode(names)
     runs: dict[tuple[str, str], list[tuple[float, float]]] = {}
     collections: dict[tuple[str, str], list[tuple[int, float]]] = {}
     for _ in range(args.repeat):
