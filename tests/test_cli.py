@@ -342,11 +342,15 @@ def test_parallel_lint_uses_each_files_config(tmp_path, capsys, monkeypatch):
     assert {sev for path, _, sev in _codes(parallel) if path.startswith("b/")} == {"error"}
 
 
-def test_run_help_states_the_samplers_real_budget():
-    from torchpact.cli import SAMPLED_CALLS, SAMPLED_SHARE, build_parser
+def test_run_help_states_the_samplers_real_schedule_and_budget():
+    from torchpact.cli import SAMPLE_EVERY, SAMPLE_FIRST, SAMPLED_CALLS, SAMPLED_SHARE, build_parser
+    from torchpact.launch import rank
     from torchpact.watch import Sampler
 
-    assert (SAMPLED_CALLS, SAMPLED_SHARE) == (Sampler().calls, Sampler().share)
+    assert (SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE) == (
+        Sampler().first, Sampler().every, Sampler().calls, Sampler().share)
+    opts = rank.parser().parse_args(["--report-dir", "r", "s.py"])
+    assert (opts.sample_first, opts.sample_every) == (Sampler().first, Sampler().every)
     run = build_parser()._subparsers._group_actions[0].choices["run"]
     text = " ".join(run.format_help().split())
     assert f"at most {Sampler().calls} module calls plus {Sampler().share * 100:g}% of all" in text

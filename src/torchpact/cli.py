@@ -17,7 +17,8 @@ from torchpact.config import Codes, ConfigError, Overrides, Settings, check_sele
 from torchpact.findings import Finding, Severity
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-SAMPLED_CALLS, SAMPLED_SHARE = 2000, 0.01  # torchpact.watch.Sampler's budget (not imported: lint starts without it)
+# torchpact.watch.Sampler's schedule and budget (not imported: lint starts without it)
+SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE = 10, 10, 2000, 0.01
 FORMAT_CHOICES = ("text", "json", "sarif", "github")
 
 
@@ -73,11 +74,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--node-rank", type=int, default=0, metavar="R", help="this node's rank (multi-node)")
     run.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="rendezvous endpoint (multi-node)")
     run.add_argument("--watchers", metavar="NAMES", help="comma-separated watchers (default: all default ones)")
-    run.add_argument("--sample-first", type=int, default=20, metavar="N",
-                     help="run the expensive checks on each of the first N steps (default: 20), within the "
-                          "budget below")
-    run.add_argument("--sample-every", type=int, default=10, metavar="N",
-                     help="then on every N-th step (default: 10). Budget: sampled steps make at most "
+    run.add_argument("--sample-first", type=int, default=SAMPLE_FIRST, metavar="N",
+                     help=f"run the expensive checks on each of the first N steps (default: {SAMPLE_FIRST}), within "
+                          "the budget below")
+    run.add_argument("--sample-every", type=int, default=SAMPLE_EVERY, metavar="N",
+                     help=f"then on every N-th step (default: {SAMPLE_EVERY}), and on the steps that follow one where a "
+                          "check saw a problem begin (a gradient norm jumping, updates far too large). Budget: sampled steps make at most "
                           f"{SAMPLED_CALLS} module calls plus {SAMPLED_SHARE * 100:g}%% of all the script's module calls, "
                           "so a step of thousands of tiny module calls (an RL rollout) is sampled less often")
     run.add_argument("--profile", action="store_true",

@@ -17,10 +17,11 @@ from tests.watch.test_nonfinite import (
 )
 from tests.watch.util import codes
 from torchpact.findings import Severity
-from torchpact.watch import watch
+from torchpact.watch import Sampler, watch
 from torchpact.watch.watchers.grad_health import MAX_POINTS, GradHealth
 
 WATCHER = ["grad_health"]
+EVERY_STEP = Sampler(first=10**9, calls=None)  # what the checks make of each step, not which steps they see
 
 
 def run(fn, sampler=None):
@@ -75,7 +76,7 @@ def test_a_transient_spike_that_recovers_is_not_exploding():
             loss.backward()
             opt.step()
 
-    findings, watcher = run(train)
+    findings, watcher = run(train, sampler=EVERY_STEP)
     assert findings == []
     norms = [n for _, n in watcher.series["0"]]
     assert max(norms) > 10 * min(norms)
@@ -226,9 +227,7 @@ def test_series_is_plain_data_per_layer_and_stays_bounded():
             loss.backward()
             opt.step()
 
-    from torchpact.watch import Sampler
-
-    findings, watcher = run(train, sampler=Sampler(first=10**9, calls=None))
+    findings, watcher = run(train, sampler=EVERY_STEP)
     assert findings == [] and isinstance(watcher, GradHealth)
     assert list(watcher.series) == ["2"]
     points = watcher.series["2"]
@@ -263,7 +262,7 @@ def test_gradients_recovering_from_an_early_collapse_are_not_an_explosion():
             loss.backward()
             opt.step()
 
-    findings, watcher = run(train)
+    findings, watcher = run(train, sampler=EVERY_STEP)
     assert [f.code for f in findings if f.code == "TP353"] == []
     norms = [n for _, n in watcher.series["2"]]
     assert max(norms[6:14]) * 100 < min(norms[16:])  # the collapse and the recovery did happen

@@ -83,6 +83,70 @@ def test_call_budget_spaces_out_sampled_steps_of_call_heavy_scripts():
     assert Sampler(first=20, calls=200).affordable(0, 10**6, 0)  # the first sampled step is always paid
 
 
+class FollowUp(Recorder):
+    """Asks for the next step after each of ``steps`` to be sampled, from a sampled step's callback."""
+
+    def __init__(self, steps: set[int]) -> None:
+        super().__init__("none")
+        self.steps = steps
+
+    def on_step(self, optimizer):
+        if self.session.sampled and self.session.step in self.steps:
+            self.session.sample_next()
+
+
+def test_a_watcher_gets_the_step_after_a_sampled_one_sampled_when_it_asks():
+    rec = FollowUp({1, 5, 6, 20, 21})
+    with watch([rec], sampler=Sampler(first=2, every=5, calls=None)):
+        _train(25)
+    # 0, 1 first; 2 asked for at 1; 5, 10, 15, 20 the pattern; 6 and 7 asked at 5 and 6; 21, 22 at 20, 21
+    assert [s for s, sampled in enumerate(rec.sampled) if sampled] == [0, 1, 2, 5, 6, 7, 10, 15, 20, 21, 22]
+
+    exact = FollowUp(set(range(25)))
+    with watch([exact], sampler=lambda step: step % 5 == 0):  # a plain callable is the exact schedule
+        _train(12)
+    assert [s for s, sampled in enumerate(exact.sampled) if sampled] == [0, 5, 10]
+
+
+def test_follow_ups_stay_within_the_call_budget():
+    asks, pattern = FollowUp(set(range(25))), Recorder("none")
+    with watch([asks], sampler=Sampler(first=20, every=5, calls=200, share=0.1)):
+        _train(25, forwards=30)
+    with watch([pattern], sampler=Sampler(first=20, every=5, calls=200, share=0.1)):
+        _train(25, forwards=30)
+    assert asks.sampled == pattern.sampled  # every step asks, yet only what the budget pays for is sampled
+
+
+def test_another_optimizer_takes_over_counting_steps_once_the_first_one_stops():
+    """Layer-wise training (pytorch/examples' forward-forward): each layer's optimizer trains it in turn.
+    The first optimizer stays alive but stops stepping; without a handover the step count would stop,
+    and with it the sampling schedule."""
+    from torchpact.watch.session import HANDOVER_STEPS
+
+    rec = Recorder("none")
+    torch.manual_seed(0)
+    layers = [nn.Linear(4, 4), nn.Linear(4, 4)]
+    optimizers = [torch.optim.SGD(layer.parameters(), lr=0.01) for layer in layers]
+    with watch([rec], sampler=Sampler(first=2, every=5, calls=None)) as session:
+        for layer, opt, steps in zip(layers, optimizers, (12, 40)):
+            for _ in range(steps):
+                opt.zero_grad()
+                layer(torch.randn(2, 4)).pow(2).mean().backward()
+                opt.step()
+    assert session.step == 12 + 40 - HANDOVER_STEPS + 1
+    assert [s for s, sampled in enumerate(rec.sampled) if sampled] == [0, 1, 5, 10, 15, 20, 25, 30]
+
+    wgan = Recorder("none")  # 5 critic steps per generator step: the generator keeps counting
+    critic, generator = (torch.optim.SGD(layer.parameters(), lr=0.01) for layer in layers)
+    with watch([wgan], sampler=Sampler(first=2, every=5, calls=None)) as session:
+        for _ in range(30):
+            for opt, layer in [(generator, layers[1])] + [(critic, layers[0])] * 5:
+                opt.zero_grad()
+                layer(torch.randn(2, 4)).pow(2).mean().backward()
+                opt.step()
+    assert session.step == 30
+
+
 def test_hooks_become_invisible_to_dynamo_when_it_starts_compiling():
     def ours():
         return [h for h in module_hooks._global_forward_hooks.values()

@@ -7,6 +7,7 @@ import time
 from typing import Any, Iterable
 
 from torchpact.findings import Finding
+from torchpact.watch.session import Sampler
 
 
 class WatchedFit:
@@ -17,7 +18,7 @@ class WatchedFit:
     """
 
     def __init__(self, watchers: Iterable[str] | None = None, *, report: str | None = None, format: str = "json",
-                 html: str | None = None, live: bool = True, sample_first: int = 20, sample_every: int = 10,
+                 html: str | None = None, live: bool = True, sample_first: int = Sampler.first, sample_every: int = Sampler.every,
                  command: str = "fit") -> None:
         from torchpact.report import FORMATS
 
@@ -38,7 +39,7 @@ class WatchedFit:
         return self.session is not None
 
     def start(self, rank: int | None = None) -> None:
-        from torchpact.watch import Sampler, watch
+        from torchpact.watch import watch
 
         self.stop()  # a previous fit that never reached its end hook
         self.findings, self.data, self.steps = [], {}, 0

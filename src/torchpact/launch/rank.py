@@ -50,16 +50,20 @@ def die_with_launcher() -> None:
         os._exit(128 + signal.SIGKILL)  # the launcher died before the line above took effect
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="torchpact.launch.rank")
     ap.add_argument("--report-dir", required=True)
     ap.add_argument("--watchers")
-    ap.add_argument("--sample-first", type=int, default=20)
-    ap.add_argument("--sample-every", type=int, default=10)
+    ap.add_argument("--sample-first", type=int, default=Sampler.first)
+    ap.add_argument("--sample-every", type=int, default=Sampler.every)
     ap.add_argument("--quiet", action="store_true")
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
-    opts = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    opts = parser().parse_args(argv)
     die_with_launcher()
     args = opts.args[1:] if opts.args[:1] == ["--"] else opts.args
     rank = int(os.environ.get("RANK", "0"))

@@ -28,11 +28,18 @@ from torchpact.watch.root_calls import RootCalls
 from torchpact.watch.watcher import Check, Watcher
 
 INTERNAL_CODE = "TP002"
+# Steps one other optimizer makes while the primary makes none, before it takes over as the step counter:
+# more than any inner loop (WGAN's critic steps 5 times per generator step), and few enough that the next
+# layer of a layer-wise training (pytorch/examples' forward-forward) is sampled again soon.
+HANDOVER_STEPS = 20
 
 
 @dataclass(frozen=True)
 class Sampler:
-    """Which steps run the expensive checks: every step at first, then every ``every``-th.
+    """Which steps run the expensive checks: every step at first, then every ``every``-th, and the step
+    after a sampled one whenever a watcher asks for it (``Session.sample_next``): a check that saw
+    something begin (a gradient norm jumping, an update far too large) confirms it on consecutive
+    steps, while a healthy run pays for ``first`` steps and one in ``every``.
 
     On a script of small modules the checks of a sampled step cost two to three times the step's own
     work (measured on torch 2.13 CPU: an RL rollout's sampled episode takes 3.3x a plain one), so a
@@ -44,7 +51,7 @@ class Sampler:
     lifts the budget.
     """
 
-    first: int = 20
+    first: int = 10
     every: int = 10
     calls: int | None = 2000
     share: float = 0.01
@@ -93,6 +100,7 @@ class Session:
         self._no_function_modes: Any = None
         self._sampled_calls = 0      # module calls made on sampled steps: the sampler's budget
         self._sampled_steps = 0
+        self._follow_up = False      # a watcher asked for the next step to be sampled too
         self._dynamo_guard: DynamoGuard | None = None
         self.closed = False
         self.started_at = time.perf_counter()
@@ -104,7 +112,8 @@ class Session:
         self._stack: list[Any] = []
         self._root_calls = RootCalls(self._stack, self._forward_pre, self._forward)
         self._started = False
-        self._primary: weakref.ref | None = None
+        self._primary: weakref.ref | None = None   # the optimizer whose steps are the script's steps
+        self._since_primary: dict[int, int] = {}    # optimizer id -> its steps since the primary's last one
         self._optimizers: list[weakref.ref] = []
         self._reported: set[tuple] = set()
         self._subscribers: dict[str, list[Watcher]] = {}
@@ -388,8 +397,13 @@ class Session:
         return stack[-1] if stack else None
 
     def _step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
-        if self._primary is None or self._primary() is None:  # first optimizer, or the old one is gone
+        primary = self._primary() if self._primary is not None else None
+        if primary is None:  # first optimizer, or the old one is gone
             self._primary = weakref.ref(optimizer)
+        elif primary is not optimizer:
+            count = self._since_primary[id(optimizer)] = self._since_primary.get(id(optimizer), 0) + 1
+            if count >= HANDOVER_STEPS:  # the primary stopped stepping (layer-wise training): this one counts now
+                self._primary = weakref.ref(optimizer)
         if not any(r() is optimizer for r in self._optimizers):
             self._optimizers.append(weakref.ref(optimizer))
         # `step(closure)` (LBFGS, Lightning's automatic optimization) runs the forward and backward inside
@@ -418,6 +432,7 @@ class Session:
     def _step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
         self._deliver(self._steps["on_step"], "on_step", optimizer)
         if self._primary is not None and self._primary() is optimizer:
+            self._since_primary.clear()
             self._deliver(self._steps["on_step_end"], "on_step_end", self.step)
             now = time.perf_counter()
             self.step_times.append(now - self._step_started)
@@ -425,10 +440,16 @@ class Session:
             if self._sampled:
                 self._sampled_steps += 1
             self.step += 1
-            self.sampled = self._sample(self.step)
+            follow_up, self._follow_up = self._follow_up, False
+            self.sampled = self._sample(self.step, follow_up)
 
-    def _sample(self, step: int) -> bool:
-        if not self.sampler(step):
+    def sample_next(self) -> None:
+        """Ask for the next step to be sampled too (within the sampler's call budget), from a callback of
+        a sampled step. A plain callable as sampler is taken as the exact schedule and ignores it."""
+        self._follow_up = True
+
+    def _sample(self, step: int, follow_up: bool = False) -> bool:
+        if not (self.sampler(step) or (follow_up and isinstance(self.sampler, Sampler))):
             return False
         affordable = getattr(self.sampler, "affordable", None)  # a plain callable has no budget
         if affordable is None or not self._sampled_steps:
@@ -437,7 +458,7 @@ class Session:
 
     def will_sample(self, step: int) -> bool:
         """Whether ``step`` (this one or the next) is to be sampled, as far as can be told now."""
-        return self.sampled if step == self.step else self._sample(step)
+        return self.sampled if step == self.step else self._sample(step, self._follow_up and step == self.step + 1)
 
     def data(self) -> dict[str, Any]:
         """Each watcher's plain data (series for plots), by watcher name; empty ones left out."""

@@ -44,6 +44,7 @@ from torchpact.median import median
 from torchpact.watch.watcher import Check, Watcher
 
 JUMP = 100.0            # exploding: x the median of the layer's previous checked norms
+RISING = 10.0           # x that median: the next step is checked too (healthy runs stayed under 6x)
 BASELINE_MIN = 4        # previous checked steps needed before a jump can be judged
 GROWTH_STEPS = 5        # consecutive growing checked steps that also count as exploding
 ABOVE_PEAK = 2.0        # ... and only above this many times the largest norm the layer had before
@@ -197,7 +198,10 @@ class GradHealth(Watcher):
             norm = math.sqrt(s)
             self._record(layer, step, norm)
         self._check_vanishing(optimizer, layout, sq)
-        self._check_exploding(optimizer, layout)
+        rising = self._check_exploding(optimizer, layout)
+        if rising or ((id(optimizer), VANISHING.code) not in self._reported
+                      and any(0 < layer.low_streak < VANISH_STEPS for layer in layout.layers)):
+            self.session.sample_next()  # a streak has begun: judge it on consecutive steps
 
     # ------------------------------------------------------------------ data
     @staticmethod
@@ -329,8 +333,11 @@ class GradHealth(Watcher):
                 "residual connections, and initialise for the activation (`nn.init.kaiming_normal_`)",
             ratio=worst.low_ratio, layers=[worst.name, *others])
 
-    def _check_exploding(self, optimizer: Any, layout: _Layout) -> None:
+    def _check_exploding(self, optimizer: Any, layout: _Layout) -> bool:
+        """Report the exploding layers; whether one is rising towards it and not reported yet."""
+        key = (id(optimizer), EXPLODING.code)
         hits: list[tuple[float, _Layer, str]] = []
+        rising = False
         for layer in layout.layers:
             h = layer.history
             now = h[-1] if h else 0.0
@@ -344,17 +351,20 @@ class GradHealth(Watcher):
                 base = median(before)
                 if now >= JUMP * base and now > ABOVE_PEAK * layer.peak_before(start):
                     layer.high_streak += 1
+                    rising = True
                     if layer.high_streak >= 2:
                         hits.append((now / base, layer, "jump"))
                     continue
+                rising = rising or now >= RISING * base
             layer.high_streak = 0
             tail = h[-(GROWTH_STEPS + 1):]
             if (len(tail) == GROWTH_STEPS + 1 and all(0 < a < b for a, b in itertools.pairwise(tail))
                     and tail[-1] >= JUMP * tail[0] and tail[-1] > ABOVE_PEAK * layer.peak_before(len(h) - len(tail))):
                 hits.append((tail[-1] / tail[0], layer, "growth"))
-        key = (id(optimizer), EXPLODING.code)
-        if not hits or key in self._reported:
-            return
+        if key in self._reported:
+            return False
+        if not hits:
+            return rising
         self._reported.add(key)
         factor, worst, how = max(hits, key=lambda hit: hit[0])
         points = list(zip(worst.steps, worst.history))[-(GROWTH_STEPS + 1):]

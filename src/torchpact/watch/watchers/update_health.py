@@ -310,7 +310,7 @@ class UpdateHealth(_sites.SiteWatcher):
         alive = [(p, lr, change) for p, (_, lr), change in zip(params, pending, changes) if p is not None]
         if not alive:
             return
-        self._check_ratios(optimizer, [(p, ratio) for p, _, (_, ratio) in alive if p.dim() >= 2])
+        follow_up = self._check_ratios(optimizer, [(p, ratio) for p, _, (_, ratio) in alive if p.dim() >= 2])
         stale = []
         for p, lr, (changed, _) in alive:
             if changed:
@@ -318,15 +318,21 @@ class UpdateHealth(_sites.SiteWatcher):
                 continue
             count = self._stale.get(id(p), 0) + 1
             self._stale[id(p)] = count
+            follow_up = follow_up or count < CONFIRM
             if count >= CONFIRM:
                 stale.append((p, lr))
         if stale:
             self._report_stale(optimizer, stale)
+        if follow_up:
+            self.session.sample_next()  # confirm on the next step, not `every` steps later
 
-    def _check_ratios(self, optimizer: Any, ratios: list[tuple[Any, float]]) -> None:
-        """TP463: weight matrices whose every sampled update is a large part of the weight itself."""
+    def _check_ratios(self, optimizer: Any, ratios: list[tuple[Any, float]]) -> bool:
+        """TP463: weight matrices whose every sampled update is a large part of the weight itself. Returns
+        whether a streak of large updates is under way and not reported yet."""
         if self._steps.get(id(optimizer), 0) <= RATIO_FROM:  # its own steps: not the primary optimizer's
-            return
+            # its first updates are not counted, but whether they stay this large is
+            return any(ratio > HIGH_RATIO and math.isfinite(ratio) for _, ratio in ratios)
+        follow_up = False
         names = self.session.names
         for p, ratio in ratios:
             key = id(p)
@@ -335,6 +341,7 @@ class UpdateHealth(_sites.SiteWatcher):
                 continue
             seen = self._high.setdefault(key, [])
             seen.append(ratio)
+            follow_up = follow_up or len(seen) < RATIO_STEPS
             if len(seen) != RATIO_STEPS:
                 continue
             name = names.param(p)
@@ -348,6 +355,7 @@ class UpdateHealth(_sites.SiteWatcher):
                 subject=module, path=path, line=line, key=("ratio", module),
                 fix="lower the learning rate (or this module's param group lr), add warmup, and check that "
                     "gradients are not scaled up (loss summed instead of averaged, a GradScaler not unscaled)")
+        return follow_up
 
     def _report_stale(self, optimizer: Any, stale: list[tuple[Any, float]]) -> None:
         names = self.session.names
