@@ -11,10 +11,12 @@ import difflib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from torchpact.config import Codes, ConfigError, Overrides, Settings, check_selectors, closest, parse_version
 from torchpact.findings import Finding, Severity
+
+if TYPE_CHECKING:
+    from torchpact.config import Settings
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 # torchpact.watch.Sampler's schedule and budget (not imported: lint starts without it)
@@ -159,7 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_report(args)
         parser.print_help()
         return EXIT_USAGE
-    except (UsageError, ConfigError) as exc:
+    except Exception as exc:
+        if not _usage_error(exc):
+            raise
         print(f"torchpact: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -169,6 +173,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return EXIT_OK
+
+
+def _usage_error(exc: Exception) -> bool:
+    """A usage or configuration error: one line, no traceback. The config module is only loaded by the
+    commands that read a configuration (``run`` starts without its TOML parsing), so it can only have
+    raised if it is loaded."""
+    config = sys.modules.get("torchpact.config")
+    return isinstance(exc, UsageError) or (config is not None and isinstance(exc, config.ConfigError))
 
 
 def _split(value: str | None) -> list[str]:
@@ -184,6 +196,7 @@ def _runtime_codes() -> list[str]:
 def lint_settings(args: argparse.Namespace) -> Settings:
     """Each file's configuration, with the command line's options on top; a selector that selects
     nothing is a usage error, as in ruff (a typo must not turn checks off)."""
+    from torchpact.config import Codes, Overrides, Settings, check_selectors, parse_version
     from torchpact.lint import rule_codes
 
     # a [tool.torchpact] shared with `run` may name runtime checks' codes: known too, loaded only if needed
@@ -307,6 +320,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         known = [c.name for c in watcher_classes()]
         for name in watchers:
             if name not in known:
+                from torchpact.config import closest
+
                 raise UsageError(f"unknown watcher {name!r}{closest(name, known)}; known: {', '.join(known)}")
     if args.profile:
         if args.profile_steps < 1 or args.profile_warmup < 0:
@@ -524,6 +539,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
         unknown = set(chosen) - set(CPU_MODES + CUDA_MODES)
     if unknown:
         name = sorted(unknown)[0]
+        from torchpact.config import closest
+
         hint = closest(name, PATHS if export else CPU_MODES + CUDA_MODES)
         raise UsageError(f"unknown {'path' if export else 'mode'}(s): {', '.join(sorted(unknown))}{hint}")
     try:
