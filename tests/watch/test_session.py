@@ -134,6 +134,7 @@ def test_another_optimizer_takes_over_counting_steps_once_the_first_one_stops():
                 layer(torch.randn(2, 4)).pow(2).mean().backward()
                 opt.step()
     assert session.step == 12 + 40 - HANDOVER_STEPS + 1
+    assert session.optimizers() == [optimizers[1], optimizers[0]]  # the one counting steps comes first
     assert [s for s, sampled in enumerate(rec.sampled) if sampled] == [0, 1, 5, 10, 15, 20, 25, 30]
 
     wgan = Recorder("none")  # 5 critic steps per generator step: the generator keeps counting

@@ -474,7 +474,12 @@ class Session:
 
     def optimizers(self) -> list[Any]:
         """Optimizers that have stepped at least once, primary first."""
-        return [o for o in (r() for r in self._optimizers) if o is not None]
+        alive = [o for o in (r() for r in self._optimizers) if o is not None]
+        primary = self._primary() if self._primary is not None else None
+        if alive and alive[0] is not primary and primary is not None:  # another one took over counting steps
+            alive.remove(primary)
+            alive.insert(0, primary)
+        return alive
 
     # ------------------------------------------------------------------ findings
     def report(self, check: Check, message: str, *, subject: str | None = None, fix: str | None = None,
