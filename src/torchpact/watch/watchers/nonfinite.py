@@ -930,8 +930,8 @@ class NonFinite(Watcher):
         params, grads = _dense_grads(optimizer)
         if not params:
             return  # (sharded DTensor gradients are left to the distributed checks)
-        # The check runs on every step: kept to a few ops, without no_grad's Python context manager
-        # (~5% of a tiny MLP's step went into this hook).
+        # On every step: on a tiny MLP this hook is ~7% of the step's instructions, nearly all of it the
+        # per-tensor norm kernels, so the Python around them is kept to the minimum (no no_grad object).
         enabled = torch.is_grad_enabled()
         if enabled:
             torch._C._set_grad_enabled(False)

@@ -330,7 +330,7 @@ class UpdateHealth(_sites.SiteWatcher):
         """TP463: weight matrices whose every sampled update is a large part of the weight itself. Returns
         whether a streak of large updates is under way and not reported yet."""
         if self._steps.get(id(optimizer), 0) <= RATIO_FROM:  # its own steps: not the primary optimizer's
-            # its first updates are not counted, but whether they stay this large is
+            # not counted yet; sampled on while they are this large, to count them once they do
             return any(ratio > HIGH_RATIO and math.isfinite(ratio) for _, ratio in ratios)
         follow_up = False
         names = self.session.names
