@@ -130,6 +130,16 @@ def test_usage_errors_exit_2_with_one_line(tmp_path, capsys):
     assert exc.value.code == 2
 
 
+def test_a_reader_that_leaves_early_ends_the_output_quietly():
+    """`torchpact rules | head -1`: the pipe closes under the writer, which exits 0 without a traceback."""
+    proc = subprocess.Popen([sys.executable, "-m", "torchpact", "rules"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b"TP")
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0 and b"Traceback" not in err
+
+
 def test_fix_writes_and_diff_only_prints(leaky, capsys):
     before = leaky.read_text()
     code, out, err = run_cli(["lint", leaky, "--diff"], capsys)

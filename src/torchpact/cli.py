@@ -161,9 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_report(args)
         parser.print_help()
         return EXIT_USAGE
-    except Exception as exc:
-        if not _usage_error(exc):
-            raise
+    except _usage_errors() as exc:
         print(f"torchpact: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
@@ -175,12 +173,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_OK
 
 
-def _usage_error(exc: Exception) -> bool:
-    """A usage or configuration error: one line, no traceback. The config module is only loaded by the
-    commands that read a configuration (``run`` starts without its TOML parsing), so it can only have
-    raised if it is loaded."""
+def _usage_errors() -> tuple[type[Exception], ...]:
+    """The errors reported in one line, without a traceback. An ``except`` clause evaluates this only once an
+    exception reaches it: the config module is loaded by the commands that read a configuration (``run``
+    starts without its TOML parsing), and only then can its ConfigError have been raised."""
     config = sys.modules.get("torchpact.config")
-    return isinstance(exc, UsageError) or (config is not None and isinstance(exc, config.ConfigError))
+    return (UsageError,) if config is None else (UsageError, config.ConfigError)
 
 
 def _split(value: str | None) -> list[str]:
