@@ -14,3 +14,19 @@ def local(t: Any) -> Any:
     t = t.detach()
     to_local = getattr(t, "to_local", None)
     return to_local() if callable(to_local) else t
+
+
+def dense_grads(optimizer: Any) -> tuple[list[Any], list[Any]]:
+    """The optimizer's parameters that have a dense, local gradient, and those gradients: sparse ones and
+    sharded DTensor ones are left out (a local norm is not the parameter's norm)."""
+    import torch
+
+    params, grads = [], []
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            g = p.grad
+            if g is None or g.is_sparse or (type(g) is not torch.Tensor and hasattr(g, "to_local")):
+                continue
+            params.append(p)
+            grads.append(g)
+    return params, grads

@@ -42,6 +42,7 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.median import median
 from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers._local import dense_grads
 
 JUMP = 100.0            # exploding: x the median of the layer's previous checked norms
 RISING = 10.0           # x that median: the next step is checked too (healthy runs stayed under 6x)
@@ -172,15 +173,14 @@ class GradHealth(Watcher):
             return
         import torch
 
-        params = [p for group in optimizer.param_groups for p in group["params"]
-                  if p.grad is not None and not p.grad.is_sparse and not hasattr(p.grad, "to_local")]
+        params, grads = dense_grads(optimizer)
         if not params:
             return  # (sharded DTensor gradients: a local norm is not the layer's norm)
         layout = self._layout(optimizer, params)
         found_inf = getattr(optimizer, "found_inf", None)
         grad_scale = getattr(optimizer, "grad_scale", None)
         with torch.no_grad():
-            norms = self._norms([p.grad for p in params])
+            norms = self._norms(grads)
             extra = []
             if found_inf is not None and grad_scale is not None:  # a GradScaler-aware optimizer, still scaled
                 extra = [found_inf.float().reshape(()).to(norms.device), grad_scale.float().reshape(()).to(norms.device)]

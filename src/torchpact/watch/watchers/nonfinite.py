@@ -59,6 +59,7 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.watch.frames import is_user_file
 from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers._local import dense_grads
 
 ARMED_STEPS = 20          # steps checked in full after a non-finite gradient on an unsampled step
 MAX_ENTRIES = 20_000      # tensors tracked per outermost forward / per step in backward
@@ -927,7 +928,7 @@ class NonFinite(Watcher):
             return  # a GradScaler-aware optimizer: grads are still scaled and it skips inf steps itself
         if self._pending:
             self._poll()
-        params, grads = _dense_grads(optimizer)
+        params, grads = dense_grads(optimizer)
         if not params:
             return  # (sharded DTensor gradients are left to the distributed checks)
         # On every step: on a tiny MLP this hook is ~7% of the step's instructions, nearly all of it the
@@ -1111,22 +1112,6 @@ def _flat(args: Any) -> list[Any]:
     from torch.utils._pytree import tree_leaves
 
     return tree_leaves(args)
-
-
-def _dense_grads(optimizer: Any) -> tuple[list[Any], list[Any]]:
-    """The optimizer's parameters that have a dense, local gradient, and those gradients (sparse ones and
-    sharded DTensor ones left out)."""
-    import torch
-
-    params, grads = [], []
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            g = p.grad
-            if g is None or g.is_sparse or (type(g) is not torch.Tensor and hasattr(g, "to_local")):
-                continue
-            params.append(p)
-            grads.append(g)
-    return params, grads
 
 
 def _stacked(norms: list[Any]) -> Any:
