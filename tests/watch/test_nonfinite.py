@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import pytest
@@ -298,6 +299,57 @@ def test_nan_gradient_on_an_unsampled_step_is_reported_with_its_step():
     (f,) = findings
     assert f.step == 5 and f.subject == "unsampled step" and "not sampled" in f.message
     assert "--sample-first 6" in f.fix
+
+
+def _clipped_training(nan: str | None = None, clip=lambda model: nn.utils.clip_grad_norm_(model.parameters(), 1.0)):
+    """Steps 0-1 sampled, then unsampled; each clips before it steps. At step 5 a NaN gradient is put in
+    place ``nan`` (``"before"`` or ``"after"``) the clip. Returns the findings and the ``_foreach_norm``
+    ops step 6 ran (none of them is sampled)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    norms = []
+
+    def train():
+        for step in range(8):
+            with profile(activities=[ProfilerActivity.CPU]) if step == 6 else contextlib.nullcontext() as prof:
+                loss = model(torch.randn(8, 4)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                if step == 5 and nan == "before":
+                    model[0].weight.grad[0, 0] = math.nan
+                clip(model)
+                if step == 5 and nan == "after":
+                    model[0].weight.grad[0, 0] = math.nan
+                opt.step()
+            if prof is not None:
+                norms.append(sum(e.count for e in prof.key_averages() if e.key == "aten::_foreach_norm"))
+
+    return watched(train, WATCHER, sampler=Sampler(first=2, every=100)), norms[0]
+
+
+def test_an_unsampled_step_that_clips_reads_the_clips_total_norm_instead_of_its_own():
+    findings, norms = _clipped_training()
+    assert findings == [] and norms == 1  # the clip's own; without the shortcut there are 2
+
+
+@pytest.mark.parametrize("nan", ["before", "after"])
+def test_a_nan_gradient_around_the_clip_is_still_reported_on_its_unsampled_step(nan):
+    # before: the clip's total is NaN; after: the clip's total is finite, the gradient's version changed
+    (f,), _ = _clipped_training(nan)
+    assert f.code == "TP352" and f.step == 5 and f.subject == "unsampled step"
+
+
+@pytest.mark.parametrize("clip", [
+    lambda model: nn.utils.clip_grad_norm_(model[2].parameters(), 1.0),              # not every gradient
+    lambda model: nn.utils.clip_grad_norm_(model.parameters(), 1.0, norm_type=0),    # counts NaN as non-zero
+], ids=["subset", "zero-norm"])
+def test_a_clip_that_does_not_vouch_for_every_gradient_leaves_the_check_to_its_own_norms(clip):
+    (f,), norms = _clipped_training("before", clip)
+    assert f.code == "TP352" and f.step == 5
+    assert norms == 2
 
 
 def test_rerun_of_a_module_with_dropout_and_batchnorm_changes_nothing():

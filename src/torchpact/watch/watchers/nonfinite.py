@@ -37,7 +37,9 @@ inputs and output gradients held through the backward); instead, for modules def
 code, the calls in ``forward`` whose derivative is infinite at a boundary (sqrt at 0, acos at 1, ...)
 are named. A gradient is attributed to the module that consumes the tensor, which is exact unless the
 parent also uses that tensor directly (then both are named). On unsampled steps only the per-step
-gradient check runs (on CUDA read one step late, without a sync); if it finds inf/NaN, every
+gradient check runs (on CUDA read one step late, without a sync; on CPU, when the script's own
+``clip_grad_norm_`` has just computed the total norm of these very gradients, that number is read
+instead); if it finds inf/NaN, every
 following step is checked for ``ARMED_STEPS`` steps, and the step is reported without a module
 unless a later step locates the cause.
 """
@@ -60,6 +62,7 @@ from torchpact.findings import Category, Severity
 from torchpact.watch.frames import is_user_file
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers._local import dense_grads
+from torchpact.watch.watchers._patch import Patch, remove_all
 
 ARMED_STEPS = 20          # steps checked in full after a non-finite gradient on an unsampled step
 MAX_ENTRIES = 20_000      # tensors tracked per outermost forward / per step in backward
@@ -115,9 +118,11 @@ BACKWARD = Check(
     summary="A module's backward turned a finite gradient into NaN/inf.",
     doc="""## What it does
 Every step, one `torch._foreach_norm` over the gradients in the optimizer's step pre-hook says
-whether any gradient about to be applied is NaN/inf. On sampled steps, tensor hooks on the tensors
-entering and leaving modules (not module backward hooks, which would change the graph) keep each
-activation gradient (up to 64 MB in all, then reduce it without a host sync); when the applied
+whether any gradient about to be applied is NaN/inf (on CPU, when the script's `clip_grad_norm_` has
+just computed the total norm of exactly these gradients, that norm is read instead). On sampled
+steps, tensor hooks on the tensors entering and leaving modules (not module backward hooks, which
+would change the graph) keep each activation gradient (up to 64 MB in all, then reduce it without a
+host sync); when the applied
 gradients are non-finite, those gradients are reduced and read, and, in backward order, the first
 tensor whose gradient is NaN/inf names the module whose backward produced it: the gradient of its
 output was finite, the gradient of its input is not.
@@ -594,6 +599,34 @@ class NonFinite(Watcher):
         self._reruns = 0
         self._reports = {FORWARD.code: 0, BACKWARD.code: 0}
         self._dispatch_mode: type | None = None
+        self._patches: list[Patch] = []
+        # (total norm, {id(grad): (weak grad, version)}) of the last clip_grad_norm_ on CPU (see _clip_says_finite)
+        self._clipped: tuple[Any, dict[int, tuple[weakref.ref, int]]] | None = None
+
+    def attach(self, session: Any) -> None:
+        super().attach(session)
+        import torch.nn.utils as utils
+
+        self._patches.append(Patch(utils, "clip_grad_norm_", self._wrap_clip))
+
+    def _wrap_clip(self, original: Any) -> Any:
+        def clip_grad_norm_(parameters: Any, max_norm: Any, norm_type: Any = 2.0, *args: Any, **kwargs: Any) -> Any:
+            import torch
+
+            params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+            total = original(params, max_norm, norm_type, *args, **kwargs)
+            self._clipped = None
+            if type(total) is not torch.Tensor or total.device.type != "cpu" or self._recorded:
+                return total
+            try:  # a 0-norm counts NaN as non-zero; a NaN max_norm makes every gradient NaN
+                trusted = float(norm_type) >= 1 and math.isfinite(max_norm)
+            except (TypeError, ValueError, RuntimeError):
+                trusted = False
+            if trusted:
+                kept = {id(g): (weakref.ref(g), g._version) for p in params if (g := p.grad) is not None}
+                self._clipped = (total, kept)
+            return total
+        return clip_grad_norm_
 
     # -------------------------------------------------------------------------------- forward
     def on_forward_pre(self, module: Any, args: tuple) -> None:
@@ -929,8 +962,11 @@ class NonFinite(Watcher):
         if self._pending:
             self._poll()
         params, grads = dense_grads(optimizer)
+        clipped, self._clipped = self._clipped, None
         if not params:
             return  # (sharded DTensor gradients are left to the distributed checks)
+        if clipped is not None and not self._recorded and self._clip_says_finite(clipped, grads):
+            return
         # On every step: on a tiny MLP this hook is ~7% of the step's instructions, nearly all of it the
         # per-tensor norm kernels, so the Python around them is kept to the minimum (no no_grad object).
         enabled = torch.is_grad_enabled()
@@ -961,6 +997,21 @@ class NonFinite(Watcher):
             return  # the forward was already non-finite: reported as TP351
         self._analyse_backward(bad)
 
+    @staticmethod
+    def _clip_says_finite(clipped: tuple[Any, dict[int, tuple[weakref.ref, int]]], grads: list[Any]) -> bool:
+        """Whether the total norm the script's own ``clip_grad_norm_`` just computed over these very gradients
+        (same tensors, unchanged since: the clip's own scaling is counted in the versions kept) is finite.
+        A p-norm (p >= 1, or inf) of finite values is finite or overflows to inf, and NaN or inf in any of
+        them makes it non-finite; scaling by a finite factor of at most 1 keeps them finite. So one read
+        of a number already computed replaces this step's per-tensor norms (HF Trainer and most LM
+        scripts clip every step); otherwise, or when it is not finite, the gradients are checked as usual."""
+        total, kept = clipped
+        for g in grads:
+            seen = kept.get(id(g))
+            if seen is None or seen[0]() is not g or g._version != seen[1]:
+                return False
+        return math.isfinite(total.item())
+
     def on_step(self, optimizer: Any) -> None:
         self._stepped = True
 
@@ -971,6 +1022,8 @@ class NonFinite(Watcher):
             self.unsampled_calls = "roots"
 
     def on_close(self) -> None:
+        remove_all(self._patches)
+        self._clipped = None
         for pending in self._pending:
             self._check_pending(pending)
         self._pending.clear()
