@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import weakref
 import zlib
-from dataclasses import dataclass
 from typing import Any
 
 from torchpact.findings import Category, Severity
@@ -77,19 +76,20 @@ that are uneven by nature, wrap the loop in `with torch.distributed.algorithms.j
 )
 
 
-@dataclass
 class _Pass:
     """One pass over a DataLoader."""
 
-    iterator: weakref.ref
-    loader: weakref.ref
-    length: int | None
-    site: tuple[str | None, int | None]
-    key: str
-    order: tuple | None = None
-    yielded: int = 0
-    trained: bool = False
-    compared: bool = False
+    def __init__(self, iterator: weakref.ref, loader: weakref.ref, length: int | None,
+                 site: tuple[str | None, int | None], key: str, yielded: int) -> None:
+        self.iterator = iterator
+        self.loader = loader
+        self.length = length
+        self.site = site
+        self.key = key
+        self.order: tuple | None = None
+        self.yielded = yielded
+        self.trained = False
+        self.compared = False
 
 
 def _order_key(loader: Any) -> tuple | None:

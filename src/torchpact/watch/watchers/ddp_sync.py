@@ -28,7 +28,6 @@ import json
 import os
 import time
 import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
 from torchpact.findings import Category, Severity
@@ -163,28 +162,29 @@ def _every() -> int:
         return 50
 
 
-@dataclass
 class _Model:
     """One DDP model, as every rank of its group knows it."""
 
-    ref: weakref.ref
-    inner: weakref.ref
-    key: str
-    subject: str
-    leader: int
-    group: list[int]
-    broadcast_buffers: bool
-    site: tuple[str | None, int | None] = (None, None)
-    grads: list[int] | None = None          # bit checksums of the gradients at this step's step pre-hook
-    grad_norms: list[float] | None = None
-    bypass_steps: int = 0
-    bypass_site: tuple[str | None, int | None] = (None, None)
-    bypass_first: int | None = None
-    converted: bool = False
-    local_steps: bool = False               # an optimizer stepped after a no_sync forward: local SGD, by design
-    last_synced: bool = True
-    built_dtypes: set[str] | None = None
-    reported: set[str] = field(default_factory=set)
+    def __init__(self, ref: weakref.ref, inner: weakref.ref, key: str, subject: str, leader: int, group: list[int],
+                 broadcast_buffers: bool, site: tuple[str | None, int | None]) -> None:
+        self.ref = ref
+        self.inner = inner
+        self.key = key
+        self.subject = subject
+        self.leader = leader
+        self.group = group
+        self.broadcast_buffers = broadcast_buffers
+        self.site = site
+        self.grads: list[int] | None = None          # bit checksums of the gradients at this step's step pre-hook
+        self.grad_norms: list[float] | None = None
+        self.bypass_steps = 0
+        self.bypass_site: tuple[str | None, int | None] = (None, None)
+        self.bypass_first: int | None = None
+        self.converted = False
+        self.local_steps = False               # an optimizer stepped after a no_sync forward: local SGD, by design
+        self.last_synced = True
+        self.built_dtypes: set[str] | None = None
+        self.reported: set[str] = set()
 
 
 class DdpSyncWatcher(Watcher):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 import weakref
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 from torchpact.findings import Category, Severity
@@ -68,17 +67,17 @@ left out of the loss: add it to the loss (or `0 * out.sum()`), or stop computing
 _INDICES = re.compile(r"did not receive grad for rank \d+:\s*([\d ,]+)")
 
 
-@dataclass
 class _Ddp:
     """One DDP wrapper seen in forward."""
 
-    ref: weakref.ref
-    params: list[tuple[str, Any]]            # reducer order
-    owners: dict[int, Any]                   # id(param) -> module holding it
-    armed: bool = False                      # a synchronised forward with grad enabled since the last check
-    site: tuple[str | None, int | None] = (None, None)
-    checked: int = 0                         # sampled steps with the used map read (find_unused_parameters)
-    unused_sets: Counter = field(default_factory=Counter)
+    def __init__(self, ref: weakref.ref, params: list[tuple[str, Any]], owners: dict[int, Any]) -> None:
+        self.ref = ref
+        self.params = params                     # reducer order
+        self.owners = owners                     # id(param) -> module holding it
+        self.armed = False                       # a synchronised forward with grad enabled since the last check
+        self.site: tuple[str | None, int | None] = (None, None)
+        self.checked = 0                         # sampled steps with the used map read (find_unused_parameters)
+        self.unused_sets: Counter = Counter()
 
 
 class DdpUnusedWatcher(Watcher):

@@ -36,8 +36,7 @@ from __future__ import annotations
 import itertools
 import math
 import weakref
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from torchpact.findings import Category, Severity
 from torchpact.median import median
@@ -115,28 +114,27 @@ _ADAPTIVE = ("Adam", "AdamW", "Adamax", "NAdam", "RAdam", "RMSprop", "Adagrad", 
              "Adafactor", "LAMB", "Lamb", "Lion")
 
 
-@dataclass
 class _Layer:
     """One layer of one optimizer: its parameters' positions in the optimizer and its history."""
 
-    name: str
-    numel: int
-    key: str = ""                                        # its name in `series`
-    history: list[float] = field(default_factory=list)   # norms at checked steps (last 32)
-    steps: list[int] = field(default_factory=list)
-    low_streak: int = 0
-    low_start: float = 0.0
-    low_ratio: float = 1.0
-    high_streak: int = 0
-    dropped_peak: float = 0.0                            # the largest norm that left `history`
+    def __init__(self, name: str, numel: int) -> None:
+        self.name = name
+        self.numel = numel
+        self.key = ""                        # its name in `series`
+        self.history: list[float] = []       # norms at checked steps (last 32)
+        self.steps: list[int] = []
+        self.low_streak = 0
+        self.low_start = 0.0
+        self.low_ratio = 1.0
+        self.high_streak = 0
+        self.dropped_peak = 0.0              # the largest norm that left `history`
 
     def peak_before(self, index: int) -> float:
         """The largest finite norm this layer had before ``history[index]``."""
         return max([self.dropped_peak, *(x for x in self.history[:index] if math.isfinite(x))])
 
 
-@dataclass
-class _Layout:
+class _Layout(NamedTuple):
     """How one optimizer's parameters group into layers, rebuilt when its parameters change."""
 
     signature: tuple

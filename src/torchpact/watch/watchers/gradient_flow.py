@@ -25,7 +25,6 @@ import os
 import re
 import sys
 import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
 from torchpact.findings import Category, Severity
@@ -92,32 +91,32 @@ keep DistributedDataParallel from complaining about unused parameters), the warn
 )
 
 
-@dataclass
 class _Param:
     """What is known about one trainable parameter."""
 
-    ref: weakref.ref
-    name: str
-    owner: weakref.ref | None
-    root: weakref.ref | None
-    missing: int = 0            # checked steps without .grad, while it never had one
-    got_grad: bool = False
-    zero_streak: int = 0        # consecutive checked steps with an all-zero gradient
-    zero_since: int = 0
-    last_step: int = -1
-    reported: set[str] = field(default_factory=set)
+    def __init__(self, ref: weakref.ref, name: str, owner: weakref.ref | None, root: weakref.ref | None) -> None:
+        self.ref = ref
+        self.name = name
+        self.owner = owner
+        self.root = root
+        self.missing = 0            # checked steps without .grad, while it never had one
+        self.got_grad = False
+        self.zero_streak = 0        # consecutive checked steps with an all-zero gradient
+        self.zero_since = 0
+        self.last_step = -1
+        self.reported: set[str] = set()
 
 
-@dataclass
 class _Calls:
     """Forward calls of one module seen on sampled steps."""
 
-    enabled: int = 0
-    disabled: int = 0
-    output_requires_grad: int = 0
-    first_enabled: tuple[str | None, int | None] = (None, None)
-    first_disabled: tuple[str | None, int | None] = (None, None)
-    in_checkpoint: bool = False
+    def __init__(self) -> None:
+        self.enabled = 0
+        self.disabled = 0
+        self.output_requires_grad = 0
+        self.first_enabled: tuple[str | None, int | None] = (None, None)
+        self.first_disabled: tuple[str | None, int | None] = (None, None)
+        self.in_checkpoint = False
 
 
 def _requires_grad(value: Any, depth: int = 0) -> bool:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
 from torchpact.findings import Category, Finding, Severity
@@ -163,19 +162,19 @@ _PASS_THROUGH = frozenset({
 _ARGS = ("input", "target")
 
 
-@dataclass
 class _Site:
     """What is known about one call site of a loss (a loss module, or an F.* call at a line)."""
 
-    kind: str
-    label: str
-    path: str | None
-    line: int | None
-    calls: int = 0
-    values: int = 0
-    lo: float = float("inf")
-    hi: float = float("-inf")
-    extra: dict = field(default_factory=dict)
+    def __init__(self, kind: str, label: str, path: str | None, line: int | None) -> None:
+        self.kind = kind
+        self.label = label
+        self.path = path
+        self.line = line
+        self.calls = 0
+        self.values = 0
+        self.lo = float("inf")
+        self.hi = float("-inf")
+        self.extra: dict = {}
 
 
 def _tables() -> tuple[dict, dict]:

@@ -55,8 +55,7 @@ import os
 import sys
 import textwrap
 import weakref
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from torchpact.findings import Category, Severity
 from torchpact.watch.frames import is_user_file
@@ -258,14 +257,16 @@ class _Call:
         self.outs: list[int] = []
 
 
-@dataclass
 class _BwCall:
     """What the backward analysis needs of a module call, without holding any tensor."""
 
-    module: weakref.ref
-    parent: _BwCall | None
-    root: weakref.ref
-    outs: list[int] = field(default_factory=list)
+    __slots__ = ("module", "outs", "parent", "root")
+
+    def __init__(self, module: weakref.ref, parent: _BwCall | None, root: weakref.ref, outs: list[int]) -> None:
+        self.module = module
+        self.parent = parent
+        self.root = root
+        self.outs = outs
 
     def is_ancestor_of(self, other: _BwCall) -> bool:
         p = other.parent
@@ -276,7 +277,6 @@ class _BwCall:
         return False
 
 
-@dataclass
 class _BwTable:
     """The tensors hooked between two optimizer steps, and the reductions of their gradients as they fire.
 
@@ -284,12 +284,15 @@ class _BwTable:
     outputs): plain tuples, turned into linked ``_BwCall`` objects only when a step needs analysing.
     """
 
-    size: int = 0
-    calls: list[tuple[Any, int | None, Any, list[int], list[int]]] = field(default_factory=list)
-    # (firing order, tensor index, gradient): the gradient itself (``fired[reduced:]``) or its 0-d sum
-    fired: list[tuple[int, int, Any]] = field(default_factory=list)
-    reduced: int = 0
-    open: bool = True
+    __slots__ = ("calls", "fired", "open", "reduced", "size")
+
+    def __init__(self, open: bool = True) -> None:
+        self.size = 0
+        self.calls: list[tuple[Any, int | None, Any, list[int], list[int]]] = []
+        # (firing order, tensor index, gradient): the gradient itself (``fired[reduced:]``) or its 0-d sum
+        self.fired: list[tuple[int, int, Any]] = []
+        self.reduced = 0
+        self.open = open
 
     def forget_fired(self) -> None:
         self.fired, self.reduced = [], 0
@@ -311,8 +314,7 @@ class _BwTable:
         return got
 
 
-@dataclass
-class _OpHit:
+class _OpHit(NamedTuple):
     """The first aten op of a re-run whose output turned bad."""
 
     op: str

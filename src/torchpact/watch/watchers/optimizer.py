@@ -30,7 +30,6 @@ import os
 import re
 import sys
 import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
 from torchpact.findings import Category, Severity
@@ -260,40 +259,40 @@ def _by_kind(groups: list[tuple[str, list[str]]], root: Any, names: Any) -> list
     return out
 
 
-@dataclass
 class _ParamState:
     """A parameter's ``.grad`` between two steps, followed by a post-accumulate-grad hook."""
 
-    grad: weakref.ref | None
-    version: int
-    untouched: int = 0       # accumulations onto the untouched .grad of the previous step
-    zeroed: bool = False     # .grad was set to None, replaced, or modified in between
+    def __init__(self, grad: weakref.ref | None, version: int) -> None:
+        self.grad = grad
+        self.version = version
+        self.untouched = 0       # accumulations onto the untouched .grad of the previous step
+        self.zeroed = False      # .grad was set to None, replaced, or modified in between
 
 
-@dataclass
 class _Opt:
     """What is known about one optimizer."""
 
-    ref: weakref.ref
-    index: int
-    name: str | None = None
-    call_site: tuple[str | None, int | None] = (None, None)
-    function_start: int = 1
-    param_ids: set[int] = field(default_factory=set)
-    checked: int = 0
-    without_grad: int = 0
-    kind: str = ""                       # "none" / "zero": what the last bad step found
-    pending: str = ""                    # this step's finding at step_pre, confirmed at step_post
-    pre_grads: list[tuple[Any, int]] = field(default_factory=list)
-    post_grads: dict[int, Any] = field(default_factory=dict)   # param id -> weakref of its .grad
-    all_frozen: int = 0
-    ever_trainable: bool = False
-    snapshots: list[tuple[weakref.ref, Any]] = field(default_factory=list)
-    frozen_checks: int = 0
-    needs_probe: bool = False
-    clean_windows: int = 0
-    probe: dict[int, tuple[weakref.ref, _ParamState]] = field(default_factory=dict)
-    handles: list[tuple[weakref.ref, Any, bool]] = field(default_factory=list)
+    def __init__(self, ref: weakref.ref, index: int) -> None:
+        self.ref = ref
+        self.index = index
+        self.name: str | None = None
+        self.call_site: tuple[str | None, int | None] = (None, None)
+        self.function_start = 1
+        self.param_ids: set[int] = set()
+        self.checked = 0
+        self.without_grad = 0
+        self.kind = ""                       # "none" / "zero": what the last bad step found
+        self.pending = ""                    # this step's finding at step_pre, confirmed at step_post
+        self.pre_grads: list[tuple[Any, int]] = []
+        self.post_grads: dict[int, Any] = {}   # param id -> weakref of its .grad
+        self.all_frozen = 0
+        self.ever_trainable = False
+        self.snapshots: list[tuple[weakref.ref, Any]] = []
+        self.frozen_checks = 0
+        self.needs_probe = False
+        self.clean_windows = 0
+        self.probe: dict[int, tuple[weakref.ref, _ParamState]] = {}
+        self.handles: list[tuple[weakref.ref, Any, bool]] = []
 
     def created_at(self) -> int | None:
         return _assignment_line((*self.call_site, self.function_start), self.name)

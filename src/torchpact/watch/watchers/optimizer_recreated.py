@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import weakref
-from dataclasses import dataclass, field
 from typing import Any
 
 from torchpact.findings import Category, Severity
@@ -45,16 +44,17 @@ rate, edit `optimizer.param_groups[i]["lr"]` or use a scheduler; to resume, rest
 )
 
 
-@dataclass
 class _Opt:
-    ref: weakref.ref
-    params: dict[int, weakref.ref]
-    signature: tuple
-    site: tuple[str | None, int | None]
-    last_step: int = -1
-    has_state: bool = False
-    generation: int = 0
-    replaces: list["_Opt"] = field(default_factory=list)
+    def __init__(self, ref: weakref.ref, params: dict[int, weakref.ref], signature: tuple,
+                 site: tuple[str | None, int | None]) -> None:
+        self.ref = ref
+        self.params = params
+        self.signature = signature
+        self.site = site
+        self.last_step = -1
+        self.has_state = False
+        self.generation = 0
+        self.replaces: list[_Opt] = []
 
 
 def _shared(old: _Opt, new: _Opt) -> bool:
