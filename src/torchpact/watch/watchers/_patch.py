@@ -50,6 +50,14 @@ class Patch:
             setattr(owner, self._key[1], original)
 
 
+def parameter_list(parameters: Any) -> list[Any]:
+    """The ``parameters`` argument of a torch function that takes one tensor or an iterable of them, as a
+    list: a generator (``model.parameters()``) can be read only once, by the wrapper or by the original."""
+    import torch
+
+    return [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+
+
 def remove_all(patches: list[Patch]) -> None:
     while patches:
         patches.pop().remove()

@@ -22,7 +22,7 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.watch.frames import user_location
 from torchpact.watch.watcher import Check, Watcher
-from torchpact.watch.watchers._patch import Patch, remove_all
+from torchpact.watch.watchers._patch import Patch, parameter_list, remove_all
 
 PROBES = 4
 
@@ -96,9 +96,7 @@ class ClipTiming(Watcher):
             def clip(parameters: Any, *args: Any, **kwargs: Any) -> Any:
                 if not self.session.sampled or self.session.closed:
                     return original(parameters, *args, **kwargs)
-                import torch
-
-                params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+                params = parameter_list(parameters)
                 self._check(f"torch.nn.utils.{name}", params, user_location(2))
                 return original(params, *args, **kwargs)
             return clip

@@ -61,7 +61,7 @@ from torchpact.findings import Category, Severity
 from torchpact.watch.frames import is_user_file
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers._local import dense_grads
-from torchpact.watch.watchers._patch import Patch, remove_all
+from torchpact.watch.watchers._patch import Patch, parameter_list, remove_all
 
 ARMED_STEPS = 20          # steps checked in full after a non-finite gradient on an unsampled step
 MAX_ENTRIES = 20_000      # tensors tracked per outermost forward / per step in backward
@@ -615,7 +615,7 @@ class NonFinite(Watcher):
         def clip_grad_norm_(parameters: Any, max_norm: Any, norm_type: Any = 2.0, *args: Any, **kwargs: Any) -> Any:
             import torch
 
-            params = [parameters] if isinstance(parameters, torch.Tensor) else list(parameters)
+            params = parameter_list(parameters)
             total = original(params, max_norm, norm_type, *args, **kwargs)
             self._clipped = None
             if type(total) is not torch.Tensor or total.device.type != "cpu" or self._recorded:
