@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+
+import pytest
 import torch
 
 from torchpact.watch.watchers._batched import all_zero
@@ -31,3 +34,54 @@ def test_all_zero_is_exactly_not_any_nonzero_element():
     assert all_zero(tensors) == [not bool(t.ne(0).any()) for t in tensors]
     assert all_zero(tensors) == [True, True, False, False, False, False, False, False, True, False, False, False]
     assert all_zero([]) == []
+
+
+def test_grad_norms_are_the_per_tensor_norms_whatever_the_dtypes():
+    from torchpact.watch.watchers._batched import grad_norms
+
+    tensors = _corners()
+    got = grad_norms(tensors)
+    assert got.dtype == torch.float64  # one float64 gradient: its finite norm must not read as inf
+    want = [torch.linalg.vector_norm(t.double() if t.dtype == torch.float64 else t.float()).item() for t in tensors]
+    for g, w in zip(got.tolist(), want):
+        assert (g != g and w != w) or g == pytest.approx(w, rel=1e-3)
+    assert grad_norms([torch.tensor([3e38, 3e38])]).item() == INF  # float32 gradients: float32 norms
+
+
+def test_shared_grad_norms_are_reused_only_for_the_same_tensors_at_the_same_version():
+    from torchpact.watch.watchers._batched import grad_norms
+
+    a, b, c = torch.tensor([3.0, 4.0]), torch.tensor([1.0, 0.0]), torch.tensor([0.0, 2.0])
+    shared: dict = {}
+    first = grad_norms([a, b, c], shared)
+    assert grad_norms([a, b, c], shared) is first                  # the same gradients: the same vector
+    assert grad_norms([c, a], shared).tolist() == [2.0, 5.0]       # a subset, in its own order
+    a.mul_(2)                                                       # written in place: measured again
+    assert grad_norms([a, b], shared).tolist() == [10.0, 1.0]
+    assert grad_norms([torch.tensor([3.0, 4.0])], shared).tolist() == [5.0]  # another tensor, same values
+
+
+def _sampled_step_norm_ops(watchers: list[str]) -> int:
+    """``_foreach_norm`` ops of one sampled training step under ``watchers`` (torch.profiler counts them)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from torchpact.watch import Sampler, watch
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with watch(watchers, sampler=Sampler(first=3)) as session:
+        for step in range(3):
+            with profile(activities=[ProfilerActivity.CPU]) if step == 2 else contextlib.nullcontext() as prof:
+                loss = model(torch.randn(8, 4)).pow(2).mean()
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+    assert session.shared == {}  # nothing is held past the hook that computed it
+    return sum(e.count for e in prof.key_averages() if e.key == "aten::_foreach_norm")
+
+
+def test_the_watchers_of_a_sampled_step_pre_hook_measure_the_gradients_once():
+    # nonfinite, grad_health and gradient_flow each read every gradient's norm in the step pre-hook
+    assert [_sampled_step_norm_ops([w]) for w in ("nonfinite", "grad_health", "gradient_flow")] == [1, 1, 1]
+    assert _sampled_step_norm_ops(["nonfinite", "grad_health", "gradient_flow"]) == 1

@@ -117,6 +117,9 @@ class Session:
         self._optimizers: list[weakref.ref] = []
         self._reported: set[tuple] = set()
         self._subscribers: dict[str, list[Watcher]] = {}
+        # What watchers compute from the same tensors in one step callback delivery (the gradients' norms,
+        # read by three watchers in the step pre-hook): kept for that delivery only.
+        self.shared: dict[str, Any] = {}
         self.root_call_sites: dict[int, tuple[str | None, int | None]] = {}
         self.sampled = self.sampler(0)
 
@@ -314,11 +317,15 @@ class Session:
             self._each(subscribers, callback, args)
 
     def _each(self, subscribers: tuple, callback: str, args: tuple) -> None:
-        for w, bound in subscribers:
-            try:
-                bound(*args)
-            except Exception as exc:  # a watcher bug must never break the user's training
-                self._failed(w, callback, exc)
+        try:
+            for w, bound in subscribers:
+                try:
+                    bound(*args)
+                except Exception as exc:  # a watcher bug must never break the user's training
+                    self._failed(w, callback, exc)
+        finally:
+            if self.shared:
+                self.shared.clear()
 
     # The two module hooks run on every module call of the script: on unsampled steps they do O(1)
     # work and allocate nothing unless a watcher asked for those calls.

@@ -41,6 +41,7 @@ from typing import Any, NamedTuple
 from torchpact.findings import Category, Severity
 from torchpact.median import median
 from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers._batched import grad_norms
 from torchpact.watch.watchers._local import dense_grads
 
 JUMP = 100.0            # exploding: x the median of the layer's previous checked norms
@@ -178,7 +179,7 @@ class GradHealth(Watcher):
         found_inf = getattr(optimizer, "found_inf", None)
         grad_scale = getattr(optimizer, "grad_scale", None)
         with torch.no_grad():
-            norms = self._norms(grads)
+            norms = grad_norms(grads, self.session.shared)
             extra = []
             if found_inf is not None and grad_scale is not None:  # a GradScaler-aware optimizer, still scaled
                 extra = [found_inf.float().reshape(()).to(norms.device), grad_scale.float().reshape(()).to(norms.device)]
@@ -202,27 +203,6 @@ class GradHealth(Watcher):
             self.session.sample_next()  # a streak has begun: judge it on consecutive steps
 
     # ------------------------------------------------------------------ data
-    @staticmethod
-    def _norms(grads: list[Any]) -> Any:
-        """All gradient norms as one float32 vector on the first gradient's device."""
-        import torch
-
-        by_device: dict[Any, list[int]] = {}
-        for i, g in enumerate(grads):
-            by_device.setdefault(g.device, []).append(i)
-        first = grads[0].device
-        parts, order = [], []
-        for idx in by_device.values():
-            group = [grads[i] for i in idx]
-            low = any(g.dtype in (torch.float16, torch.bfloat16) for g in group)
-            norms = torch._foreach_norm(group, 2, dtype=torch.float32) if low else torch._foreach_norm(group)
-            parts.append(torch.stack(norms).float().to(first, non_blocking=True))
-            order.extend(idx)
-        if len(parts) == 1:
-            return parts[0]
-        out = torch.cat(parts)
-        return out[torch.tensor(sorted(range(len(order)), key=order.__getitem__), device=first)]
-
     def _layout(self, optimizer: Any, params: list[Any]) -> _Layout:
         signature = tuple(id(p) for p in params)
         entry = self._layouts.get(id(optimizer))

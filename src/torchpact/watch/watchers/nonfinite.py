@@ -60,6 +60,7 @@ from typing import Any, NamedTuple
 from torchpact.findings import Category, Severity
 from torchpact.watch.frames import is_user_file
 from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers._batched import grad_norms
 from torchpact.watch.watchers._local import dense_grads
 from torchpact.watch.watchers._patch import Patch, parameter_list, remove_all
 
@@ -969,17 +970,7 @@ class NonFinite(Watcher):
             return  # (sharded DTensor gradients are left to the distributed checks)
         if clipped is not None and not self._recorded and self._clip_says_finite(clipped, grads):
             return
-        # On every step: on a tiny MLP this hook is ~7% of the step's instructions, nearly all of it the
-        # per-tensor norm kernels, so the Python around them is kept to the minimum (no no_grad object).
-        enabled = torch.is_grad_enabled()
-        if enabled:
-            torch._C._set_grad_enabled(False)
-        try:
-            low = any(g.dtype in (torch.float16, torch.bfloat16) for g in grads)
-            norms = _stacked(torch._foreach_norm(grads, 2, dtype=torch.float32) if low else torch._foreach_norm(grads))
-        finally:
-            if enabled:
-                torch._C._set_grad_enabled(True)
+        norms = grad_norms(grads, self.session.shared)  # computed once for this hook's watchers
         step = self.session.step
         if not self._recorded and norms.device.type == "cuda":
             self._pending.append(_Deferred(norms, step, params))  # read once ready: no sync per step
@@ -1167,16 +1158,6 @@ def _flat(args: Any) -> list[Any]:
     from torch.utils._pytree import tree_leaves
 
     return tree_leaves(args)
-
-
-def _stacked(norms: list[Any]) -> Any:
-    """The norms as one vector on the first norm's device (one op on a single device)."""
-    import torch
-
-    first = norms[0].device
-    if any(n.device != first for n in norms):
-        norms = [n.to(first, non_blocking=True) for n in norms]
-    return torch.stack(norms)
 
 
 def _depth(call: _BwCall) -> int:
