@@ -117,6 +117,28 @@ def test_follow_ups_stay_within_the_call_budget():
     assert asks.sampled == pattern.sampled  # every step asks, yet only what the budget pays for is sampled
 
 
+class Forecast(Recorder):
+    """Asks, at each step's end, whether the next step will be sampled (as loss_inputs does before it keeps
+    its function mode on for that step)."""
+
+    def __init__(self) -> None:
+        super().__init__("none")
+        self.promised: list[bool] = []
+
+    def on_step_end(self, step):
+        super().on_step_end(step)
+        self.promised.append(self.session.will_sample(step + 1))
+
+
+def test_will_sample_foretells_the_next_step_also_when_the_budget_refuses_it():
+    # 120 calls a step against a budget of 200 + 12 a step: step 0 is paid, steps 1-3 are not
+    rec = Forecast()
+    with watch([rec], sampler=Sampler(first=20, every=5, calls=200, share=0.1)):
+        _train(6, forwards=30)
+    assert rec.sampled == [True, False, False, False, True, False]
+    assert rec.promised == rec.sampled[1:] + [rec.promised[-1]]
+
+
 def test_another_optimizer_takes_over_counting_steps_once_the_first_one_stops():
     """Layer-wise training (pytorch/examples' forward-forward): each layer's optimizer trains it in turn.
     The first optimizer stays alive but stops stepping; without a handover the step count would stop,

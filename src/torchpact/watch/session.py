@@ -455,17 +455,24 @@ class Session:
         a sampled step. A plain callable as sampler is taken as the exact schedule and ignores it."""
         self._follow_up = True
 
-    def _sample(self, step: int, follow_up: bool = False) -> bool:
+    def _sample(self, step: int, follow_up: bool = False, sampled_steps: int | None = None) -> bool:
         if not (self.sampler(step) or (follow_up and isinstance(self.sampler, Sampler))):
             return False
         affordable = getattr(self.sampler, "affordable", None)  # a plain callable has no budget
-        if affordable is None or not self._sampled_steps:
+        done = self._sampled_steps if sampled_steps is None else sampled_steps
+        if affordable is None or not done:
             return True
-        return affordable(self._sampled_calls, self._sampled_calls / self._sampled_steps, step)
+        return affordable(self._sampled_calls, self._sampled_calls / done, step)
 
     def will_sample(self, step: int) -> bool:
         """Whether ``step`` (this one or the next) is to be sampled, as far as can be told now."""
-        return self.sampled if step == self.step else self._sample(step, self._follow_up and step == self.step + 1)
+        if step == self.step:
+            return self.sampled
+        # Asked from a callback of this step, which ``_step_post`` counts only once its callbacks are over:
+        # counted here as it will be, or the first sampled step of a budget-bound script (an RL rollout)
+        # would promise a second one that the budget then refuses.
+        return self._sample(step, self._follow_up and step == self.step + 1,
+                            self._sampled_steps + (1 if self._sampled else 0))
 
     def data(self) -> dict[str, Any]:
         """Each watcher's plain data (series for plots), by watcher name; empty ones left out."""

@@ -970,7 +970,8 @@ class NonFinite(Watcher):
             return  # (sharded DTensor gradients are left to the distributed checks)
         if clipped is not None and not self._recorded and self._clip_says_finite(clipped, grads):
             return
-        norms = grad_norms(grads, self.session.shared)  # computed once for this hook's watchers
+        # on sampled steps grad_health and gradient_flow read the same norms in this hook
+        norms = grad_norms(grads, self.session.shared if self.session.sampled else None)
         step = self.session.step
         if not self._recorded and norms.device.type == "cuda":
             self._pending.append(_Deferred(norms, step, params))  # read once ready: no sync per step
