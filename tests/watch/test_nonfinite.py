@@ -297,8 +297,39 @@ def test_nan_gradient_on_an_unsampled_step_is_reported_with_its_step():
     findings = watched(train, WATCHER, sampler=Sampler(first=2, every=100))
     assert codes(findings) == ["TP352"]
     (f,) = findings
-    assert f.step == 5 and f.subject == "unsampled step" and "not sampled" in f.message
+    assert f.step == 5 and f.subject == "unrecorded step" and "not recorded" in f.message
     assert "--sample-first 6" in f.fix
+
+
+def _nan_on_step(nan_step: int, sampler: Sampler) -> list:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def train():
+        for step in range(nan_step + 3):
+            out = model(torch.randn(6, 4))
+            loss = out.mean()
+            if step == nan_step:
+                loss = loss + torch.sqrt(out - out).sum()  # sqrt at 0 in the loss: inf - inf = NaN
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    return watched(train, WATCHER, sampler=sampler)
+
+
+def test_a_periodic_sampled_step_is_checked_but_not_recorded_and_the_fix_reruns_to_locate_it():
+    periodic = Sampler(first=2, every=4, calls=None)
+    findings = _nan_on_step(4, periodic)  # step 4: sampled by the every-4 pattern alone
+    (f,) = findings
+    assert f.code == "TP352" and f.step == 4 and f.subject == "unrecorded step" and "not recorded" in f.message
+    assert "--sample-first 5" in f.fix
+
+    (f,) = only(_nan_on_step(4, Sampler(first=5, every=4, calls=None)), "TP352")  # the rerun the fix names
+    assert f.step == 4 and f.subject == "output of Sequential" and "after the model" in f.message
+    (f,) = only(_nan_on_step(4, lambda step: step % 4 == 0), "TP352")  # an exact schedule records each of its steps
+    assert f.step == 4 and f.subject == "output of Sequential"
 
 
 def _clipped_training(nan: str | None = None, clip=lambda model: nn.utils.clip_grad_norm_(model.parameters(), 1.0)):
@@ -339,7 +370,7 @@ def test_an_unsampled_step_that_clips_reads_the_clips_total_norm_instead_of_its_
 def test_a_nan_gradient_around_the_clip_is_still_reported_on_its_unsampled_step(nan):
     # before: the clip's total is NaN; after: the clip's total is finite, the gradient's version changed
     (f,), _ = _clipped_training(nan)
-    assert f.code == "TP352" and f.step == 5 and f.subject == "unsampled step"
+    assert f.code == "TP352" and f.step == 5 and f.subject == "unrecorded step"
 
 
 @pytest.mark.parametrize("clip", [

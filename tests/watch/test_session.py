@@ -21,6 +21,7 @@ class Recorder(Watcher):
         self.pre: list[tuple[int, int]] = []    # (step, depth)
         self.post: list[tuple[int, int]] = []
         self.sampled: list[bool] = []
+        self.periodic: list[bool] = []
 
     def on_forward_pre(self, module, args):
         self.pre.append((self.session.step, self.session.depth))
@@ -30,6 +31,7 @@ class Recorder(Watcher):
 
     def on_step_end(self, step):
         self.sampled.append(self.session.sampled)
+        self.periodic.append(self.session.periodic)
 
 
 def _train(steps: int, forwards: int = 1) -> None:
@@ -101,11 +103,18 @@ def test_a_watcher_gets_the_step_after_a_sampled_one_sampled_when_it_asks():
         _train(25)
     # 0, 1 first; 2 asked for at 1; 5, 10, 15, 20 the pattern; 6 and 7 asked at 5 and 6; 21, 22 at 20, 21
     assert [s for s, sampled in enumerate(rec.sampled) if sampled] == [0, 1, 2, 5, 6, 7, 10, 15, 20, 21, 22]
+    # periodic: picked by the pattern alone, past the first steps
+    assert [s for s, periodic in enumerate(rec.periodic) if periodic] == [5, 10, 15, 20]
+    asked_on_pattern = FollowUp({4})
+    with watch([asked_on_pattern], sampler=Sampler(first=2, every=1, calls=None)):
+        _train(8)
+    assert asked_on_pattern.periodic == [False, False, True, True, True, False, True, True]  # 5 was asked for
 
     exact = FollowUp(set(range(25)))
     with watch([exact], sampler=lambda step: step % 5 == 0):  # a plain callable is the exact schedule
         _train(12)
     assert [s for s, sampled in enumerate(exact.sampled) if sampled] == [0, 5, 10]
+    assert not any(exact.periodic)
 
 
 def test_follow_ups_stay_within_the_call_budget():

@@ -59,6 +59,10 @@ class Sampler:
     def __call__(self, step: int) -> bool:
         return step < self.first or step % self.every == 0
 
+    def periodic(self, step: int) -> bool:
+        """Whether ``step`` is one of the every-``every``-th steps past the first ones."""
+        return step >= self.first and step % self.every == 0
+
     def affordable(self, spent: int, per_step: float, steps: int) -> bool:
         """Whether one more sampled step fits, ``spent`` calls in; ``per_step`` calls a step so far."""
         if self.calls is None or spent == 0:
@@ -122,6 +126,7 @@ class Session:
         self.shared: dict[str, Any] = {}
         self.root_call_sites: dict[int, tuple[str | None, int | None]] = {}
         self.sampled = self.sampler(0)
+        self.periodic = self._periodic(0, follow_up=False)
 
     @property
     def sampled(self) -> bool:
@@ -449,6 +454,15 @@ class Session:
             self.step += 1
             follow_up, self._follow_up = self._follow_up, False
             self.sampled = self._sample(self.step, follow_up)
+            self.periodic = self._periodic(self.step, follow_up)
+
+    def _periodic(self, step: int, follow_up: bool) -> bool:
+        """Whether this sampled step is only one of the sampler's periodic ones: past its first steps, and
+        not asked for by a watcher (a plain callable as sampler is an exact schedule: none is). A check
+        that costs much per sampled step and locates what cheaper checks detect on every step may skip
+        them (``nonfinite`` records modules on the other sampled steps only)."""
+        return (self._sampled and not follow_up and isinstance(self.sampler, Sampler)
+                and self.sampler.periodic(step))
 
     def sample_next(self) -> None:
         """Ask for the next step to be sampled too (within the sampler's call budget), from a callback of
