@@ -332,6 +332,27 @@ def test_a_periodic_sampled_step_is_checked_but_not_recorded_and_the_fix_reruns_
     assert f.step == 4 and f.subject == "output of Sequential"
 
 
+def test_an_evaluation_on_a_periodic_step_is_still_recorded():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 8), nn.LogSoftmax(-1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train_then_evaluate():
+        for _ in range(4):
+            loss = -model(torch.randn(8, 4))[:, 0].mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        with torch.no_grad():  # step 4, periodic: no gradient would ever show what this evaluation outputs
+            model[2].weight[0] = float("inf")
+            model.eval()
+            model(torch.randn(3, 4))
+
+    findings = watched(train_then_evaluate, WATCHER, sampler=Sampler(first=2, every=4, calls=None))
+    (f,) = findings
+    assert f.code == "TP351" and f.step == 4 and f.subject == "2"
+
+
 def _clipped_training(nan: str | None = None, clip=lambda model: nn.utils.clip_grad_norm_(model.parameters(), 1.0)):
     """Steps 0-1 sampled, then unsampled; each clips before it steps. At step 5 a NaN gradient is put in
     place ``nan`` (``"before"`` or ``"after"``) the clip. Returns the findings and the ``_foreach_norm``

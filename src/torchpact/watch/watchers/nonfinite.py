@@ -30,11 +30,12 @@ produced it: every gradient downstream of it fired earlier and was finite.
 Unlike ``torch.autograd.detect_anomaly`` (which checks backward outputs for NaN only, so a backward
 that produces inf is blamed on whichever later op turns inf into NaN), inf counts.
 
-Recorded steps are the sampled ones except the sampler's periodic every-Nth steps past its first ones
-(``Session.periodic``): the first steps, the steps a watcher asks to sample, and the steps after a
-non-finite gradient. On a small GPT, recording costs 3.5 ms of a sampled step's 11 ms of checks, and a
-NaN on a periodic step is still detected there, arms the steps after it and, when it does not recur,
-is reported with the rerun that locates it.
+Recorded steps are the sampled ones, the steps after a non-finite gradient, and, on the sampler's
+periodic every-Nth steps past its first ones (``Session.periodic``), forwards without grad
+(evaluations) only. A training forward's NaN reaches the gradients, which are checked on every step:
+on a periodic step it is detected there, arms the steps after it and, when it does not recur, is
+reported with the rerun that locates it. Recording a training step costs a small GPT 3.5 ms, a third
+of all the checks of its sampled steps.
 
 Trade-offs. Module granularity costs a tensor hook per activation on recorded steps, and a reduction
 per activation gradient past ``HOLD_BYTES`` (and per tensor of a no-grad forward); an op-level view
@@ -86,10 +87,10 @@ FORWARD = Check(
     severity=Severity.ERROR,
     summary="A module's output turned NaN/inf although its inputs were finite.",
     doc="""## What it does
-On the first sampled steps, on the steps another check asks to sample, and on every step after an
-inf/NaN gradient was seen (not on the periodic every-Nth steps after the first ones, where only the
-gradient check of TP352 runs), notes every floating tensor entering or leaving a module. When the model's output holds NaN
-or +inf (one sum, read when the outermost module call returns), it reduces the tensors it noted and
+On sampled steps (every step at first, the steps another check asks for, and every step after an
+inf/NaN gradient was seen; on the periodic every-Nth steps after those, evaluations under no_grad
+only, as TP352 checks a training step's gradients on every step), notes every floating tensor
+entering or leaving a module. When the model's output holds NaN or +inf (one sum, read when the outermost module call returns), it reduces the tensors it noted and
 names the first module, in execution order, whose output holds NaN or +inf while none of its inputs
 did. A tensor overwritten in place after a module returned it (`out += identity`) no longer shows
 what that module produced; the enclosing module is named then, with the op. That module alone is
@@ -127,8 +128,8 @@ BACKWARD = Check(
 Every step, one `torch._foreach_norm` over the gradients in the optimizer's step pre-hook says
 whether any gradient about to be applied is NaN/inf (on CPU, when the script's `clip_grad_norm_` has
 just computed the total norm of exactly these gradients, that norm is read instead). On the steps
-where TP351 notes module tensors, tensor hooks on the tensors entering and leaving modules (not module backward hooks, which
-would change the graph) keep each activation gradient (up to 64 MB in all, then reduce it without a
+where TP351 notes a training forward's tensors, tensor hooks on the tensors entering and leaving
+modules (not module backward hooks, which would change the graph) keep each activation gradient (up to 64 MB in all, then reduce it without a
 host sync); when the applied
 gradients are non-finite, those gradients are reduced and read, and, in backward order, the first
 tensor whose gradient is NaN/inf names the module whose backward produced it: the gradient of its
@@ -701,12 +702,16 @@ class NonFinite(Watcher):
             self._stepped = False
             self._forward_bad_this_step = False
             self._recorded = False
-        # Not the sampler's periodic steps: the gradient check runs there as on every step, arming the next
-        # ones, and an unlocated step's finding says how to rerun to locate it; recording would cost a
-        # small GPT's sampled step 3.5 ms of its 11 ms of checks.
-        self._on = ((session.sampled and not session.periodic)
-                    or self._armed_at < session.step < self._armed_until)
-        self._recorded = self._recorded or self._on
+        armed = self._armed_at < session.step < self._armed_until
+        if session.sampled and session.periodic and not armed:
+            import torch
+
+            # A training forward's NaN reaches the gradients, checked on every step; nothing else would see
+            # an evaluation's.
+            self._on = not torch.is_grad_enabled()
+        else:
+            self._on = session.sampled or armed
+            self._recorded = self._recorded or self._on
         self._stack.clear()
 
     def _entry(self, t: Any, grad_mode: bool) -> int:
