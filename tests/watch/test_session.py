@@ -265,3 +265,43 @@ def test_step_with_a_closure_trains_exactly_as_without_torchpact():
     with watch():
         watched = train()
     assert torch.equal(plain, watched)
+
+
+class NeedsGroup(Recorder):
+    """Notes the steps whose ``on_step_pre`` it got and the depth-1 calls it saw, as a DDP watcher would."""
+
+    needs_process_group = True
+
+    def __init__(self) -> None:
+        super().__init__("roots")
+        self.step_pres: list[int] = []
+
+    def on_step_pre(self, optimizer):
+        self.step_pres.append(self.session.step)
+
+
+def test_watchers_that_need_a_process_group_wait_for_one_on_unsampled_steps(tmp_path):
+    import torch.distributed as dist
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step():
+        opt.zero_grad()
+        model(torch.randn(2, 4)).pow(2).mean().backward()
+        opt.step()
+
+    waiting, plain = NeedsGroup(), Recorder("roots")
+    with watch([waiting, plain], sampler=Sampler(first=2, every=5, calls=None)):
+        for _ in range(4):  # steps 0-3, no process group: called on the sampled steps 0 and 1 only
+            step()
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+        try:
+            for _ in range(4):  # steps 4-7: every step from step 4's on_step_pre, every call from step 5
+                step()
+        finally:
+            dist.destroy_process_group()
+    assert waiting.step_pres == [0, 1, 4, 5, 6, 7]
+    assert sorted({s for s, _ in waiting.pre}) == [0, 1, 5, 6, 7]
+    assert sorted({s for s, _ in plain.pre}) == list(range(8))  # a watcher without the need: every step

@@ -98,6 +98,9 @@ class Session:
         self._post_inner: tuple[tuple[Watcher, Callable], ...] = ()
         self._steps: dict[str, tuple[tuple[Watcher, Callable], ...]] = {
             cb: () for cb in ("on_step_pre", "on_step", "on_step_end")}   # step callbacks, bound
+        self._unsampled_steps = self._steps   # the same on unsampled steps, without the idle watchers
+        self._group = False          # a default process group exists (see Watcher.needs_process_group)
+        self._idle: tuple[Watcher, ...] = ()   # watchers that wait for one
         self._forward_watchers: tuple[Watcher, ...] = ()
         self._routed: tuple = ()
         self._hide_modes = False
@@ -194,7 +197,7 @@ class Session:
 
     def _route_key(self) -> tuple:
         """What the forward routes depend on: sampling, and what each watcher asks of unsampled calls."""
-        return (self._sampled, tuple(w.unsampled_calls for w in self._forward_watchers))
+        return (self._sampled, self._group, tuple(w.unsampled_calls for w in self._forward_watchers))
 
     def _route_forwards(self, key: tuple) -> None:
         """Who gets which module calls this step: every call on sampled steps; on the others what each
@@ -205,7 +208,10 @@ class Session:
         post: list[tuple[Watcher, Callable, int]] = []
         for cb, out in zip(_FORWARD, (pre, post)):
             for w in self._subscribers.get(cb, ()):
-                level = 2 if self._sampled else wanted.get(w.unsampled_calls, 0)
+                if self._sampled:
+                    level = 2
+                else:
+                    level = 0 if w in self._idle else wanted.get(w.unsampled_calls, 0)
                 if level:
                     out.append((w, getattr(w, cb), level))
         self._pre_root = tuple((w, f) for w, f, _ in pre)
@@ -217,6 +223,9 @@ class Session:
         """Bind each callback to the watchers that override it (again after a watcher failed)."""
         self._steps = {cb: tuple((w, getattr(w, cb)) for w in self._subscribers.get(cb, ()))
                        for cb in ("on_step_pre", "on_step", "on_step_end")}
+        self._idle = () if self._group else tuple(w for w in self.watchers if w.needs_process_group)
+        self._unsampled_steps = {cb: tuple((w, f) for w, f in subs if w not in self._idle)
+                                 for cb, subs in self._steps.items()} if self._idle else self._steps
         self._forward_watchers = tuple(
             w for w in self.watchers if any(w in self._subscribers.get(cb, ()) for cb in _FORWARD))
         self._route_forwards(self._route_key())
@@ -409,6 +418,8 @@ class Session:
         return stack[-1] if stack else None
 
     def _step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        if self._idle:
+            self._look_for_group()
         primary = self._primary() if self._primary is not None else None
         if primary is None:  # first optimizer, or the old one is gone
             self._primary = weakref.ref(optimizer)
@@ -424,7 +435,7 @@ class Session:
             return args, {**kwargs, "closure": self._then_step_pre(optimizer, kwargs["closure"])}
         if len(args) > 1 and args[1] is not None and callable(args[1]):
             return (args[0], self._then_step_pre(optimizer, args[1]), *args[2:]), kwargs
-        self._deliver(self._steps["on_step_pre"], "on_step_pre", optimizer)
+        self._deliver(self._step_subscribers("on_step_pre"), "on_step_pre", optimizer)
         return None
 
     def _then_step_pre(self, optimizer: Any, closure: Callable) -> Callable:
@@ -436,16 +447,18 @@ class Session:
             loss = closure(*args, **kwargs)
             if not delivered:
                 delivered = True
-                self._deliver(self._steps["on_step_pre"], "on_step_pre", optimizer)
+                self._deliver(self._step_subscribers("on_step_pre"), "on_step_pre", optimizer)
             return loss
 
         return closure_then_step_pre
 
     def _step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
-        self._deliver(self._steps["on_step"], "on_step", optimizer)
+        self._deliver(self._step_subscribers("on_step"), "on_step", optimizer)
         if self._primary is not None and self._primary() is optimizer:
             self._since_primary.clear()
-            self._deliver(self._steps["on_step_end"], "on_step_end", self.step)
+            self._deliver(self._step_subscribers("on_step_end"), "on_step_end", self.step)
+            if self._idle:
+                self._look_for_group()
             now = time.perf_counter()
             self.step_times.append(now - self._step_started)
             self._step_started = now
@@ -455,6 +468,17 @@ class Session:
             follow_up, self._follow_up = self._follow_up, False
             self.sampled = self._sample(self.step, follow_up)
             self.periodic = self._periodic(self.step, follow_up)
+
+    def _step_subscribers(self, callback: str) -> tuple[tuple[Watcher, Callable], ...]:
+        return (self._steps if self._sampled else self._unsampled_steps)[callback]
+
+    def _look_for_group(self) -> None:
+        """Wake the watchers that wait for a default process group once there is one (for good: a group
+        destroyed later leaves them on)."""
+        dist = sys.modules.get("torch.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized():
+            self._group = True
+            self._subscribe()
 
     def _periodic(self, step: int, follow_up: bool) -> bool:
         """Whether this sampled step is only one of the sampler's periodic ones: past its first steps, and

@@ -30,6 +30,11 @@ class Watcher:
     #: ``"none"``. Sampled steps deliver every call. A watcher may change it on itself at run time; it
     #: takes effect from the next step. Narrower is cheaper: every module call of the script pays it.
     unsampled_calls: str = "all"
+    #: Whether every check of the watcher needs a default process group (DDP, FSDP, several ranks). Until
+    #: one exists it is called on sampled steps only: a single-process run pays nothing for it on the
+    #: others. The session looks again before each step's ``on_step_pre`` and after its ``on_step_end``,
+    #: so a job that creates its group before step 0 (which every ``Sampler`` samples) loses nothing.
+    needs_process_group: ClassVar[bool] = False
 
     def __init__(self) -> None:
         self.session: Session = None  # type: ignore[assignment]

@@ -60,6 +60,7 @@ class DdpCheckpointWatcher(Watcher):
     """TP603 at runtime: the same checkpoint path written by several ranks."""
 
     name = "ddp_checkpoint"
+    needs_process_group = True
     checks = (SAVED_BY_EVERY_RANK,)
 
     def __init__(self) -> None:

@@ -62,6 +62,7 @@ class DdpHooksLost(Watcher):
     """TP657: DDP-hooked gradient accumulators replaced after wrapping."""
 
     name = "ddp_hooks_lost"
+    needs_process_group = True
     checks = (HOOKS_LOST,)
 
     def __init__(self) -> None:

@@ -65,6 +65,7 @@ class DdpStragglerWatcher(Watcher):
     """TP654: the rank and phase that hold a DDP job back."""
 
     name = "ddp_straggler"
+    needs_process_group = True
     unsampled_calls = "none"
     checks = (STRAGGLER,)
 

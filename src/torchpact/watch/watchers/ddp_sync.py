@@ -191,6 +191,7 @@ class DdpSyncWatcher(Watcher):
     """TP601, TP602, TP605, TP651, TP652: DDP replicas compared across ranks."""
 
     name = "ddp_sync"
+    needs_process_group = True
     unsampled_calls = "roots"   # "all" once a DDP model ran
     checks = (CONVERTED_AFTER_WRAP, FORWARD_BYPASSES_DDP, BATCHNORM_WITHOUT_SYNC, BUFFERS_DIVERGE, REPLICAS_DIVERGE)
 

@@ -84,6 +84,7 @@ class DdpUnusedWatcher(Watcher):
     """TP604 at runtime: DDP parameters without a gradient, named, with the option that fits."""
 
     name = "ddp_unused"
+    needs_process_group = True
     unsampled_calls = "roots"   # "all" once a DDP model ran
     checks = (UNUSED_UNDER_DDP,)
 

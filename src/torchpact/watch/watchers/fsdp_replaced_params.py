@@ -54,6 +54,7 @@ class FsdpReplacedParams(_sites.SiteWatcher):
     """TP656: optimizer parameters replaced by FSDP2's ``fully_shard``."""
 
     name = "fsdp_replaced_params"
+    needs_process_group = True
     checks = (REPLACED,)
 
     def __init__(self) -> None:
