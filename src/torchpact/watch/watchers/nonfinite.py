@@ -90,7 +90,8 @@ FORWARD = Check(
 On sampled steps (every step at first, the steps another check asks for, and every step after an
 inf/NaN gradient was seen; on the periodic every-Nth steps after those, evaluations under no_grad
 only, as TP352 checks a training step's gradients on every step), notes every floating tensor
-entering or leaving a module. When the model's output holds NaN or +inf (one sum, read when the outermost module call returns), it reduces the tensors it noted and
+entering or leaving a module. When the model's output holds NaN or +inf (one sum, read when the
+outermost module call returns), it reduces the tensors it noted and
 names the first module, in execution order, whose output holds NaN or +inf while none of its inputs
 did. A tensor overwritten in place after a module returned it (`out += identity`) no longer shows
 what that module produced; the enclosing module is named then, with the op. That module alone is
@@ -129,8 +130,8 @@ Every step, one `torch._foreach_norm` over the gradients in the optimizer's step
 whether any gradient about to be applied is NaN/inf (on CPU, when the script's `clip_grad_norm_` has
 just computed the total norm of exactly these gradients, that norm is read instead). On the steps
 where TP351 notes a training forward's tensors, tensor hooks on the tensors entering and leaving
-modules (not module backward hooks, which would change the graph) keep each activation gradient (up to 64 MB in all, then reduce it without a
-host sync); when the applied
+modules (not module backward hooks, which would change the graph) keep each activation gradient (up
+to 64 MB in all, then reduce it without a host sync); when the applied
 gradients are non-finite, those gradients are reduced and read, and, in backward order, the first
 tensor whose gradient is NaN/inf names the module whose backward produced it: the gradient of its
 output was finite, the gradient of its input is not.
@@ -1078,7 +1079,7 @@ class NonFinite(Watcher):
         self.session.report(
             BACKWARD,
             f"the gradients applied at step {info['step']} held NaN/inf; the modules of that step were not recorded "
-            "(only the first steps and those after a NaN/inf are), so the module where they arose is not known "
+            "(the first steps and the steps after a NaN/inf are), so the module where they arose is not known "
             "(the forward or the backward produced them)",
             subject="unrecorded step", step=info["step"],
             fix=f"rerun checking every step up to it (`torchpact run --sample-first {info['step'] + 1} ...`, or "
