@@ -271,26 +271,33 @@ def test_training_and_inference_fast_path_are_bit_for_bit_identical_under_the_wa
     assert all(torch.equal(a, b) for a, b in zip(plain[1], evals))
 
 
-def test_mode_leaves_the_stack_as_it_found_it_with_the_scripts_own_modes():
+def test_the_scripts_own_function_modes_see_every_call_and_stay_as_they_were():
     from torch.overrides import TorchFunctionMode
 
-    class Passthrough(TorchFunctionMode):
+    class Counting(TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.losses = 0
+
         def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.losses += func is F.cross_entropy
             return func(*args, **(kwargs or {}))
 
-    outer = Passthrough()
+    outer = Counting()
 
     def train():
         model = nn.Linear(4, 3)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        inner = Passthrough()
-        with inner:  # entered during the watched steps, left after the mode was removed
+        inner = Counting()
+        with inner:
             for step in range(7):
                 loss = F.cross_entropy(F.softmax(model(torch.randn(5, 4)), 1), torch.randint(0, 3, (5,)))
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-            assert torch._C._get_function_stack_at(torch._C._len_torch_function_stack() - 1) is inner
+            assert torch._C._len_torch_function_stack() == 2
+            assert torch._C._get_function_stack_at(1) is inner
+        assert inner.losses == 7  # torch's own F.cross_entropy, called once per step through the wrapper
 
     with outer:
         findings = watched(train, WATCHERS)
@@ -350,39 +357,36 @@ def test_bf16_autocast_with_grad_scaler_is_silent_and_identical():
     assert all(torch.equal(a, b) for a, b in zip(plain, result[0]))
 
 
-class _StackDepth(torch.utils.data.Dataset):
+class _ProbabilitiesIntoCrossEntropy(torch.utils.data.Dataset):
+    """Computes a loss in the worker, with the mistake TP301 reports: the worker's wrapper only passes through."""
+
     def __len__(self):
         return 8
 
     def __getitem__(self, i):
-        return torch._C._len_torch_function_stack(), torch.randn(4)
+        x = torch.randn(4)
+        return F.cross_entropy(F.softmax(torch.randn(2, 3), 1), torch.tensor([0, 1])), x
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
-def test_forked_dataloader_workers_do_not_inherit_the_mode():
-    depths = []
-
+def test_forked_dataloader_workers_only_pass_through_the_wrappers():
     def train():
         model = nn.Linear(4, 3)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        loader = torch.utils.data.DataLoader(_StackDepth(), batch_size=4, num_workers=2,
+        loader = torch.utils.data.DataLoader(_ProbabilitiesIntoCrossEntropy(), batch_size=4, num_workers=2,
                                              multiprocessing_context="fork")
-        for depth, x in loader:
-            depths.extend(depth.tolist())
+        for worker_loss, x in loader:
+            assert torch.isfinite(worker_loss).all()
             loss = F.cross_entropy(model(x), torch.randint(0, 3, (4,)))
             opt.zero_grad()
             loss.backward()
             opt.step()
 
     assert watched(train, WATCHERS) == []
-    assert depths == [0] * 8
 
 
-def test_mode_comes_off_after_one_whole_step_of_many_torch_calls():
-    # an RL-style step (thousands of tiny torch calls before the loss): the loss of step 0 is still
-    # checked, and the mode, which costs on every torch call, is gone from step 1 on
-    from torchpact.watch.watchers.loss_inputs import MODE_STEP_CALLS
-
+def test_a_step_of_many_torch_calls_is_checked_without_any_function_mode():
+    # an RL-style step (thousands of tiny torch calls before the loss): only the loss call meets torchpact
     torch.manual_seed(0)
     model = nn.Linear(4, 3)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -392,7 +396,7 @@ def test_mode_comes_off_after_one_whole_step_of_many_torch_calls():
         for _ in range(3):
             depths.append(torch._C._len_torch_function_stack())
             h = torch.zeros(2, 4)
-            for _ in range(MODE_STEP_CALLS + 1):
+            for _ in range(5000):
                 h = h + 0.001  # one torch call each
             loss = F.cross_entropy(F.softmax(model(h), dim=1), torch.tensor([0, 1]))
             optimizer.zero_grad()
@@ -401,50 +405,25 @@ def test_mode_comes_off_after_one_whole_step_of_many_torch_calls():
 
     found = watched(train, WATCHERS)
     assert codes(found) == ["TP301"]
-    assert depths[0] == 1 and depths[1:] == [0, 0]
+    assert depths == [0, 0, 0]
 
 
-def _mode_calls_of_three_steps(watchers: list[str]) -> int:
-    from torchpact.watch import make_watchers, watch
-
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 3))
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    instances = make_watchers(watchers)
-    with watch(instances):
-        for _ in range(3):
-            loss = F.cross_entropy(model(torch.randn(4, 8)), torch.tensor([0, 1, 2, 0]))
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    return next(w for w in instances if w.name == "loss_inputs")._mode_calls
-
-
-def test_other_watchers_torch_calls_do_not_go_through_the_mode():
-    # nonfinite reduces every module's tensors on sampled steps: thousands of torch calls per step of
-    # an RL rollout, which would each pay the mode's Python dispatch and count as the script's calls
-    alone = _mode_calls_of_three_steps(WATCHERS)
-    assert alone > 0
-    assert _mode_calls_of_three_steps([*WATCHERS, "nonfinite", "grad_health", "update_health"]) == alone
-
-
-def test_mode_comes_off_before_a_step_that_is_not_sampled():
-    # it only looks at losses on sampled steps: on the others it would cost every torch call for nothing
+def test_functional_losses_are_checked_on_every_sampled_step_and_on_no_other():
+    # the mistake appears at step 25 only: seen on the sampled step 30, not on the unsampled 25-29
     from torchpact.watch import Sampler
 
     torch.manual_seed(0)
     model = nn.Linear(4, 3)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    depths: list[int] = []
 
     def train():
-        for _ in range(3):
-            depths.append(torch._C._len_torch_function_stack())
-            loss = F.cross_entropy(F.softmax(model(torch.randn(2, 4)), dim=1), torch.tensor([0, 1]))
+        for step in range(32):
+            logits = model(torch.randn(2, 4))
+            loss = F.cross_entropy(F.softmax(logits, dim=1) if step >= 25 else logits, torch.tensor([0, 1]))
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
 
-    found = watched(train, WATCHERS, sampler=Sampler(first=1, every=100))
-    assert codes(found) == ["TP301"]
-    assert depths == [1, 0, 0]
+    [found] = watched(train, WATCHERS, sampler=Sampler(first=1, every=10))
+    assert found.code == "TP301" and found.step == 30
+    assert "torchpact" not in F.cross_entropy.__code__.co_filename  # the wrappers are gone after the session

@@ -407,7 +407,7 @@ import torch.nn.functional as F
 
 
 def loss_of(logits, target):
-    return F.cross_entropy(logits, target)  # through the loss_inputs watcher's __torch_function__
+    return F.cross_entropy(logits, target)  # through the loss_inputs and chance_loss watchers' wrappers
 
 
 loss_of(torch.randn(4, 3), torch.tensor([0, 1, 2, 5]))
@@ -422,7 +422,7 @@ def test_the_traceback_is_the_one_python_prints(tmp_path, capsys, source):
     plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     outcome = run_script(str(script), [], live=False)
     assert outcome.exit_code == plain.returncode == 1
-    assert capsys.readouterr().err == plain.stderr  # no torchpact, runpy or mode-dispatch frames
+    assert capsys.readouterr().err == plain.stderr  # no torchpact or runpy frames
     [crash] = [f for f in outcome.findings if f.code == "TP003"]
     assert crash.path == str(script) and crash.line == (3 if "def f(:" in source else 7)  # the innermost line of the script
 

@@ -127,8 +127,7 @@ def test_follow_ups_stay_within_the_call_budget():
 
 
 class Forecast(Recorder):
-    """Asks, at each step's end, whether the next step will be sampled (as loss_inputs does before it keeps
-    its function mode on for that step)."""
+    """Asks, at each step's end, whether the next step will be sampled (as the optimizer watcher does)."""
 
     def __init__(self) -> None:
         super().__init__("none")

@@ -103,8 +103,6 @@ class Session:
         self._idle: tuple[Watcher, ...] = ()   # watchers that wait for one
         self._forward_watchers: tuple[Watcher, ...] = ()
         self._routed: tuple = ()
-        self._hide_modes = False
-        self._no_function_modes: Any = None
         self._sampled_calls = 0      # module calls made on sampled steps: the sampler's budget
         self._sampled_steps = 0
         self._follow_up = False      # a watcher asked for the next step to be sampled too
@@ -231,16 +229,6 @@ class Session:
         self._route_forwards(self._route_key())
         self._arrange_module_hooks()
 
-    def hide_function_modes(self, on: bool) -> None:
-        """While ``on``, watchers' callbacks run with torch function modes off: a watcher that keeps a
-        ``TorchFunctionMode`` on the stack (loss_inputs) turns it on; the watchers' own torch calls
-        then do not pay its Python dispatch (thousands per sampled step) nor count as the script's."""
-        if on and self._no_function_modes is None:
-            import torch
-
-            self._no_function_modes = torch._C.DisableTorchFunction
-        self._hide_modes = on
-
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "Session":
         import torch.optim.optimizer as optimizer_hooks
@@ -324,13 +312,6 @@ class Session:
 
     def _deliver(self, subscribers: tuple, callback: str, *args: Any) -> None:
         """Call each subscriber's bound ``callback``; a watcher that raises is switched off."""
-        if self._hide_modes:
-            with self._no_function_modes():
-                self._each(subscribers, callback, args)
-        else:
-            self._each(subscribers, callback, args)
-
-    def _each(self, subscribers: tuple, callback: str, args: tuple) -> None:
         try:
             for w, bound in subscribers:
                 try:
@@ -354,9 +335,6 @@ class Session:
         if self._sampled:
             self._sampled_calls += 1
         if not subscribers:
-            return
-        if self._hide_modes:
-            self._deliver(subscribers, "on_forward_pre", module, args)
             return
         for w, callback in subscribers:  # inline: the hot path of every root call
             try:
@@ -382,9 +360,6 @@ class Session:
                 pass
         subscribers = self._post_inner if stack else self._post_root
         if not subscribers:
-            return
-        if self._hide_modes:
-            self._deliver(subscribers, "on_forward", module, args, output)
             return
         for w, callback in subscribers:
             try:

@@ -1,21 +1,17 @@
 """What actually reaches the loss: probabilities where logits are expected, and the reverse, and shapes
 that broadcast.
 
-Two ways in. Loss modules (``nn.CrossEntropyLoss``, ``nn.NLLLoss``, ``nn.BCELoss``,
-``nn.BCEWithLogitsLoss``, ``nn.MSELoss``, ``nn.L1Loss``, ...) are seen through the session's forward
-hook on every sampled step. Calls of ``torch.nn.functional`` losses (``F.cross_entropy(...)``, also
-inside a model's ``forward``) are seen through a ``TorchFunctionMode`` that is on the mode stack only
-for the first ``MODE_STEPS`` optimizer steps (and at most ``MODE_CALLS`` torch calls): a Python mode
-costs about 1 µs on *every* torch call while it is active (measured: 655 calls per step of a small
-GPT, +1.7% on its steps), and the way a script calls its loss does not change from step to step.
-A script with many torch calls per step (an RL rollout: ~10,000) keeps it for fewer steps: it comes
-off at the first step end past ``MODE_STEP_CALLS`` calls, so at least one whole step is always seen;
-and it comes off before a step that is not sampled, where it would look at nothing. The other
-watchers' own torch calls bypass it (``session.hide_function_modes``).
-The mode is pushed before the script runs (so the script's own modes, and ``torch.set_default_device``,
-nest above it), is stepped around while ``nn.MultiheadAttention`` / ``nn.Transformer*`` modules run
-(their inference fast path is skipped whenever a mode is active, which would change their results),
-is removed before a ``torch.compile``-d model runs, and does nothing while dynamo traces.
+Two ways in, both on sampled steps. Loss modules (``nn.CrossEntropyLoss``, ``nn.NLLLoss``,
+``nn.BCELoss``, ``nn.BCEWithLogitsLoss``, ``nn.MSELoss``, ``nn.L1Loss``, ...) are seen through the
+session's forward hook. Calls of ``torch.nn.functional`` losses (``F.cross_entropy(...)``, also inside
+a model's ``forward``) are seen through wrappers set on those attributes of ``torch.nn.functional``
+while the session runs: a call of any other torch function costs nothing. (It used to be a
+``TorchFunctionMode``, which every torch call of the script paid while it was on: about 6 µs each
+measured in place on torch 2.13 CPU, 4,700 calls in an RL rollout's first episode.) What binds a loss
+function by name before the session starts (``from torch.nn.functional import cross_entropy`` above
+``torchpact.watch()``) calls the unwrapped one; ``torchpact run`` starts the session before the script
+and its imports, so it sees those too. A forked DataLoader worker inherits the wrappers; they only pass
+through there. While dynamo traces, they call torch's own function (``Patch``).
 
 Where a value came from is read from its ``grad_fn`` (through views, reshapes and casts), which needs
 no sync: a ``SoftmaxBackward0`` into ``cross_entropy`` is certain. Value checks (ranges, row sums)
@@ -26,17 +22,13 @@ device at the end of the sampled step. Shapes are checked at the call (metadata 
 from __future__ import annotations
 
 import os
-import threading
-import weakref
 from typing import Any
 
 from torchpact.findings import Category, Finding, Severity
 from torchpact.watch.frames import user_location
 from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers._patch import Patch, remove_all
 
-MODE_STEPS = 5
-MODE_CALLS = 50_000
-MODE_STEP_CALLS = 5_000  # past this many calls, the mode comes off at the end of the step
 LOGIT_CALLS = 3          # BCEWithLogitsLoss inputs all in [0, 1] at this many checked calls ...
 LOGIT_VALUES = 256       # ... over at least this many values
 PENDING_MAX = 64
@@ -179,15 +171,14 @@ class _Site:
 
 def _tables() -> tuple[dict, dict]:
     import torch.nn as nn
-    import torch.nn.functional as F
 
-    functions = {
-        F.cross_entropy: "cross_entropy", F.nll_loss: "nll_loss",
-        F.binary_cross_entropy: "bce", F.binary_cross_entropy_with_logits: "bce_logits",
-        F.mse_loss: "regression", F.l1_loss: "regression", F.smooth_l1_loss: "regression",
-        F.huber_loss: "regression", F.kl_div: "silent", F.poisson_nll_loss: "silent",
-        F.gaussian_nll_loss: "silent", F.hinge_embedding_loss: "silent",
-        F.multilabel_soft_margin_loss: "silent",
+    functions = {  # by their name in torch.nn.functional
+        "cross_entropy": "cross_entropy", "nll_loss": "nll_loss",
+        "binary_cross_entropy": "bce", "binary_cross_entropy_with_logits": "bce_logits",
+        "mse_loss": "regression", "l1_loss": "regression", "smooth_l1_loss": "regression",
+        "huber_loss": "regression", "kl_div": "silent", "poisson_nll_loss": "silent",
+        "gaussian_nll_loss": "silent", "hinge_embedding_loss": "silent",
+        "multilabel_soft_margin_loss": "silent",
     }
     modules = {
         nn.CrossEntropyLoss: "cross_entropy", nn.NLLLoss: "nll_loss", nn.BCELoss: "bce",
@@ -247,163 +238,51 @@ def _tolerance(dtype: Any) -> float:
     return {torch.float16: 1e-2, torch.bfloat16: 4e-2}.get(dtype, 1e-3)
 
 
-def _find_mode_index(mode: Any) -> int | None:
-    import torch
-
-    for i in range(torch._C._len_torch_function_stack()):
-        if torch._C._get_function_stack_at(i) is mode:
-            return i
-    return None
-
-
-def _remove_mode(mode: Any) -> int | None:
-    """Take ``mode`` off the torch function mode stack wherever it is; the modes above keep their order."""
-    import torch
-
-    index = _find_mode_index(mode)
-    if index is None:
-        return None
-    above = [torch._C._pop_torch_function_stack() for _ in range(torch._C._len_torch_function_stack() - 1 - index)]
-    torch._C._pop_torch_function_stack()
-    for m in reversed(above):
-        torch._C._push_on_torch_function_stack(m)
-    return index
-
-
-def _insert_mode(mode: Any, index: int) -> None:
-    import torch
-
-    n = torch._C._len_torch_function_stack()
-    above = [torch._C._pop_torch_function_stack() for _ in range(max(0, n - index))]
-    torch._C._push_on_torch_function_stack(mode)
-    for m in reversed(above):
-        torch._C._push_on_torch_function_stack(m)
-
-
-_LIVE_MODES: "weakref.WeakSet[Any]" = weakref.WeakSet()
-_FORK_HOOKED = False
-
-
-def _drop_modes_in_child() -> None:
-    """In a forked child (a DataLoader worker), the forking thread's mode stack is copied: take ours off."""
-    for mode in list(_LIVE_MODES):
-        try:
-            _remove_mode(mode)
-        except Exception:  # noqa: BLE001 - never break a worker's start
-            pass
-    _LIVE_MODES.clear()
-
-
-def _make_mode(watcher: "LossInputsWatcher") -> Any:
-    import torch
-    from torch.overrides import TorchFunctionMode
-
-    functions = watcher._functions
-    compiling = torch.compiler.is_compiling
-
-    class _LossCalls(TorchFunctionMode):
-        """Sees calls of torch.nn.functional losses; every call goes through unchanged."""
-
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            if kwargs is None:
-                kwargs = {}
-            if compiling():  # dynamo is tracing the script through this mode: step aside at the next chance
-                watcher._mode_off = True
-                return func(*args, **kwargs)
-            watcher._mode_calls += 1
-            kind = functions.get(func)
-            if kind is not None:
-                watcher._functional(func, kind, args, kwargs)
-            return func(*args, **kwargs)
-
-    return _LossCalls()
-
-
 class LossInputsWatcher(Watcher):
     """Probabilities vs logits into CE / NLL / BCE losses (TP301, TP357, TP303); broadcasting targets (TP355)."""
 
     name = "loss_inputs"
     checks = (SOFTMAX_INTO_CE, BCE_PROBABILITY_LOGIT, BROADCAST_TARGET, NLL_NOT_LOG_PROBS)
+    unsampled_calls = "none"
 
     def __init__(self) -> None:
         super().__init__()
-        self._functions: dict = {}
         self._modules: dict = {}
         self._kinds: dict[type, str | None] = {}
         self._sites: dict[tuple, _Site] = {}
         self._pending: list[tuple[_Site, str, Any]] = []
-        self._mode: Any = None
-        self._mode_thread = 0
-        self._mode_calls = 0
-        self._mode_off = False        # switched off for good: remove at the next safe point
-        self._suspended_by: Any = None
-        self._suspended_at = 0
-        self._fast_path: tuple = ()
+        self._patches: list[Patch] = []
+        self._pid = os.getpid()
+        self._calling = False
         self._broken = False
 
-    # ---------------------------------------------------------------- the mode
     def attach(self, session: Any) -> None:
         super().attach(session)
-        import torch
-        import torch.nn as nn
+        import torch.nn.functional as F
 
-        self._functions, self._modules = _tables()
-        self._fast_path = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerEncoder,
-                           nn.TransformerDecoderLayer, nn.TransformerDecoder, nn.Transformer)
-        try:
-            self._mode = _make_mode(self)
-            # On top of the modes already active (they outlive the session); the script's own modes
-            # nest above it, and `torch.set_default_device` puts its DeviceContext below it.
-            _insert_mode(self._mode, torch._C._len_torch_function_stack())
-            self._mode_thread = threading.get_ident()
-            session.hide_function_modes(True)
-            global _FORK_HOOKED
-            _LIVE_MODES.add(self._mode)
-            if not _FORK_HOOKED and hasattr(os, "register_at_fork"):
-                os.register_at_fork(after_in_child=_drop_modes_in_child)
-                _FORK_HOOKED = True
-        except Exception:  # a torch without a function mode stack: module hooks only
-            self._mode = None
+        functions, self._modules = _tables()
+        for name, kind in functions.items():
+            self._patches.append(Patch(F, name, self._wrap(kind)))
 
-    def _drop_mode(self) -> None:
-        """Remove the mode for good, when it is on the stack and this is its thread."""
-        self._mode_off = True
-        if self._mode is None or threading.get_ident() != self._mode_thread:
-            return
-        if self._suspended_by is not None or _remove_mode(self._mode) is not None:
-            _LIVE_MODES.discard(self._mode)
-            self._mode = None
-            self._suspended_by = None
-            self.session.hide_function_modes(False)
-
-    def on_forward_pre(self, module: Any, args: tuple) -> None:
-        if self._mode is None:
-            return
-        if self._mode_off or self._mode_calls > MODE_CALLS:
-            self._drop_mode()
-            return
-        if self.session.depth == 1 and type(module).__name__ == "OptimizedModule":
-            self._drop_mode()  # dynamo would trace the mode into the compiled graph
-            return
-        if self._suspended_by is None and isinstance(module, self._fast_path) \
-                and threading.get_ident() == self._mode_thread:
-            index = _remove_mode(self._mode)
-            if index is not None:
-                self._suspended_by, self._suspended_at = module, index
-
-    def _resume(self, module: Any) -> None:
-        if self._suspended_by is module:
-            self._suspended_by = None
-            if self._mode is not None and not self._mode_off:
-                _insert_mode(self._mode, self._suspended_at)
-            else:
-                self._mode = None
-                self.session.hide_function_modes(False)
+    def _wrap(self, kind: str) -> Any:
+        def make(original: Any) -> Any:
+            def loss(*args: Any, **kwargs: Any) -> Any:
+                # (a forked DataLoader worker inherits the wrapper: it only passes through there)
+                if self._calling or not self.session.sampled or self._broken or os.getpid() != self._pid:
+                    return original(*args, **kwargs)
+                self._functional(original, kind, args, kwargs)
+                # A function mode or tensor subclass active in the script is handed torch.nn.functional's
+                # attribute, this wrapper, and calls it again from inside: that is the same call.
+                self._calling = True
+                try:
+                    return original(*args, **kwargs)
+                finally:
+                    self._calling = False
+            return loss
+        return make
 
     # ---------------------------------------------------------------- calls
     def on_forward(self, module: Any, args: tuple, output: Any) -> None:
-        if self._suspended_by is not None:
-            self._resume(module)
         if not self.session.sampled:
             return
         cls = type(module)
@@ -420,8 +299,6 @@ class LossInputsWatcher(Watcher):
         self._inspect(kind, type(module).__name__, args[0], args[1], path, line, args[2:], {})
 
     def _functional(self, func: Any, kind: str, args: tuple, kwargs: dict) -> None:
-        if self._broken or not self.session.sampled:
-            return
         try:
             import torch
 
@@ -438,9 +315,8 @@ class LossInputsWatcher(Watcher):
                 return
             path, line = user_location(2)
             self._inspect(kind, f"F.{func.__name__}", values[0], values[1], path, line, args[2:], kwargs)
-        except Exception as exc:  # never let a watcher bug reach the script through the mode
+        except Exception as exc:  # never let a watcher bug reach the script through the wrapper
             self._broken = True
-            self._mode_off = True
             from torchpact.watch.session import INTERNAL_CODE
 
             self.session.report_raw(Finding(
@@ -523,17 +399,11 @@ class LossInputsWatcher(Watcher):
             self._flush()
 
     def on_step_end(self, step: int) -> None:
-        if self._mode is not None and (self._mode_off or step + 1 >= MODE_STEPS or self._mode_calls > MODE_STEP_CALLS
-                                       or not self.session.will_sample(step + 1)):  # it looks on sampled steps only
-            self._drop_mode()
-        if self._mode is None:  # module calls matter on sampled steps only from now on
-            self.unsampled_calls = "none"
         if self._pending:
             self._flush()
 
     def on_close(self) -> None:
-        if self._mode is not None:
-            self._drop_mode()
+        remove_all(self._patches)
         if self._pending:
             self._flush()
 
