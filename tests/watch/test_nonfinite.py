@@ -86,6 +86,46 @@ def test_forward_fp16_overflow_names_the_matmul_and_suggests_float32(tmp_path):
     assert "TP352" not in codes(findings)  # the backward NaN is a consequence of the forward one
 
 
+def test_a_module_called_with_autocast_off_inside_an_autocast_forward_is_rerun_with_it_off():
+    # the head's linear output (~1.2e5) fits float32 but not float16: re-run under the autocast around the
+    # model, the op search would blame the linear in float16 instead of the exp that really overflows
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.proj(x).exp()
+
+    class Model(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Linear(4, 4)
+            self.head = Head()
+
+        def forward(self, x):
+            h = self.body(x)
+            with torch.autocast("cpu", enabled=False):
+                return self.head(h.float().abs() + 30)
+
+    torch.manual_seed(0)
+    model = Model()
+    with torch.no_grad():
+        model.head.proj.weight.fill_(1000.0)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+
+    def train():
+        with torch.autocast("cpu", dtype=torch.float16):
+            loss = model(torch.randn(8, 4)).float().mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    (f,) = only(watched(train, WATCHER), "TP351")
+    assert f.subject == "head"
+    assert (f.extra["op"], f.extra["dtype"]) == ("exp", "float32")
+
+
 def test_softmax_over_a_fully_masked_row_is_blamed_on_the_softmax_not_on_the_mask():
     class Attention(nn.Module):
         def __init__(self):

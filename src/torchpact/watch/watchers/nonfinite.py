@@ -263,8 +263,8 @@ class _Call:
         self.root = parent.root if parent is not None else module
         self.args = args
         self.autocast = autocast
-        self.ins: list[int] = []
-        self.outs: list[int] = []
+        self.ins: list[int] | tuple = ()
+        self.outs: list[int] | tuple = ()
 
 
 class _BwCall:
@@ -324,6 +324,30 @@ class _BwTable:
         return got
 
 
+class _GradHook:
+    """The tensor hook of a recorded activation: keeps its gradient in the backward table as it fires.
+
+    The gradient is held, not reduced: it is read only if the step's gradients turn out non-finite.
+    Holding it also keeps autograd from accumulating into it in place. (An object, not a closure: one
+    allocation per hooked tensor instead of six.)"""
+
+    __slots__ = ("index", "table", "watcher")
+
+    def __init__(self, watcher: NonFinite, table: _BwTable, index: int) -> None:
+        self.watcher = watcher
+        self.table = table
+        self.index = index
+
+    def __call__(self, grad: Any) -> None:
+        if grad.requires_grad:  # a double backward's: do not keep its graph
+            grad = grad.detach()
+        watcher = self.watcher
+        self.table.fired.append((next(watcher._fire_order), self.index, grad))
+        watcher._held += grad.numel() * grad.element_size()
+        if watcher._held > HOLD_BYTES:
+            watcher._reduce_held()
+
+
 class _OpHit(NamedTuple):
     """The first aten op of a re-run whose output turned bad."""
 
@@ -340,6 +364,26 @@ class _FoundIt(Exception):
 
 
 # ------------------------------------------------------------------------------------------ helpers
+_torch: Any = None  # torch, bound when the watcher attaches: the recording hooks use it on every module call
+
+# A module call made with autocast off on every device: its re-run turns autocast off on the device of
+# its inputs (the state around the re-run is the outermost call's, which may have it on).
+AUTOCAST_OFF = ("", False, None)
+
+
+def _autocast_at_call(t: Any) -> tuple[str, bool, Any] | None:
+    """(device type, enabled, dtype) of autocast for ``t``'s device now; None for a device without autocast."""
+    torch = _torch
+    if not torch._C._is_any_autocast_enabled():
+        return AUTOCAST_OFF
+    device = t.device.type
+    try:
+        enabled = torch.is_autocast_enabled(device)
+        return (device, enabled, torch.get_autocast_dtype(device) if enabled else None)
+    except (RuntimeError, TypeError):  # a device type without autocast
+        return None
+
+
 def _tensors(value: Any, depth: int = 0) -> list[Any]:
     """Floating tensors in a module's args or output (tensor, sequence, dict, ModelOutput)."""
     import torch
@@ -617,7 +661,11 @@ class NonFinite(Watcher):
 
     def attach(self, session: Any) -> None:
         super().attach(session)
-        import torch.nn.utils as utils
+        global _torch
+        import torch
+        from torch.nn import utils
+
+        _torch = torch
 
         self._patches.append(Patch(utils, "clip_grad_norm_", self._wrap_clip))
 
@@ -649,28 +697,23 @@ class NonFinite(Watcher):
             self._begin_outermost()
         if not self._on:
             return
-        import torch
-
-        parent = self._stack[-1] if self._stack else None
-        if len(args) == 1 and isinstance(args[0], torch.Tensor):
-            tensors = [args[0]] if args[0].is_floating_point() else []
-        else:
-            tensors = _tensors(args)
-        autocast = None
+        # Every module call of a recorded step comes here: few allocations (each one counts towards the
+        # garbage collector's next pass) and no call that can be saved.
+        stack = self._stack
+        grad_mode = _torch.is_grad_enabled()
+        call = _Call(module, stack[-1] if stack else None, args if grad_mode else None, None)
+        tensors = _tensors(args[0] if len(args) == 1 else args)
         if tensors:
-            device = tensors[0].device.type
-            try:
-                enabled = torch.is_autocast_enabled(device)
-                autocast = (device, enabled, torch.get_autocast_dtype(device) if enabled else None)
-            except (RuntimeError, TypeError):  # a device type without autocast
-                autocast = None
-        grad_mode = torch.is_grad_enabled()
-        call = _Call(module, parent, args if grad_mode else None, autocast)
-        if tensors:
-            call.ins = [i for i in (self._entry(t, grad_mode) for t in tensors) if i >= 0]
-        if call.ins and vars(module).get("inplace") is True:  # nn.ReLU(inplace=True) & co. overwrite their input:
-            _reduce_now([self._entries[i] for i in call.ins])  # take its values before they go
-        self._stack.append(call)
+            call.autocast = _autocast_at_call(tensors[0])
+            ins = []
+            for t in tensors:
+                i = self._entry(t, grad_mode)
+                if i >= 0:
+                    ins.append(i)
+            call.ins = ins
+            if ins and vars(module).get("inplace") is True:  # nn.ReLU(inplace=True) & co. overwrite their input:
+                _reduce_now([self._entries[i] for i in ins])  # take its values before they go
+        stack.append(call)
 
     def on_forward(self, module: Any, args: tuple, output: Any) -> None:
         if not self._stack:
@@ -684,10 +727,13 @@ class NonFinite(Watcher):
             call = self._stack[-1]
         self._stack.pop()
         if output is not None:
-            import torch
-
-            grad_mode = torch.is_grad_enabled()
-            call.outs = [i for i in (self._entry(t, grad_mode) for t in _tensors(output)) if i >= 0]
+            grad_mode = _torch.is_grad_enabled()
+            outs = []
+            for t in _tensors(output):
+                i = self._entry(t, grad_mode)
+                if i >= 0:
+                    outs.append(i)
+            call.outs = outs
             self._calls.append(call)
         if not self._stack:
             self._end_outermost()
@@ -731,7 +777,7 @@ class NonFinite(Watcher):
         if len(entries) >= MAX_ENTRIES:
             return -1
         if grad_mode:  # held anyway: reduced only if the model's output is bad (most forwards: never)
-            if not _reducible(t):
+            if not t.numel() or t.is_sparse or t.is_meta or _is_wrapped(t):  # (_reducible: t is floating)
                 return -1
             reduced = None
         else:
@@ -743,26 +789,11 @@ class NonFinite(Watcher):
         if grad_mode and table.open and t.grad_fn is not None:
             entry.bw = table.size
             table.size += 1
-            t.register_hook(self._grad_hook(table, entry.bw))
+            t.register_hook(_GradHook(self, table, entry.bw))
         index = len(entries)
         entries.append(entry)
         self._by_id[key] = index
         return index
-
-    def _grad_hook(self, table: _BwTable, index: int) -> Any:
-        order = self._fire_order
-
-        # The gradient is held, not reduced: it is read only if the step's gradients turn out non-finite.
-        # Holding it also keeps autograd from accumulating into it in place.
-        def hook(grad: Any) -> None:
-            if grad.requires_grad:  # a double backward's: do not keep its graph
-                grad = grad.detach()
-            table.fired.append((next(order), index, grad))
-            self._held += grad.numel() * grad.element_size()
-            if self._held > HOLD_BYTES:
-                self._reduce_held()
-
-        return hook
 
     def _reduce_held(self) -> None:
         for table in (self._bw_prev, self._bw):
@@ -955,6 +986,9 @@ class NonFinite(Watcher):
         mode = self._dispatch_mode(sys._getframe())
         with torch.random.fork_rng(devices=cuda_devices), torch.no_grad():
             autocast = call.autocast
+            if autocast is AUTOCAST_OFF:
+                device = next((t.device.type for t in _flat(call.args) if isinstance(t, torch.Tensor)), "cpu")
+                autocast = (device, False, None)
             context = (torch.autocast(autocast[0], dtype=autocast[2], enabled=autocast[1])  # type: ignore[arg-type]
                        if autocast is not None else contextlib.nullcontext())
             try:
