@@ -19,7 +19,7 @@ import gc
 import os
 import threading
 import zlib
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 _PREFIX = "torchpact/"
 _DDP: Any = None

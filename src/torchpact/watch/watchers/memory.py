@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import gc
 import linecache
-import os
 import re
 import sys
 import weakref
@@ -41,6 +40,7 @@ from typing import Any, Iterator
 from torchpact.findings import Category, Severity
 from torchpact.watch.frames import is_user_file, user_frames
 from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers._rss import Rss
 
 HELD_STEPS = 4          # graphs of this many distinct earlier steps alive at once ...
 HELD_AGE = 6            # ... the oldest created at least this many steps ago
@@ -227,32 +227,6 @@ def _growth(samples: list[tuple[int, int]], min_bytes: int) -> tuple[float, int,
     if rate <= 0:
         return None
     return rate, s0, s1
-
-
-class _Rss:
-    """Resident set size of this process, read with one ``pread`` of ``/proc/self/statm``."""
-
-    def __init__(self) -> None:
-        self._fd: int | None = None
-        self._pid = -1
-        self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
-
-    def __call__(self) -> int | None:
-        try:
-            if self._fd is None or self._pid != os.getpid():
-                self._fd = os.open("/proc/self/statm", os.O_RDONLY)
-                self._pid = os.getpid()
-            return int(os.pread(self._fd, 128, 0).split()[1]) * self._page
-        except (OSError, ValueError, IndexError):
-            return None
-
-    def close(self) -> None:
-        if self._fd is not None and self._pid == os.getpid():
-            try:
-                os.close(self._fd)
-            except OSError:
-                pass
-        self._fd = None
 
 
 def _available_host_memory() -> int | None:
@@ -543,7 +517,7 @@ class MemoryWatcher(Watcher):
         self._graphs_done = False
         self._graph_looks = 0
         self._graph_leak: str | None = None
-        self._rss = _Rss()
+        self._rss = Rss()
         self._host = _Track("host", "resident memory (RSS)", "cpu", CPU_MIN_GROWTH)
         self._cuda: dict[int, _Track] = {}
         self._gaps: set[int] = set()

@@ -18,16 +18,9 @@ import time
 from typing import Any
 
 from torchpact.watch.watcher import Watcher
+from torchpact.watch.watchers._rss import Rss
 
 LINE_EVERY_S = 2.0
-
-
-def _rss_bytes() -> int | None:
-    try:
-        with open("/proc/self/statm", "rb") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 class Progress(Watcher):
@@ -46,6 +39,7 @@ class Progress(Watcher):
         self.memory_kind = "rss"
         self._last_line = 0.0
         self._line_shown = False
+        self._rss = Rss()
 
     def on_forward(self, module: Any, args: tuple, output: Any) -> None:
         session = self.session
@@ -85,11 +79,12 @@ class Progress(Watcher):
             self.memory.append((step, int(torch.cuda.memory_allocated())))
             self.reserved.append((step, int(torch.cuda.memory_reserved())))
         else:
-            rss = _rss_bytes()
+            rss = self._rss()
             if rss is not None:
                 self.memory.append((step, rss))
 
     def on_close(self) -> None:
+        self._rss.close()
         if self._line_shown:
             print(file=self.session.stream, flush=True)
 
