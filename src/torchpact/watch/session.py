@@ -42,7 +42,7 @@ class Sampler:
     steps, while a healthy run pays for ``first`` steps and one in ``every``.
 
     On a script of small modules the checks of a sampled step cost two to three times the step's own
-    work (measured on torch 2.13 CPU: an RL rollout's sampled episode takes 3.3x a plain one), so a
+    work (measured on torch 2.13 CPU: an RL rollout's sampled episode takes 2.4x a plain one), so a
     script with thousands of module calls per step would pay it many times over: sampled steps may
     also spend at most ``calls`` module calls, plus ``share`` of all the calls the script made (at
     that cost a 1% share keeps the long-run overhead of sampling near 3%). A sampled step's calls

@@ -34,7 +34,7 @@ Recorded steps are the sampled ones, the steps after a non-finite gradient, and,
 periodic every-Nth steps past its first ones (``Session.periodic``), forwards without grad
 (evaluations) only. A training forward's NaN reaches the gradients, which are checked on every step:
 on a periodic step it is detected there, arms the steps after it and, when it does not recur, is
-reported with the rerun that locates it. Recording a training step costs a small GPT 3.5 ms, a third
+reported with the rerun that locates it. Recording a training step costs a small GPT up to 3.5 ms, a third
 of all the checks of its sampled steps.
 
 Trade-offs. Module granularity costs a tensor hook per activation on recorded steps, and a reduction
