@@ -302,7 +302,7 @@ class LossInputsWatcher(Watcher):
         try:
             import torch
 
-            if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
+            if torch._C._get_tracing_state() is not None:  # (while dynamo traces, Patch calls torch's own)
                 return
             stack = self.session.module_stack()
             if stack and _module_kind(stack[-1], self._modules) is not None:

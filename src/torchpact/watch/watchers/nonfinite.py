@@ -372,7 +372,8 @@ AUTOCAST_OFF = ("", False, None)
 
 
 def _autocast_at_call(t: Any) -> tuple[str, bool, Any] | None:
-    """(device type, enabled, dtype) of autocast for ``t``'s device now; None for a device without autocast."""
+    """(device type, enabled, dtype) of autocast for ``t``'s device now: ``AUTOCAST_OFF`` when it is off on every
+    device, None for a device without autocast."""
     torch = _torch
     if not torch._C._is_any_autocast_enabled():
         return AUTOCAST_OFF
@@ -751,11 +752,9 @@ class NonFinite(Watcher):
             self._recorded = False
         armed = self._armed_at < session.step < self._armed_until
         if session.sampled and session.periodic and not armed:
-            import torch
-
             # A training forward's NaN reaches the gradients, checked on every step; nothing else would see
             # an evaluation's.
-            self._on = not torch.is_grad_enabled()
+            self._on = not _torch.is_grad_enabled()
         else:
             self._on = session.sampled or armed
             self._recorded = self._recorded or self._on
@@ -777,7 +776,7 @@ class NonFinite(Watcher):
         if len(entries) >= MAX_ENTRIES:
             return -1
         if grad_mode:  # held anyway: reduced only if the model's output is bad (most forwards: never)
-            if not t.numel() or t.is_sparse or t.is_meta or _is_wrapped(t):  # (_reducible: t is floating)
+            if not _reducible(t):
                 return -1
             reduced = None
         else:
