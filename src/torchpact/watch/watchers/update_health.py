@@ -8,13 +8,13 @@
   an integer division in a ``LambdaLR``, a warmup that never starts).
 
 Cost: TP455 reads the groups' ``lr`` floats every step; TP454 only works on sampled steps, on the
-first ``SLICE`` elements of each parameter, as the rows of one matrix per device and dtype: before the
-step a row-wise max |x| and one read, after it row-wise comparisons and norms and one read.
+first ``SLICE`` elements of each parameter: before the step one flat copy of them per device, after it
+the difference, its norms and one read, a few ops for all parameters. Gradients are read only for the
+parameters that did not change (rare).
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import weakref
 from typing import Any
@@ -117,94 +117,135 @@ def _lr(group: dict) -> float | None:
 
 
 def _head(t: Any) -> Any:
-    """The first ``SLICE`` elements of ``t``, flattened (a view when ``t`` is contiguous)."""
-    flat = t.reshape(-1)
-    return flat[:SLICE] if flat.shape[0] > SLICE else flat  # slicing costs as much as the reshape
+    """The first ``SLICE`` elements of ``t`` (``t`` itself when it has no more: flattening ignores shapes)."""
+    if t.numel() <= SLICE:
+        return t
+    return t.reshape(-1)[:SLICE]  # a view when ``t`` is contiguous
 
 
-class _Rows:
-    """Slices of many tensors as the rows of one zero-padded matrix per (device, dtype): the full-length
-    slices stacked, the shorter ones (biases, norms) put in place by one gather whose index is kept
-    while their lengths stay the same. A few row-wise ops per matrix then replace a few small ops per
-    tensor; the padding is 0 in every matrix, so it changes no max |x|, no norm and no comparison."""
+class _Flat:
+    """Slices as one flat vector per device (copied: ``flatten_dense_tensors`` is one ``cat``), reduced per
+    slice with ``segment_reduce``. On a small model each op over many tiny tensors costs more in dispatch
+    than in arithmetic, so a few ops over all of them replace a few ops per parameter (which were most of
+    a sampled step's cost on a tiny MLP). ``cat`` promotes mixed dtypes exactly (bf16 and float32 to
+    float32, float32 to float64), so comparisons and maxima keep their meaning."""
 
-    def __init__(self, slices: list[Any], cache: dict) -> None:
-        groups: dict[tuple, list[int]] = {}
-        for i, t in enumerate(slices):
-            groups.setdefault((t.device, t.dtype), []).append(i)
+    def __init__(self, slices: list[Any]) -> None:
+        from torch._utils import _flatten_dense_tensors
+
         self.count = len(slices)
-        self.cache = cache
         self.groups = []
-        for key, idx in groups.items():
-            width = max(slices[i].numel() for i in idx)
-            idx = sorted(idx, key=lambda i: slices[i].numel() != width)  # full rows first, stably
-            lengths = tuple(slices[i].numel() for i in idx)
-            self.groups.append((key, idx, lengths, self._matrix([slices[i] for i in idx], key, lengths)))
+        for idx in by_device(slices):
+            part = [slices[i] for i in idx]
+            self.groups.append((idx, _flatten_dense_tensors(part), _lengths(part)))
 
-    def _matrix(self, slices: list[Any], key: tuple, lengths: tuple) -> Any:
-        import torch
-
-        width = lengths[0]
-        full = lengths.count(width)
-        if full == len(lengths):
-            return torch.stack(slices)
-        short = lengths[full:]
-        entry = self.cache.get((key, short, width))
-        if entry is None:
-            device, dtype = key
-            columns = torch.arange(width)
-            starts = torch.tensor([0, *itertools.accumulate(short)][:-1])
-            index = torch.where(columns < torch.tensor(short)[:, None], starts[:, None] + columns, sum(short))
-            entry = (index.reshape(-1).to(device), torch.zeros(1, dtype=dtype, device=device))
-            if len(self.cache) >= 8:  # parameters re-created over and over: keep the cache small
-                self.cache.clear()
-            self.cache[(key, short, width)] = entry
-        index, zero = entry
-        padded = torch.cat([*slices[full:], zero]).index_select(0, index).view(len(short), width)
-        return torch.cat([torch.stack(slices[:full]), padded]) if full else padded
-
-    def max_abs(self) -> list[float]:
-        """max |x| of each slice as float32 (NaN when it holds one)."""
-        return self._read([(idx, rows.abs().amax(dim=1).float().unsqueeze(0)) for _, idx, _, rows in self.groups],
-                          lambda column: column[0])
-
-    def changes(self, now: list[Any]) -> list[tuple[bool, float]]:
-        """For each slice: whether ``now``'s differs from it (``!=`` in the slice's own dtype, as when
-        each parameter was cloned and compared: inf == inf and -0.0 == 0.0 are unchanged, a NaN is
-        always changed) and ‖now − before‖ / ‖before‖ in float32. A slice that ``now`` lacks (None)
-        or that no longer matches in size, dtype or device counts as changed, with an unknown (NaN)
-        ratio."""
-        import torch
-
-        parts = []
-        unknown: set[int] = set()
-        with torch.no_grad():
-            for key, idx, lengths, rows in self.groups:
-                same = [now[i] is not None and now[i].numel() == n and now[i].dtype == key[1]
-                        and now[i].device == key[0] for i, n in zip(idx, lengths)]
-                unknown.update(i for i, ok in zip(idx, same) if not ok)
-                # a slice that cannot be compared is compared with itself, and its result dropped
-                current = self._matrix([now[i] if ok else row[:n] for i, ok, row, n in zip(idx, same, rows, lengths)],
-                                       key, lengths)
-                base = rows.float()
-                ratio = (torch.linalg.vector_norm(current.float() - base, dim=1)
-                         / torch.linalg.vector_norm(base, dim=1).clamp_min(1e-12))
-                parts.append((idx, torch.stack([(current != rows).any(dim=1).float(), ratio])))
-        out = self._read(parts, lambda column: (bool(column[0]), column[1]))
-        for i in unknown:
-            out[i] = (True, math.nan)
-        return out
-
-    def _read(self, parts: list[tuple[list[int], Any]], make: Any) -> list[Any]:
-        """Columns of per-group float32 stats put back in slice order: one ``tolist()`` per device."""
+    def read(self, stats: Any) -> list[tuple[float, ...]]:
+        """``stats(flat, lengths, group)`` gives per-slice tensors of one group; their values by slice, in
+        slice order, with one ``tolist()`` per device."""
         import torch
 
         out: list[Any] = [None] * self.count
-        for group in by_device([stats for _, stats in parts]):
-            columns = zip(*torch.cat([parts[g][1] for g in group], dim=1).tolist())
-            for i, column in zip((i for g in group for i in parts[g][0]), columns):
-                out[i] = make(column)
+        for g, (idx, flat, lengths) in enumerate(self.groups):
+            for i, column in zip(idx, zip(*torch.stack(stats(flat, lengths, g)).tolist())):
+                out[i] = column
         return out
+
+
+_LENGTHS: dict[tuple, Any] = {}   # the same parameters every step: the same lengths tensor
+
+
+def _lengths(part: list[Any]) -> Any:
+    import torch
+
+    key = (part[0].device, *(t.numel() for t in part))
+    got = _LENGTHS.get(key)
+    if got is None:
+        if len(_LENGTHS) >= 8:  # parameters re-created over and over: keep it small
+            _LENGTHS.clear()
+        got = _LENGTHS[key] = torch.tensor(key[1:], device=part[0].device)
+    return got
+
+
+def _wide(x: Any) -> Any:
+    """``x`` in float32 at least: half-precision squares overflow."""
+    import torch
+
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+def _seg_max_abs(x: Any, lengths: Any) -> Any:
+    import torch
+
+    return torch.segment_reduce(x.abs(), "max", lengths=lengths)
+
+
+def _max_abs(t: Any) -> float:
+    """max |x| of ``t`` (NaN when it holds one)."""
+    import torch
+
+    with torch.no_grad():
+        return float(t.abs().max())
+
+
+def _sum_sq(x: Any, lengths: Any) -> Any:
+    import torch
+
+    x = _wide(x)
+    return torch.segment_reduce(x * x, "sum", lengths=lengths)
+
+
+class Snapshot:
+    """Copies of parameter slices taken before a step (one flat vector per device), to compare with the
+    same slices after it."""
+
+    def __init__(self, slices: list[Any]) -> None:
+        import torch
+
+        self.shapes = [(t.shape, t.dtype, t.device) for t in slices]
+        with torch.no_grad():
+            self.before = _Flat(slices)
+
+    def changes(self, now: list[Any]) -> list[tuple[bool, float]]:
+        """For each slice: whether ``now``'s differs from it (``!=`` in the slice's own dtype: inf == inf and
+        -0.0 == 0.0 are unchanged, a NaN is always changed) and ‖now − before‖ / ‖before‖. A slice that
+        ``now`` lacks (None) or that no longer matches in shape, dtype or device counts as changed, with an
+        unknown (NaN) ratio."""
+        import torch
+        from torch._utils import _flatten_dense_tensors
+
+        same = [n is not None and (n.shape, n.dtype, n.device) == shape for n, shape in zip(now, self.shapes)]
+
+        def stats(flat: Any, lengths: Any, g: int) -> list[Any]:
+            idx = self.before.groups[g][0]
+            current = _flatten_dense_tensors([now[i] if same[i] else _own(flat, lengths, k)
+                                              for k, i in enumerate(idx)])
+            diff = current - flat
+            return [_wide(_seg_max_abs(diff, lengths)), _sum_sq(diff, lengths), _sum_sq(flat, lengths)]
+
+        with torch.no_grad():
+            columns = self.before.read(stats)
+        out = []
+        for i, (largest, moved, size) in enumerate(columns):
+            if not same[i]:  # compared with itself above, and dropped
+                out.append((True, math.nan))
+                continue
+            # inf - inf is NaN although an inf that stayed is unchanged: only a NaN difference is compared in full
+            changed = self._differs(now[i], i) if math.isnan(largest) or math.isnan(moved) else largest != 0
+            out.append((changed, math.sqrt(moved) / max(math.sqrt(size), 1e-12)))
+        return out
+
+    def _differs(self, now: Any, i: int) -> bool:
+        for idx, flat, lengths in self.before.groups:
+            if i in idx:
+                k = idx.index(i)
+                return bool((now.reshape(-1) != _own(flat, lengths, k)).any())
+        return True
+
+
+def _own(flat: Any, lengths: Any, k: int) -> Any:
+    """The ``k``-th slice of ``flat`` (rare: a slice that cannot be compared, or an inf that may have stayed)."""
+    sizes = lengths.tolist()
+    return flat[sum(sizes[:k]):sum(sizes[:k + 1])]
 
 
 class UpdateHealth(_sites.SiteWatcher):
@@ -215,12 +256,11 @@ class UpdateHealth(_sites.SiteWatcher):
 
     def __init__(self) -> None:
         super().__init__()
-        self._pending: dict[int, tuple[weakref.ref, list[tuple[weakref.ref, float]], _Rows | None]] = {}
+        self._pending: dict[int, tuple[weakref.ref, list[tuple[weakref.ref, float]], Snapshot | None]] = {}
         self._stale: dict[int, int] = {}          # param id -> sampled steps in a row without change
         self._zero_lr: dict[int, int] = {}        # optimizer id -> consecutive steps with lr == 0
         self._high: dict[int, list[float]] = {}   # param id -> update/weight ratios, consecutive high ones
         self._steps: dict[int, int] = {}          # optimizer id -> steps it made, this one included
-        self._index: dict[tuple, tuple[Any, Any]] = {}  # the gathers of _Rows, by (device, dtype) and lengths
 
     def on_step_pre(self, optimizer: Any) -> None:
         self._check_zero_lr(optimizer)
@@ -265,11 +305,8 @@ class UpdateHealth(_sites.SiteWatcher):
 
     # ------------------------------------------------------------------ TP454
     def _snapshot(self, optimizer: Any) -> None:
-        import torch
-
-        chosen: list[tuple[Any, float]] = []
-        weights: list[Any] = []
-        grads: list[Any] = []
+        chosen: list[tuple[weakref.ref, float]] = []
+        slices: list[Any] = []
         for group in optimizer.param_groups:
             lr = _lr(group)
             if not lr or lr <= 0:
@@ -281,30 +318,12 @@ class UpdateHealth(_sites.SiteWatcher):
                 w = local(p)
                 if w.numel() == 0:
                     continue
-                chosen.append((p, lr))
-                weights.append(_head(w))
-                grads.append(_head(local(g)))
-        if not chosen:
-            return
-        with torch.no_grad():
-            stats = _Rows(grads + weights, self._index).max_abs()
-        kept: list[tuple[weakref.ref, float]] = []
-        slices = []
-        for (p, lr), w, gmax, wmax in zip(chosen, weights, stats, stats[len(chosen):]):
-            if not math.isfinite(gmax) or gmax == 0:
-                self._stale.pop(id(p), None)
-                continue
-            # SGD moves a weight by lr·g: too small to show in float32 is not a lost update. Adaptive
-            # optimizers move by about lr whatever the gradient; lr alone must then show.
-            if max(lr * gmax, lr) < RELATIVE_FLOOR * wmax:
-                continue
-            kept.append((weakref.ref(p), lr))
-            slices.append(w)
-        with torch.no_grad():
-            before = _Rows(slices, self._index) if slices else None
-        self._pending[id(optimizer)] = (weakref.ref(optimizer), kept, before)
+                chosen.append((weakref.ref(p), lr))
+                slices.append(_head(w))
+        if chosen:
+            self._pending[id(optimizer)] = (weakref.ref(optimizer), chosen, Snapshot(slices))
 
-    def _compare(self, optimizer: Any, pending: list[tuple[weakref.ref, float]], before: _Rows) -> None:
+    def _compare(self, optimizer: Any, pending: list[tuple[weakref.ref, float]], before: Snapshot) -> None:
         params = [ref() for ref, _ in pending]
         changes = before.changes([_head(local(p)) if p is not None else None for p in params])
         alive = [(p, lr, change) for p, (_, lr), change in zip(params, pending, changes) if p is not None]
@@ -315,6 +334,17 @@ class UpdateHealth(_sites.SiteWatcher):
         for p, lr, (changed, _) in alive:
             if changed:
                 self._stale.pop(id(p), None)
+                continue
+            # Rare (the weights were the same after the step): only now is the gradient looked at. The step
+            # changed neither it nor the weights, so they are what it applied.
+            g = p.grad
+            gmax = _max_abs(_head(local(g))) if g is not None and not g.is_sparse else 0.0
+            if not math.isfinite(gmax) or gmax == 0:
+                self._stale.pop(id(p), None)
+                continue
+            # SGD moves a weight by lr·g: too small to show in float32 is not a lost update. Adaptive
+            # optimizers move by about lr whatever the gradient; lr alone must then show.
+            if max(lr * gmax, lr) < RELATIVE_FLOOR * _max_abs(_head(local(p))):
                 continue
             count = self._stale.get(id(p), 0) + 1
             self._stale[id(p)] = count
