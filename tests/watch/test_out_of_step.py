@@ -159,3 +159,23 @@ def test_setting_grad_to_none_is_not_a_write_and_the_real_writer_is_named():
     [f] = [f for f in watched(run, ["out_of_step"]) if f.code == "TP456"]
     assert "`.data = ...` at test_out_of_step.py:" in f.message
     assert f.line is not None and "torch.zeros_like" in Path(__file__).read_text().splitlines()[f.line - 1]
+
+
+def test_the_checksum_sees_each_kind_of_write_and_keeps_nan_weights_unchanged():
+    from torchpact.watch.watchers.out_of_step import OutOfStep
+
+    def changed(write, *params):
+        before = OutOfStep._checksum(list(params))
+        write()
+        return [not same for same in OutOfStep._same(before, OutOfStep._checksum(list(params)))]
+
+    w, b, empty = torch.randn(4, 3), torch.randn(3), torch.zeros(0)
+    assert changed(lambda: None, w, b, empty) == [False, False, False]
+    assert changed(lambda: w.normal_(), w, b, empty) == [True, False, False]
+    assert changed(lambda: b.neg_(), w, b, empty) == [False, True, False]  # the same norm, another max
+    assert changed(lambda: w.mul_((torch.rand(4, 3) > 0.5).float()), w, b) == [True, False]
+    nan = torch.tensor([float("nan"), 1.0])
+    assert changed(lambda: None, nan) == [False]
+    assert changed(lambda: nan.fill_(float("nan")), nan) == [False]  # NaN stays NaN: no new write to name
+    half = torch.tensor([1.0, -2.0], dtype=torch.bfloat16)
+    assert changed(lambda: half.mul_(4), half, b) == [True, False]

@@ -9,7 +9,7 @@ Three ways in, from cheapest to most precise:
 - ``nn.init.*`` and ``Module.apply`` are wrapped (a rare call, O(1) otherwise): an init function that
   writes into a trained parameter, or an ``apply(fn)`` that changes the trained parameters of the
   module, is reported at once with the user's line.
-- After each sampled step, a checksum (norm and sum) of each optimizer's parameters is kept; the next
+- After each sampled step, a checksum (norm and max) of each optimizer's parameters is kept; the next
   ``step()`` of that optimizer compares it (one ``tolist()``). A mismatch means something else wrote
   into them during that iteration.
 - On a mismatch, a write detector (a ``TorchFunctionMode`` that looks only at in-place ops on the
@@ -222,19 +222,27 @@ class OutOfStep(Watcher):
 
     @staticmethod
     def _checksum(params: list[Any]) -> Any:
+        """Each parameter's 2-norm and max, as one vector: two batched ops (a per-parameter ``sum`` was most
+        of this watcher's cost on a small model). A re-initialisation, a mask, a copy or an update moves
+        the norm; the max also sees a change of sign."""
         import torch
 
         with torch.no_grad():
             flat = [local(p) for p in params]
-            return torch.stack([torch.stack(torch._foreach_norm(flat)).float(),
-                                torch.stack([t.sum() for t in flat]).float()])
+            full = [t for t in flat if t.numel()]  # the max of nothing is an error; nothing can change there
+            maxes = iter(torch._foreach_max(full)) if full else iter(())
+            norms = torch._foreach_norm(flat)
+            return torch.stack([*norms, *(next(maxes) if t.numel() else n for t, n in zip(flat, norms))])
 
     @staticmethod
     def _same(a: Any, b: Any) -> list[bool]:
         import torch
 
-        with torch.no_grad():  # NaN weights stay NaN: a NaN checksum that was NaN before is unchanged
-            return ((a == b) | (a.isnan() & b.isnan())).all(dim=0).tolist()
+        now, then = torch.stack([a, b]).tolist()
+        # NaN weights stay NaN: a NaN checksum that was NaN before is unchanged
+        same = [x == y or (x != x and y != y) for x, y in zip(now, then)]
+        half = len(same) // 2
+        return [n and m for n, m in zip(same[:half], same[half:])]
 
     # ------------------------------------------------------------------ the write detector
     def _arm(self, params: list[Any]) -> None:
