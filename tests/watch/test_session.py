@@ -72,6 +72,29 @@ def test_a_watcher_can_widen_what_it_receives_from_the_next_step():
     assert sorted({s for s, _ in rec.pre}) == [0, 1, 4, 5]
 
 
+def test_step_callbacks_declared_sampled_only_are_called_on_sampled_steps_only():
+    class Steps(Watcher):
+        name = "steps"
+        sampled_only = frozenset({"on_step_pre"})
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.pre: list[int] = []
+            self.end: list[int] = []
+
+        def on_step_pre(self, optimizer):
+            self.pre.append(self.session.step)
+
+        def on_step_end(self, step):
+            self.end.append(step)
+
+    rec = Steps()
+    with watch([rec], sampler=Sampler(first=2, every=3)):
+        _train(8)
+    assert rec.pre == [0, 1, 3, 6]
+    assert rec.end == list(range(8))
+
+
 def test_call_budget_spaces_out_sampled_steps_of_call_heavy_scripts():
     heavy, unlimited = Recorder("none"), Recorder("none")
     # 30 forwards of 4 module calls: 120 calls a step

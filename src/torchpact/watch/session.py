@@ -14,6 +14,7 @@ steps instead, which do not change the graph.
 
 from __future__ import annotations
 
+import operator
 import sys
 import time
 import weakref
@@ -70,6 +71,7 @@ class Sampler:
         return spent + per_step <= self.calls + self.share * per_step * steps
 
 
+_UNSAMPLED_CALLS = operator.attrgetter("unsampled_calls")
 _CALLBACKS = ("on_forward_pre", "on_forward", "on_step_pre", "on_step", "on_step_end", "on_close")
 _FORWARD = ("on_forward_pre", "on_forward")
 
@@ -98,7 +100,7 @@ class Session:
         self._post_inner: tuple[tuple[Watcher, Callable], ...] = ()
         self._steps: dict[str, tuple[tuple[Watcher, Callable], ...]] = {
             cb: () for cb in ("on_step_pre", "on_step", "on_step_end")}   # step callbacks, bound
-        self._unsampled_steps = self._steps   # the same on unsampled steps, without the idle watchers
+        self._unsampled_steps = self._steps   # the same on unsampled steps, without idle and sampled-only ones
         self._group = False          # a default process group exists (see Watcher.needs_process_group)
         self._idle: tuple[Watcher, ...] = ()   # watchers that wait for one
         self._forward_watchers: tuple[Watcher, ...] = ()
@@ -120,6 +122,7 @@ class Session:
         self._primary: weakref.ref | None = None   # the optimizer whose steps are the script's steps
         self._since_primary: dict[int, int] = {}    # optimizer id -> its steps since the primary's last one
         self._optimizers: list[weakref.ref] = []
+        self._optimizer_ids: dict[int, weakref.ref] = {}   # the same, by id: looked up at every step
         self._reported: set[tuple] = set()
         self._subscribers: dict[str, list[Watcher]] = {}
         # What watchers compute from the same tensors in one step callback delivery (the gradients' norms,
@@ -195,7 +198,7 @@ class Session:
 
     def _route_key(self) -> tuple:
         """What the forward routes depend on: sampling, and what each watcher asks of unsampled calls."""
-        return (self._sampled, self._group, tuple(w.unsampled_calls for w in self._forward_watchers))
+        return (self._sampled, self._group, *map(_UNSAMPLED_CALLS, self._forward_watchers))
 
     def _route_forwards(self, key: tuple) -> None:
         """Who gets which module calls this step: every call on sampled steps; on the others what each
@@ -222,8 +225,8 @@ class Session:
         self._steps = {cb: tuple((w, getattr(w, cb)) for w in self._subscribers.get(cb, ()))
                        for cb in ("on_step_pre", "on_step", "on_step_end")}
         self._idle = () if self._group else tuple(w for w in self.watchers if w.needs_process_group)
-        self._unsampled_steps = {cb: tuple((w, f) for w, f in subs if w not in self._idle)
-                                 for cb, subs in self._steps.items()} if self._idle else self._steps
+        self._unsampled_steps = {cb: tuple((w, f) for w, f in subs if w not in self._idle and cb not in w.sampled_only)
+                                 for cb, subs in self._steps.items()}
         self._forward_watchers = tuple(
             w for w in self.watchers if any(w in self._subscribers.get(cb, ()) for cb in _FORWARD))
         self._route_forwards(self._route_key())
@@ -402,8 +405,11 @@ class Session:
             count = self._since_primary[id(optimizer)] = self._since_primary.get(id(optimizer), 0) + 1
             if count >= HANDOVER_STEPS:  # the primary stopped stepping (layer-wise training): this one counts now
                 self._primary = weakref.ref(optimizer)
-        if not any(r() is optimizer for r in self._optimizers):
-            self._optimizers.append(weakref.ref(optimizer))
+        known = self._optimizer_ids.get(id(optimizer))
+        if known is None or known() is not optimizer:
+            if not any(r() is optimizer for r in self._optimizers):
+                self._optimizers.append(weakref.ref(optimizer))
+            self._optimizer_ids[id(optimizer)] = weakref.ref(optimizer)
         # `step(closure)` (LBFGS, Lightning's automatic optimization) runs the forward and backward inside
         # the step, after this hook: gradients are this step's only once the closure has returned.
         if kwargs.get("closure") is not None:

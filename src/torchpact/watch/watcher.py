@@ -35,6 +35,9 @@ class Watcher:
     #: others. The session looks again before each step's ``on_step_pre`` and after its ``on_step_end``,
     #: so a job that creates its group before step 0 (which every ``Sampler`` samples) loses nothing.
     needs_process_group: ClassVar[bool] = False
+    #: Step callbacks (``"on_step_pre"``, ``"on_step"``, ``"on_step_end"``) that do nothing on steps that are
+    #: not sampled: the session does not call them there (every step of a tiny model pays each call).
+    sampled_only: ClassVar[frozenset[str]] = frozenset()
 
     def __init__(self) -> None:
         self.session: Session = None  # type: ignore[assignment]

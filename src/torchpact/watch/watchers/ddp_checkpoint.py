@@ -62,6 +62,7 @@ class DdpCheckpointWatcher(Watcher):
     name = "ddp_checkpoint"
     needs_process_group = True
     checks = (SAVED_BY_EVERY_RANK,)
+    sampled_only = frozenset({"on_step_end"})
 
     def __init__(self) -> None:
         super().__init__()

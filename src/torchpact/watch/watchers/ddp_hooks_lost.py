@@ -64,6 +64,7 @@ class DdpHooksLost(Watcher):
     name = "ddp_hooks_lost"
     needs_process_group = True
     checks = (HOOKS_LOST,)
+    sampled_only = frozenset({"on_step_pre"})
 
     def __init__(self) -> None:
         super().__init__()

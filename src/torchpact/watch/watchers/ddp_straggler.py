@@ -68,6 +68,7 @@ class DdpStragglerWatcher(Watcher):
     needs_process_group = True
     unsampled_calls = "none"
     checks = (STRAGGLER,)
+    sampled_only = frozenset({"on_step_pre"})
 
     def __init__(self) -> None:
         super().__init__()

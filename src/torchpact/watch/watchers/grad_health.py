@@ -154,6 +154,7 @@ class GradHealth(Watcher):
 
     name = "grad_health"
     checks = (EXPLODING, VANISHING)
+    sampled_only = frozenset({"on_step_pre"})
 
     def __init__(self) -> None:
         super().__init__()

@@ -508,6 +508,7 @@ class MemoryWatcher(Watcher):
     name = "memory"
     unsampled_calls = "none"
     checks = (GRAPH_ACCUMULATED, GRAPH_IN_CONTAINER, MEMORY_GROWS, CACHED_GAP)
+    sampled_only = frozenset({"on_step_end"})
 
     def __init__(self) -> None:
         super().__init__()

@@ -308,6 +308,7 @@ class OptimizerWatcher(Watcher):
 
     name = "optimizer"
     checks = (NO_ZERO_GRAD, STEP_WITHOUT_GRAD, NOT_IN_OPTIMIZER, FROZEN_IN_OPTIMIZER)
+    sampled_only = frozenset({"on_step_end"})
 
     def __init__(self) -> None:
         super().__init__()

@@ -28,6 +28,7 @@ class Progress(Watcher):
 
     name = "progress"
     unsampled_calls = "none"
+    sampled_only = frozenset({"on_step"})
 
     def __init__(self) -> None:
         super().__init__()

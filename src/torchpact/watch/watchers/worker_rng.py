@@ -135,6 +135,7 @@ class WorkerRng(Watcher):
 
     name = "worker_rng"
     checks = (SAME_WORKER_RNG,)
+    sampled_only = frozenset({"on_step_pre"})
 
     def __init__(self) -> None:
         super().__init__()
