@@ -85,3 +85,20 @@ def test_the_watchers_of_a_sampled_step_pre_hook_measure_the_gradients_once():
     # nonfinite, grad_health and gradient_flow each read every gradient's norm in the step pre-hook
     assert [_sampled_step_norm_ops([w]) for w in ("nonfinite", "grad_health", "gradient_flow")] == [1, 1, 1]
     assert _sampled_step_norm_ops(["nonfinite", "grad_health", "gradient_flow"]) == 1
+
+
+def test_surely_finite_shows_finite_gradients_and_never_hides_a_non_finite_one():
+    from torchpact.watch.watchers._batched import SMALL, surely_finite
+
+    inf, nan = float("inf"), float("nan")
+    small = [torch.randn(8, 4), torch.randn(4), torch.randn(1, 4)]
+    assert surely_finite(small)
+    for bad in (nan, inf, -inf):
+        spoiled = [t.clone() for t in small]
+        spoiled[1][2] = bad
+        assert not surely_finite(spoiled)
+    assert not surely_finite([torch.tensor([inf]), torch.tensor([-inf])])  # inf - inf is NaN, still not finite
+    assert not surely_finite([torch.full((4,), 3e38)])  # the sum overflows: not shown, so each is looked at
+    assert surely_finite([torch.full((4,), 6e4, dtype=torch.float16)])  # half precision summed in float32
+    assert not surely_finite([torch.randn(4), torch.randn(4, dtype=torch.float64)])  # mixed dtypes: not tried
+    assert not surely_finite([torch.zeros(SMALL + 1)])  # too large to copy: not tried

@@ -6,6 +6,7 @@ dispatch than the reduction itself, and one ``tolist()`` per tensor would sync t
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 
@@ -69,6 +70,34 @@ def grad_norms(grads: list[Any], shared: dict | None = None) -> Any:
         shared["grad_norms"] = ({id(g): i for i, g in enumerate(grads)}, list(grads),
                                 [_version(g) for g in grads], norms)
     return norms
+
+
+SMALL = 1 << 16   # elements: a copy of that many costs less than a norm per tensor of them (tiny models)
+
+
+def surely_finite(tensors: list[Any]) -> bool:
+    """Whether every element of ``tensors`` is finite, when one sum over one copy of all of them shows it: a
+    NaN or an inf anywhere makes the sum non-finite. Only tried for CPU tensors of one dtype with at most
+    ``SMALL`` elements in all, where a copy and one sum cost less than a norm per tensor (nonfinite checks
+    the gradients of every step: on a tiny MLP the per-tensor norms were a tenth of the step). False means
+    not shown (the sum overflowed, or too many elements): look at each."""
+    import torch
+
+    first = tensors[0]
+    if first.device.type != "cpu":
+        return False
+    size = 0
+    for t in tensors:
+        if t.dtype != first.dtype or t.device != first.device:
+            return False
+        size += t.numel()
+    if size > SMALL:
+        return False
+    from torch._utils import _flatten_dense_tensors
+
+    flat = _flatten_dense_tensors(tensors)
+    total = flat.sum(dtype=torch.float32) if first.dtype in (torch.float16, torch.bfloat16) else flat.sum()
+    return math.isfinite(total.item())
 
 
 def _reuse(grads: list[Any], position: dict[int, int], seen: list[Any], versions: list[Any], norms: Any) -> Any:

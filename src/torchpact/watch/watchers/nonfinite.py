@@ -67,7 +67,7 @@ from typing import Any, NamedTuple
 from torchpact.findings import Category, Severity
 from torchpact.watch.frames import is_user_file
 from torchpact.watch.watcher import Check, Watcher
-from torchpact.watch.watchers._batched import grad_norms
+from torchpact.watch.watchers._batched import grad_norms, surely_finite
 from torchpact.watch.watchers._local import dense_grads
 from torchpact.watch.watchers._patch import Patch, parameter_list, remove_all
 
@@ -1020,6 +1020,8 @@ class NonFinite(Watcher):
             return  # (sharded DTensor gradients are left to the distributed checks)
         if clipped is not None and not self._recorded and self._clip_says_finite(clipped, grads):
             return
+        if not self._recorded and not self.session.sampled and surely_finite(grads):
+            return  # the usual unsampled step of a small model: no norm per gradient
         # on sampled steps grad_health and gradient_flow read the same norms in this hook
         norms = grad_norms(grads, self.session.shared if self.session.sampled else None)
         step = self.session.step
