@@ -235,12 +235,13 @@ class OutOfStep(Watcher):
             return torch.stack([*norms, *(next(maxes) if t.numel() else n for t, n in zip(flat, norms))])
 
     @staticmethod
-    def _same(a: Any, b: Any) -> list[bool]:
+    def _same(before: Any, after: Any) -> list[bool]:
+        """Per parameter, whether two checksums of the same parameters match (one read of both)."""
         import torch
 
-        now, then = torch.stack([a, b]).tolist()
+        old, new = torch.stack([before, after]).tolist()
         # NaN weights stay NaN: a NaN checksum that was NaN before is unchanged
-        same = [x == y or (x != x and y != y) for x, y in zip(now, then)]
+        same = [x == y or (x != x and y != y) for x, y in zip(old, new)]
         half = len(same) // 2
         return [n and m for n, m in zip(same[:half], same[half:])]
 

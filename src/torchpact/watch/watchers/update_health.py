@@ -123,34 +123,6 @@ def _head(t: Any) -> Any:
     return t.reshape(-1)[:SLICE]  # a view when ``t`` is contiguous
 
 
-class _Flat:
-    """Slices as one flat vector per device (copied: ``flatten_dense_tensors`` is one ``cat``), reduced per
-    slice with ``segment_reduce``. On a small model each op over many tiny tensors costs more in dispatch
-    than in arithmetic, so a few ops over all of them replace a few ops per parameter (which were most of
-    a sampled step's cost on a tiny MLP). ``cat`` promotes mixed dtypes exactly (bf16 and float32 to
-    float32, float32 to float64), so comparisons and maxima keep their meaning."""
-
-    def __init__(self, slices: list[Any]) -> None:
-        from torch._utils import _flatten_dense_tensors
-
-        self.count = len(slices)
-        self.groups = []
-        for idx in by_device(slices):
-            part = [slices[i] for i in idx]
-            self.groups.append((idx, _flatten_dense_tensors(part), _lengths(part)))
-
-    def read(self, stats: Any) -> list[tuple[float, ...]]:
-        """``stats(flat, lengths, group)`` gives per-slice tensors of one group; their values by slice, in
-        slice order, with one ``tolist()`` per device."""
-        import torch
-
-        out: list[Any] = [None] * self.count
-        for g, (idx, flat, lengths) in enumerate(self.groups):
-            for i, column in zip(idx, zip(*torch.stack(stats(flat, lengths, g)).tolist())):
-                out[i] = column
-        return out
-
-
 _LENGTHS: dict[tuple, Any] = {}   # the same parameters every step: the same lengths tensor
 
 
@@ -166,19 +138,6 @@ def _lengths(part: list[Any]) -> Any:
     return got
 
 
-def _wide(x: Any) -> Any:
-    """``x`` in float32 at least: half-precision squares overflow."""
-    import torch
-
-    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
-
-
-def _seg_max_abs(x: Any, lengths: Any) -> Any:
-    import torch
-
-    return torch.segment_reduce(x.abs(), "max", lengths=lengths)
-
-
 def _max_abs(t: Any) -> float:
     """max |x| of ``t`` (NaN when it holds one)."""
     import torch
@@ -188,22 +147,33 @@ def _max_abs(t: Any) -> float:
 
 
 def _sum_sq(x: Any, lengths: Any) -> Any:
+    """The sum of squares of each segment of ``x``, in float32 at least (half-precision squares overflow)."""
     import torch
 
-    x = _wide(x)
+    if x.dtype in (torch.float16, torch.bfloat16):
+        x = x.float()
     return torch.segment_reduce(x * x, "sum", lengths=lengths)
 
 
 class Snapshot:
-    """Copies of parameter slices taken before a step (one flat vector per device), to compare with the
-    same slices after it."""
+    """Copies of parameter slices taken before a step, to compare with the same slices after it: one flat
+    vector per device (``flatten_dense_tensors``, one ``cat``), reduced per slice with ``segment_reduce``.
+    On a small model an op over a tiny tensor costs more in dispatch than in arithmetic, so a few ops over
+    all slices replace a few ops per parameter (which were most of a sampled step's cost on a tiny MLP).
+    ``cat`` promotes mixed dtypes exactly (bf16 to float32, float32 to float64): differences keep their
+    meaning."""
 
     def __init__(self, slices: list[Any]) -> None:
         import torch
+        from torch._utils import _flatten_dense_tensors
 
+        self.count = len(slices)
         self.shapes = [(t.shape, t.dtype, t.device) for t in slices]
+        self.groups = []
         with torch.no_grad():
-            self.before = _Flat(slices)
+            for idx in by_device(slices):
+                part = [slices[i] for i in idx]
+                self.groups.append((idx, _flatten_dense_tensors(part), _lengths(part)))
 
     def changes(self, now: list[Any]) -> list[tuple[bool, float]]:
         """For each slice: whether ``now``'s differs from it (``!=`` in the slice's own dtype: inf == inf and
@@ -214,19 +184,20 @@ class Snapshot:
         from torch._utils import _flatten_dense_tensors
 
         same = [n is not None and (n.shape, n.dtype, n.device) == shape for n, shape in zip(now, self.shapes)]
-
-        def stats(flat: Any, lengths: Any, g: int) -> list[Any]:
-            idx = self.before.groups[g][0]
-            current = _flatten_dense_tensors([now[i] if same[i] else _own(flat, lengths, k)
-                                              for k, i in enumerate(idx)])
-            diff = current - flat
-            return [_wide(_seg_max_abs(diff, lengths)), _sum_sq(diff, lengths), _sum_sq(flat, lengths)]
-
+        columns: list[Any] = [None] * self.count
         with torch.no_grad():
-            columns = self.before.read(stats)
+            for idx, before, lengths in self.groups:
+                # a slice that cannot be compared is compared with itself, and its result dropped below
+                current = _flatten_dense_tensors([now[i] if same[i] else _segment(before, lengths, k)
+                                                  for k, i in enumerate(idx)])
+                diff = current - before
+                stats = torch.stack([torch.segment_reduce(diff.abs(), "max", lengths=lengths),
+                                     _sum_sq(diff, lengths), _sum_sq(before, lengths)])
+                for i, column in zip(idx, zip(*stats.tolist())):  # one read per device
+                    columns[i] = column
         out = []
         for i, (largest, moved, size) in enumerate(columns):
-            if not same[i]:  # compared with itself above, and dropped
+            if not same[i]:
                 out.append((True, math.nan))
                 continue
             # inf - inf is NaN although an inf that stayed is unchanged: only a NaN difference is compared in full
@@ -235,14 +206,13 @@ class Snapshot:
         return out
 
     def _differs(self, now: Any, i: int) -> bool:
-        for idx, flat, lengths in self.before.groups:
+        for idx, before, lengths in self.groups:
             if i in idx:
-                k = idx.index(i)
-                return bool((now.reshape(-1) != _own(flat, lengths, k)).any())
+                return bool((now.reshape(-1) != _segment(before, lengths, idx.index(i))).any())
         return True
 
 
-def _own(flat: Any, lengths: Any, k: int) -> Any:
+def _segment(flat: Any, lengths: Any, k: int) -> Any:
     """The ``k``-th slice of ``flat`` (rare: a slice that cannot be compared, or an inf that may have stayed)."""
     sizes = lengths.tolist()
     return flat[sum(sizes[:k]):sum(sizes[:k + 1])]
