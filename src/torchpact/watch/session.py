@@ -505,6 +505,10 @@ class Session:
                 out[w.name] = d
         return out
 
+    def primary_optimizer(self) -> Any:
+        """The optimizer whose steps are the script's steps (None before the first step or once it is gone)."""
+        return self._primary() if self._primary is not None else None
+
     def optimizers(self) -> list[Any]:
         """Optimizers that have stepped at least once, primary first."""
         alive = [o for o in (r() for r in self._optimizers) if o is not None]

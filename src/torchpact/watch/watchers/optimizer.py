@@ -395,8 +395,7 @@ class OptimizerWatcher(Watcher):
 
     def _next_sampled(self, optimizer: Any) -> bool:
         """Whether this optimizer's next step is a sampled one."""
-        opts = self.session.optimizers()
-        step = self.session.step + 1 if opts and opts[0] is optimizer else self.session.step
+        step = self.session.step + 1 if self.session.primary_optimizer() is optimizer else self.session.step
         return self.session.will_sample(step)
 
     def _all_frozen(self, state: _Opt) -> bool:
