@@ -302,7 +302,7 @@ class NeedsGroup(Recorder):
         self.step_pres.append(self.session.step)
 
 
-def test_watchers_that_need_a_process_group_wait_for_one_on_unsampled_steps(tmp_path):
+def test_watchers_that_need_a_process_group_are_not_called_until_one_exists(tmp_path):
     import torch.distributed as dist
 
     torch.manual_seed(0)
@@ -316,7 +316,7 @@ def test_watchers_that_need_a_process_group_wait_for_one_on_unsampled_steps(tmp_
 
     waiting, plain = NeedsGroup(), Recorder("roots")
     with watch([waiting, plain], sampler=Sampler(first=2, every=5, calls=None)):
-        for _ in range(4):  # steps 0-3, no process group: called on the sampled steps 0 and 1 only
+        for _ in range(4):  # steps 0-3, no process group: never called
             step()
         dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
         try:
@@ -324,6 +324,27 @@ def test_watchers_that_need_a_process_group_wait_for_one_on_unsampled_steps(tmp_
                 step()
         finally:
             dist.destroy_process_group()
-    assert waiting.step_pres == [0, 1, 4, 5, 6, 7]
-    assert sorted({s for s, _ in waiting.pre}) == [0, 1, 5, 6, 7]
+    assert waiting.step_pres == [4, 5, 6, 7]
+    assert sorted({s for s, _ in waiting.pre}) == [5, 6, 7]
     assert sorted({s for s, _ in plain.pre}) == list(range(8))  # a watcher without the need: every step
+
+
+def test_a_group_made_after_the_session_started_is_found_at_step_0s_first_forward(tmp_path):
+    import torch.distributed as dist
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    waiting = NeedsGroup()
+    with watch([waiting], sampler=Sampler(first=1, every=100, calls=None)):
+        dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store", rank=0, world_size=1)
+        try:
+            for _ in range(3):
+                opt.zero_grad()
+                model(torch.randn(2, 4)).pow(2).mean().backward()
+                opt.step()
+        finally:
+            dist.destroy_process_group()
+    assert waiting.pre[0] == (0, 1)  # step 0's outermost call, with the calls inside it
+    assert sorted({s for s, _ in waiting.pre}) == [0, 1, 2]
+    assert waiting.step_pres == [0, 1, 2]

@@ -209,10 +209,12 @@ class Session:
         post: list[tuple[Watcher, Callable, int]] = []
         for cb, out in zip(_FORWARD, (pre, post)):
             for w in self._subscribers.get(cb, ()):
-                if self._sampled:
+                if w in self._idle:
+                    level = 0
+                elif self._sampled:
                     level = 2
                 else:
-                    level = 0 if w in self._idle else wanted.get(w.unsampled_calls, 0)
+                    level = wanted.get(w.unsampled_calls, 0)
                 if level:
                     out.append((w, getattr(w, cb), level))
         self._pre_root = tuple((w, f) for w, f, _ in pre)
@@ -222,10 +224,10 @@ class Session:
 
     def _subscribe(self) -> None:
         """Bind each callback to the watchers that override it (again after a watcher failed)."""
-        self._steps = {cb: tuple((w, getattr(w, cb)) for w in self._subscribers.get(cb, ()))
-                       for cb in ("on_step_pre", "on_step", "on_step_end")}
         self._idle = () if self._group else tuple(w for w in self.watchers if w.needs_process_group)
-        self._unsampled_steps = {cb: tuple((w, f) for w, f in subs if w not in self._idle and cb not in w.sampled_only)
+        self._steps = {cb: tuple((w, getattr(w, cb)) for w in self._subscribers.get(cb, ()) if w not in self._idle)
+                       for cb in ("on_step_pre", "on_step", "on_step_end")}
+        self._unsampled_steps = {cb: tuple((w, f) for w, f in subs if cb not in w.sampled_only)
                                  for cb, subs in self._steps.items()}
         self._forward_watchers = tuple(
             w for w in self.watchers if any(w in self._subscribers.get(cb, ()) for cb in _FORWARD))
@@ -353,6 +355,8 @@ class Session:
         self.names.add_root(module)
         if self._sampled:
             self.root_call_sites[id(module)] = user_location(3)
+            if self._idle:  # a group made before this forward: its models are called now
+                self._look_for_group()
 
     def _forward(self, module: Any, args: tuple, output: Any) -> None:
         stack = self._stack

@@ -31,9 +31,10 @@ class Watcher:
     #: takes effect from the next step. Narrower is cheaper: every module call of the script pays it.
     unsampled_calls: str = "all"
     #: Whether every check of the watcher needs a default process group (DDP, FSDP, several ranks). Until
-    #: one exists it is called on sampled steps only: a single-process run pays nothing for it on the
-    #: others. The session looks again before each step's ``on_step_pre`` and after its ``on_step_end``,
-    #: so a job that creates its group before step 0 (which every ``Sampler`` samples) loses nothing.
+    #: one exists it is not called at all (``on_close`` excepted): a single-process run pays nothing for
+    #: it. The session looks for one before each step's ``on_step_pre``, after its ``on_step_end`` and at
+    #: each outermost module call of a sampled step, so a job that creates its group before step 0's
+    #: forward (which every ``Sampler`` samples) loses nothing.
     needs_process_group: ClassVar[bool] = False
     #: Step callbacks (``"on_step_pre"``, ``"on_step"``, ``"on_step_end"``) that do nothing on steps that are
     #: not sampled: the session does not call them there (every step of a tiny model pays each call).
