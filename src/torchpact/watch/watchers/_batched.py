@@ -84,19 +84,21 @@ def surely_finite(tensors: list[Any]) -> bool:
     import torch
 
     first = tensors[0]
+    dtype = first.dtype
     if first.device.type != "cpu":
         return False
-    size = 0
     for t in tensors:
-        if t.dtype != first.dtype or t.device != first.device:
+        if t.dtype is not dtype:
             return False
-        size += t.numel()
-    if size > SMALL:
+    if sum(map(torch.Tensor.numel, tensors)) > SMALL:
         return False
     from torch._utils import _flatten_dense_tensors
 
-    flat = _flatten_dense_tensors(tensors)
-    total = flat.sum(dtype=torch.float32) if first.dtype in (torch.float16, torch.bfloat16) else flat.sum()
+    try:  # a tensor on another device: cat refuses
+        flat = _flatten_dense_tensors(tensors)
+    except RuntimeError:
+        return False
+    total = flat.sum(dtype=torch.float32) if dtype in (torch.float16, torch.bfloat16) else flat.sum()
     return math.isfinite(total.item())
 
 
