@@ -742,10 +742,14 @@ class NonFinite(Watcher):
     def _begin_outermost(self) -> None:
         session = self.session
         if self._stepped:  # a new iteration: the backward of the last one is over
-            self._bw_prev, self._bw = self._bw, _BwTable()
-            # What fired before the step was read there if it was non-finite; a backward through the old
-            # graph fires into it again from here.
-            self._bw_prev.forget_fired()
+            bw = self._bw
+            if bw.size or bw.calls or bw.fired:
+                self._bw_prev, self._bw = bw, _BwTable()
+                # What fired before the step was read there if it was non-finite; a backward through the old
+                # graph fires into it again from here.
+                bw.forget_fired()
+            else:  # nothing was recorded (the usual unsampled step): nothing to keep, nothing to allocate
+                self._bw_prev = None
             self._held = 0
             self._stepped = False
             self._forward_bad_this_step = False
