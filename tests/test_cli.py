@@ -353,14 +353,15 @@ def test_parallel_lint_uses_each_files_config(tmp_path, capsys, monkeypatch):
 
 
 def test_run_help_states_the_samplers_real_schedule_and_budget():
-    from torchpact.cli import SAMPLE_EVERY, SAMPLE_FIRST, SAMPLED_CALLS, SAMPLED_SHARE, build_parser
+    from torchpact.cli import SAMPLE_EVERY, SAMPLE_FIRST, SAMPLED_CALLS, SAMPLED_CHARGE, SAMPLED_SHARE, build_parser
     from torchpact.launch import rank
     from torchpact.watch import Sampler
 
-    assert (SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE) == (
-        Sampler().first, Sampler().every, Sampler().calls, Sampler().share)
+    assert (SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE, SAMPLED_CHARGE) == (
+        Sampler().first, Sampler().every, Sampler().calls, Sampler().share, Sampler().charge)
     opts = rank.parser().parse_args(["--report-dir", "r", "s.py"])
     assert (opts.sample_first, opts.sample_every) == (Sampler().first, Sampler().every)
     run = build_parser()._subparsers._group_actions[0].choices["run"]
     text = " ".join(run.format_help().split())
     assert f"at most {Sampler().calls} module calls plus {Sampler().share * 100:g}% of all" in text
+    assert f"each sampled step counted {Sampler().charge} calls more" in text

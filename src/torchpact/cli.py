@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 # torchpact.watch.Sampler's schedule and budget (not imported: lint starts without it)
-SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE = 10, 10, 2000, 0.01
+SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE, SAMPLED_CHARGE = 10, 10, 2000, 0.01, 12
 FORMAT_CHOICES = ("text", "json", "sarif", "github")
 
 
@@ -83,7 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"then on every N-th step (default: {SAMPLE_EVERY}), and on the steps that follow one where a "
                           "check saw a problem begin (a gradient norm jumping, updates far too large). Budget: sampled steps make at most "
                           f"{SAMPLED_CALLS} module calls plus {SAMPLED_SHARE * 100:g}%% of all the script's module calls, "
-                          "so a step of thousands of tiny module calls (an RL rollout) is sampled less often")
+                          f"each sampled step counted {SAMPLED_CHARGE} calls more for its own checks, so a step of thousands "
+                          "of tiny module calls (an RL rollout) and a long run of a tiny model are sampled less often")
     run.add_argument("--profile", action="store_true",
                      help="profile a few steps after warm-up (torch.profiler): where step time goes, top operators")
     run.add_argument("--profile-steps", type=int, default=5, metavar="N", help="steps to profile (default: 5)")

@@ -103,9 +103,21 @@ def test_call_budget_spaces_out_sampled_steps_of_call_heavy_scripts():
     with watch([unlimited], sampler=Sampler(first=20, every=5, calls=None)):
         _train(25, forwards=30)
     assert unlimited.sampled[:19] == [True] * 19
-    # budget after s steps: 200 + 0.1 * 120 * s calls; each sampled step costs 120
-    assert [s for s in range(25) if any(p == s for p, _ in heavy.pre)] == [0, 4, 14]
-    assert Sampler(first=20, calls=200).affordable(0, 10**6, 0)  # the first sampled step is always paid
+    # budget after s steps: 200 + 0.1 * 120 * s calls; each sampled step costs its 120 calls + a charge of 12
+    assert [s for s in range(25) if any(p == s for p, _ in heavy.pre)] == [0, 6, 17]
+    assert Sampler(first=20, calls=200).affordable(0, 0, 0)  # the first sampled step is always paid
+
+
+def test_each_sampled_step_is_charged_for_its_own_checks_so_a_long_run_of_a_tiny_model_is_spaced_out():
+    charged, uncharged = Recorder("none"), Recorder("none")
+    with watch([charged], sampler=Sampler(first=2, every=2, calls=200, share=0.1)):
+        _train(40)  # 4 module calls a step
+    with watch([uncharged], sampler=Sampler(first=2, every=2, calls=200, share=0.1, charge=0)):
+        _train(40)
+    # k sampled steps cost 4k calls + 12 each: the budget 200 + 0.4 a step pays 13 of them by step 22, a 14th
+    # only at step 60; without the charge 4 calls a step never exhaust it
+    assert [s for s, sampled in enumerate(charged.sampled) if sampled] == [0, 1, *range(2, 23, 2)]
+    assert [s for s, sampled in enumerate(uncharged.sampled) if sampled] == [0, 1, *range(2, 40, 2)]
 
 
 class FollowUp(Recorder):
@@ -162,11 +174,11 @@ class Forecast(Recorder):
 
 
 def test_will_sample_foretells_the_next_step_also_when_the_budget_refuses_it():
-    # 120 calls a step against a budget of 200 + 12 a step: step 0 is paid, steps 1-3 are not
+    # 120 calls and a charge of 12 a step against a budget of 200 + 12 a step: step 0 is paid, steps 1-5 are not
     rec = Forecast()
     with watch([rec], sampler=Sampler(first=20, every=5, calls=200, share=0.1)):
-        _train(6, forwards=30)
-    assert rec.sampled == [True, False, False, False, True, False]
+        _train(8, forwards=30)
+    assert rec.sampled == [True, False, False, False, False, False, True, False]
     assert rec.promised == rec.sampled[1:] + [rec.promised[-1]]
 
 

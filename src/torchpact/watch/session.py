@@ -47,15 +47,19 @@ class Sampler:
     script with thousands of module calls per step would pay it many times over: sampled steps may
     also spend at most ``calls`` module calls, plus ``share`` of all the calls the script made (at
     that cost a 1% share keeps the long-run overhead of sampling near 3%). A sampled step's calls
-    count against that budget; a step the pattern picks is skipped while the budget cannot pay for
-    it. Counted in calls, not seconds, so the choice is the same on every machine. ``calls=None``
-    lifts the budget.
+    count against that budget, plus ``charge`` for the checks every sampled step makes whatever its
+    calls (gradient norms, parameter snapshots: on a tiny MLP about 0.7 ms, the plain work of 12
+    module calls of 59 us); a step the pattern picks is skipped while the budget cannot pay for it.
+    Without the charge a model of 6 calls a step had 333 sampled steps for free and a 3000-step run
+    of it paid 1.3x for sampling alone. Counted in calls, not seconds, so the choice is the same on
+    every machine. ``calls=None`` lifts the budget.
     """
 
     first: int = 10
     every: int = 10
     calls: int | None = 2000
     share: float = 0.01
+    charge: int = 12
 
     def __call__(self, step: int) -> bool:
         return step < self.first or step % self.every == 0
@@ -64,11 +68,13 @@ class Sampler:
         """Whether ``step`` is one of the every-``every``-th steps past the first ones."""
         return step >= self.first and step % self.every == 0
 
-    def affordable(self, spent: int, per_step: float, steps: int) -> bool:
-        """Whether one more sampled step fits, ``spent`` calls in; ``per_step`` calls a step so far."""
-        if self.calls is None or spent == 0:
+    def affordable(self, spent: int, done: int, steps: int) -> bool:
+        """Whether one more sampled step fits at step ``steps``, after ``done`` sampled steps that made
+        ``spent`` module calls."""
+        if self.calls is None or done == 0:
             return True
-        return spent + per_step <= self.calls + self.share * per_step * steps
+        per_step = spent / done
+        return spent + (done + 1) * self.charge + per_step <= self.calls + self.share * per_step * steps
 
 
 _UNSAMPLED_CALLS = operator.attrgetter("unsampled_calls")
@@ -485,7 +491,7 @@ class Session:
         done = self._sampled_steps if sampled_steps is None else sampled_steps
         if affordable is None or not done:
             return True
-        return affordable(self._sampled_calls, self._sampled_calls / done, step)
+        return affordable(self._sampled_calls, done, step)
 
     def will_sample(self, step: int) -> bool:
         """Whether ``step`` (this one or the next) is to be sampled, as far as can be told now."""
