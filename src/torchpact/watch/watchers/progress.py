@@ -65,8 +65,10 @@ class Progress(Watcher):
         if self.session.sampled:  # a /proc read on every step is a visible share of a tiny step
             self._read_memory(step)
         session = self.session
+        if not session.live:
+            return
         now = time.perf_counter()
-        if session.live and now - self._last_line >= LINE_EVERY_S and _is_tty(session.stream):
+        if now - self._last_line >= LINE_EVERY_S and _is_tty(session.stream):
             self._last_line = now
             self._line_shown = True
             print(f"\rtorchpact: step {step + 1}, {len(session.findings)} finding(s) so far",
