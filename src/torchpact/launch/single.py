@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from torchpact.findings import Finding
-from torchpact.launch.explain import SCRIPT_ERROR, explain
 from torchpact.watch import Sampler, Session, watch
 from torchpact.watch.frames import user_location
 
@@ -171,6 +170,8 @@ def _crash_location(exc: BaseException, script: str) -> tuple[str | None, int | 
 
 
 def _report_crash(session: Session, exc: BaseException, script: str) -> None:
+    from torchpact.launch.explain import SCRIPT_ERROR, explain  # only a crash needs it: not at start-up
+
     path, line = _crash_location(exc, script)
     known = explain(exc)
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""

@@ -23,8 +23,7 @@ what no event covers is ``idle`` (Python between the phases: logging, metrics, t
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 from torchpact.median import median
 
@@ -42,8 +41,7 @@ _DEVICE_SYNC = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSync
 SCALAR_READ = "aten::_local_scalar_dense"
 
 
-@dataclass(frozen=True)
-class Event:
+class Event(NamedTuple):
     """One profiler event, reduced to what the analysis needs. Times in microseconds."""
 
     name: str

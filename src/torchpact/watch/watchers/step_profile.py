@@ -24,8 +24,7 @@ import os
 import socket
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from torchpact.findings import Category, Severity
 from torchpact.median import median
@@ -223,14 +222,13 @@ class StepProfile(Watcher):
     def _judge(self, result: dict[str, Any]) -> None:
         for verdict in judge(result, device=self._device):
             self.session.report(verdict.check, verdict.message, fix=verdict.fix, key=verdict.key,
-                                severity=verdict.severity, **verdict.extra)
+                                severity=verdict.severity, **(verdict.extra or {}))
 
     def data(self) -> dict[str, Any]:
         return dict(self.result)
 
 
-@dataclass(frozen=True)
-class Verdict:
+class Verdict(NamedTuple):
     """One finding the recorded numbers call for (plain data; the watcher reports it)."""
 
     check: Check
@@ -238,7 +236,7 @@ class Verdict:
     fix: str
     key: str
     severity: Severity | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, Any] | None = None
 
 
 def judge(result: dict[str, Any], *, device: bool) -> list[Verdict]:
