@@ -102,3 +102,4 @@ def test_surely_finite_shows_finite_gradients_and_never_hides_a_non_finite_one()
     assert surely_finite([torch.full((4,), 6e4, dtype=torch.float16)])  # half precision summed in float32
     assert not surely_finite([torch.randn(4), torch.randn(4, dtype=torch.float64)])  # mixed dtypes: not tried
     assert not surely_finite([torch.zeros(SMALL + 1)])  # too large to copy: not tried
+    assert not surely_finite([torch.zeros(3, dtype=torch.cfloat)])  # complex: not tried

@@ -179,3 +179,5 @@ def test_the_checksum_sees_each_kind_of_write_and_keeps_nan_weights_unchanged():
     assert changed(lambda: nan.fill_(float("nan")), nan) == [False]  # NaN stays NaN: no new write to name
     half = torch.tensor([1.0, -2.0], dtype=torch.bfloat16)
     assert changed(lambda: half.mul_(4), half, b) == [True, False]
+    z = torch.tensor([1 + 2j, -3 + 0.5j])
+    assert changed(lambda: z.copy_(z.conj()), z, b) == [True, False]  # the same norm, the imaginary parts negated

@@ -185,3 +185,41 @@ def test_batched_comparison_keeps_the_per_parameter_results_in_every_corner():
             assert abs(ratio - want_ratio) <= 1e-6 * max(1.0, want_ratio)
     assert [c for c, _ in got] == [False, False, True, True, True, True, True, True, True, True, True]
     assert 0.11 < got[-1][1] < 0.12  # norms of half-precision slices summed in float32: not 1e4 / inf
+
+
+def test_complex_parameters_are_compared_through_their_real_and_imaginary_parts():
+    class Rotor(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.randn(4, 4, dtype=torch.cfloat))
+            self.head = nn.Linear(4, 1)
+
+        def forward(self, x):
+            return self.head((x.to(torch.cfloat) @ self.w).abs())
+
+    def train():
+        torch.manual_seed(0)
+        model = Rotor()
+        opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+        for _ in range(25):
+            opt.zero_grad()
+            model(torch.randn(8, 4)).pow(2).mean().backward()
+            opt.step()
+
+    assert codes(watched(train)) == []  # no watcher fails on them (TP002) and nothing is stale
+
+
+def test_a_model_of_one_parameter_is_compared_with_a_copy_of_it():
+    """``flatten_dense_tensors`` of a single tensor is a view of it: the snapshot must copy it, or every
+    step would look like one that left the weights unchanged."""
+    def train():
+        torch.manual_seed(0)
+        w = nn.Parameter(torch.randn(3))
+        opt = torch.optim.SGD([w], lr=0.1)
+        for _ in range(25):
+            opt.zero_grad()
+            x = torch.randn(16, 3)
+            ((x @ w - x.sum(dim=1)) ** 2).mean().backward()
+            opt.step()
+
+    assert codes(watched(train, ["update_health"])) == []

@@ -85,7 +85,7 @@ def surely_finite(tensors: list[Any]) -> bool:
 
     first = tensors[0]
     dtype = first.dtype
-    if first.device.type != "cpu":
+    if first.device.type != "cpu" or not dtype.is_floating_point:  # (a complex sum is no float to test)
         return False
     for t in tensors:
         if t.dtype is not dtype:

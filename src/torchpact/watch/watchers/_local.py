@@ -16,6 +16,16 @@ def local(t: Any) -> Any:
     return to_local() if callable(to_local) else t
 
 
+def real_view(t: Any) -> Any:
+    """A complex tensor as its real view (one more dimension of 2: real and imaginary parts), so that max,
+    segment reductions and comparisons apply; any other tensor as it is. No copy."""
+    if t.is_complex():
+        import torch
+
+        return torch.view_as_real(t)
+    return t
+
+
 def dense_grads(optimizer: Any) -> tuple[list[Any], list[Any]]:
     """The optimizer's parameters that have a dense, local gradient, and those gradients: sparse ones and
     sharded DTensor ones are left out (a local norm is not the parameter's norm)."""

@@ -28,7 +28,7 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.watch.frames import user_location
 from torchpact.watch.watcher import Check, Watcher
-from torchpact.watch.watchers._local import local
+from torchpact.watch.watchers._local import local, real_view
 from torchpact.watch.watchers._patch import Patch, remove_all
 
 MAX_ARMED = 3   # iterations the write detector may run in one job
@@ -228,7 +228,7 @@ class OutOfStep(Watcher):
         import torch
 
         with torch.no_grad():
-            flat = [local(p) for p in params]
+            flat = [real_view(local(p)) for p in params]  # complex parameters: max needs real numbers
             full = [t for t in flat if t.numel()]  # the max of nothing is an error; nothing can change there
             maxes = iter(torch._foreach_max(full)) if full else iter(())
             norms = torch._foreach_norm(flat)

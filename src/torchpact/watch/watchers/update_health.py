@@ -23,7 +23,7 @@ from torchpact.findings import Category, Severity
 from torchpact.watch.watcher import Check
 from torchpact.watch.watchers import _sites
 from torchpact.watch.watchers._batched import by_device
-from torchpact.watch.watchers._local import local
+from torchpact.watch.watchers._local import local, real_view
 
 SLICE = 512             # elements of each parameter compared across a sampled step
 CONFIRM = 2             # sampled steps in a row a parameter must stay unchanged
@@ -173,7 +173,10 @@ class Snapshot:
         with torch.no_grad():
             for idx in by_device(slices):
                 part = [slices[i] for i in idx]
-                self.groups.append((idx, _flatten_dense_tensors(part), _lengths(part)))
+                flat = _flatten_dense_tensors(part)
+                if len(part) == 1:  # one tensor is flattened as a view of itself, not copied
+                    flat = flat.clone()
+                self.groups.append((idx, flat, _lengths(part)))
 
     def changes(self, now: list[Any]) -> list[tuple[bool, float]]:
         """For each slice: whether ``now``'s differs from it (``!=`` in the slice's own dtype: inf == inf and
@@ -289,13 +292,13 @@ class UpdateHealth(_sites.SiteWatcher):
                 if w.numel() == 0:
                     continue
                 chosen.append((weakref.ref(p), lr))
-                slices.append(_head(w))
+                slices.append(_head(real_view(w)))  # complex: its real and imaginary parts, compared as such
         if chosen:
             self._pending[id(optimizer)] = (weakref.ref(optimizer), chosen, Snapshot(slices))
 
     def _compare(self, optimizer: Any, pending: list[tuple[weakref.ref, float]], before: Snapshot) -> None:
         params = [ref() for ref, _ in pending]
-        changes = before.changes([_head(local(p)) if p is not None else None for p in params])
+        changes = before.changes([_head(real_view(local(p))) if p is not None else None for p in params])
         alive = [(p, lr, change) for p, (_, lr), change in zip(params, pending, changes) if p is not None]
         if not alive:
             return
