@@ -127,8 +127,7 @@ class Session:
         self._started = False
         self._primary: weakref.ref | None = None   # the optimizer whose steps are the script's steps
         self._since_primary: dict[int, int] = {}    # optimizer id -> its steps since the primary's last one
-        self._optimizers: list[weakref.ref] = []
-        self._optimizer_ids: dict[int, weakref.ref] = {}   # the same, by id: looked up at every step
+        self._optimizers: dict[int, weakref.ref] = {}   # by id, in the order they first stepped
         self._reported: set[tuple] = set()
         self._subscribers: dict[str, list[Watcher]] = {}
         # What watchers compute from the same tensors in one step callback delivery (the gradients' norms,
@@ -415,11 +414,10 @@ class Session:
             count = self._since_primary[id(optimizer)] = self._since_primary.get(id(optimizer), 0) + 1
             if count >= HANDOVER_STEPS:  # the primary stopped stepping (layer-wise training): this one counts now
                 self._primary = weakref.ref(optimizer)
-        known = self._optimizer_ids.get(id(optimizer))
+        known = self._optimizers.get(id(optimizer))
         if known is None or known() is not optimizer:
-            if not any(r() is optimizer for r in self._optimizers):
-                self._optimizers.append(weakref.ref(optimizer))
-            self._optimizer_ids[id(optimizer)] = weakref.ref(optimizer)
+            self._optimizers.pop(id(optimizer), None)  # a dead one's id, reused: this one comes last
+            self._optimizers[id(optimizer)] = weakref.ref(optimizer)
         # `step(closure)` (LBFGS, Lightning's automatic optimization) runs the forward and backward inside
         # the step, after this hook: gradients are this step's only once the closure has returned.
         if kwargs.get("closure") is not None:
@@ -521,7 +519,7 @@ class Session:
 
     def optimizers(self) -> list[Any]:
         """Optimizers that have stepped at least once, primary first."""
-        alive = [o for o in (r() for r in self._optimizers) if o is not None]
+        alive = [o for o in (r() for r in self._optimizers.values()) if o is not None]
         primary = self._primary() if self._primary is not None else None
         if alive and alive[0] is not primary and primary is not None:  # another one took over counting steps
             alive.remove(primary)
