@@ -11,7 +11,7 @@ import difflib
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from torchpact.findings import Finding, Severity
 
@@ -39,15 +39,7 @@ def _add_html_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--html", metavar="FILE", help="also write a self-contained HTML page (summary, findings, plots)")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from torchpact import __version__
-
-    parser = argparse.ArgumentParser(
-        prog="torchpact", description="Catches the bugs PyTorch does not tell you about.")
-    parser.add_argument("--version", action="version", version=f"torchpact {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-
-    lint = sub.add_parser("lint", help="static checks of PyTorch code (never imports torch)")
+def _lint_options(lint: argparse.ArgumentParser) -> None:
     lint.add_argument("paths", nargs="*", metavar="PATH", help="files or folders (default: .)")
     lint.add_argument("--select", metavar="CODES", help="comma-separated codes, prefixes or categories to run")
     lint.add_argument("--ignore", metavar="CODES", help="comma-separated codes, prefixes or categories to skip")
@@ -64,9 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="lint every file again instead of reusing .torchpact_cache/ for unchanged ones")
     _add_output_options(lint, "warning")
 
-    run = sub.add_parser(
-        "run", help="run a training script under the watchers",
-        description="Runs SCRIPT unmodified as __main__ with its own ARGS, under torchpact's watchers.")
+
+def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("script", metavar="SCRIPT")
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
     run.add_argument("--quiet", "-q", action="store_true", help="no live findings on stderr")
@@ -95,10 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_html_option(run)
     _add_output_options(run, "error")
 
-    for name, what in (("export-check", "trace / script / torch.export / ONNX parity on varied inputs"),
-                       ("compile-check", "torch.compile graph breaks, recompiles, latency per mode, parity")):
-        audit = sub.add_parser(name, help=what, description=f"{what}. TARGET is FILE.py:FUNC or "
-                               "package.module:FUNC; FUNC returns (model, args) or (model, args, kwargs).")
+
+def _audit_options(name: str) -> Callable[[argparse.ArgumentParser], None]:
+    def add(audit: argparse.ArgumentParser) -> None:
         audit.add_argument("target", metavar="TARGET")
         audit.add_argument("--threads", type=int, metavar="N",
                            help="torch intra-op threads during the check (default: torch's setting)")
@@ -109,27 +99,16 @@ def build_parser() -> argparse.ArgumentParser:
                                "(default: default,max-autotune-no-cudagraphs; + reduce-overhead,max-autotune on CUDA)")
         _add_html_option(audit)
         _add_output_options(audit, "error")
+    return add
 
-    report = sub.add_parser(
-        "report", help="render a saved JSON report again (--html page, or another --format)",
-        description="Reads a report written by `--format json` and renders it as an HTML page (--html) "
-                    "and/or in --format (default text).")
+
+def _report_options(report: argparse.ArgumentParser) -> None:
     report.add_argument("json_report", metavar="REPORT.json")
     _add_html_option(report)
     _add_output_options(report, "error")
 
-    rule = sub.add_parser("rule", help="show a rule's documentation")
-    rule.add_argument("code", metavar="TPnnn")
-    sub.add_parser("rules", help="list every rule")
 
-    demo = sub.add_parser("demo", help="lint the bundled examples and show what torchpact finds")
-    demo.add_argument("path", nargs="?", help="examples folder (default: the bundled one)")
-
-    facts = sub.add_parser(
-        "facts", help="check common PyTorch advice against the installed torch",
-        description="Runs one small experiment per claim, each in its own process, and prints the verdict "
-                    "on the installed torch, its evidence and the rules that rest on it. Exit 1 when a "
-                    "verdict differs from the supported torch's or an experiment failed.")
+def _facts_options(facts: argparse.ArgumentParser) -> None:
     facts.add_argument("id", nargs="?", metavar="ID", help="one fact: its claim, verdict, evidence and code")
     facts.add_argument("--json", action="store_true", help="JSON instead of text")
     facts.add_argument("--list", action="store_true", help="list the claims and the rules resting on each; run nothing")
@@ -137,11 +116,55 @@ def build_parser() -> argparse.ArgumentParser:
     facts.add_argument("--jobs", "-j", type=int, default=None, help="experiments at a time (default: all cores)")
     facts.add_argument("--timeout", type=float, default=None, metavar="S",
                        help="time limit per experiment in seconds (default: each fact's own)")
+
+
+_AUDIT_DESCRIPTION = "{what}. TARGET is FILE.py:FUNC or package.module:FUNC; FUNC returns (model, args) or (model, args, kwargs)."
+# name -> (help, description or None, the function that adds its arguments)
+COMMANDS: dict[str, tuple[str, str | None, Callable[[argparse.ArgumentParser], None]]] = {
+    "lint": ("static checks of PyTorch code (never imports torch)", None, _lint_options),
+    "run": ("run a training script under the watchers",
+            "Runs SCRIPT unmodified as __main__ with its own ARGS, under torchpact's watchers.", _run_options),
+    "export-check": ("trace / script / torch.export / ONNX parity on varied inputs",
+                     _AUDIT_DESCRIPTION.format(what="trace / script / torch.export / ONNX parity on varied inputs"),
+                     _audit_options("export-check")),
+    "compile-check": ("torch.compile graph breaks, recompiles, latency per mode, parity",
+                      _AUDIT_DESCRIPTION.format(what="torch.compile graph breaks, recompiles, latency per mode, parity"),
+                      _audit_options("compile-check")),
+    "report": ("render a saved JSON report again (--html page, or another --format)",
+               "Reads a report written by `--format json` and renders it as an HTML page (--html) "
+               "and/or in --format (default text).", _report_options),
+    "rule": ("show a rule's documentation", None,
+             lambda rule: rule.add_argument("code", metavar="TPnnn")),
+    "rules": ("list every rule", None, lambda rules: None),
+    "demo": ("lint the bundled examples and show what torchpact finds", None,
+             lambda demo: demo.add_argument("path", nargs="?", help="examples folder (default: the bundled one)")),
+    "facts": ("check common PyTorch advice against the installed torch",
+              "Runs one small experiment per claim, each in its own process, and prints the verdict "
+              "on the installed torch, its evidence and the rules that rest on it. Exit 1 when a "
+              "verdict differs from the supported torch's or an experiment failed.", _facts_options),
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with ``command``, that command's only. ``torchpact run`` pays its start-up
+    on every training script, and argparse builds each command's parser with its options in about 0.3 ms
+    (more the first time: it looks for translations of its messages); a command line that names its
+    command is parsed by that command's parser alone, which also writes its usage and errors."""
+    from torchpact import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="torchpact", description="Catches the bugs PyTorch does not tell you about.")
+    parser.add_argument("--version", action="version", version=f"torchpact {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (what, description, add_options) in COMMANDS.items():
+        if command is None or command == name:
+            add_options(sub.add_parser(name, help=what, description=description))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
     try:
         if args.command == "lint":
