@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 # torchpact.watch.Sampler's schedule and budget (not imported: lint starts without it)
-SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE, SAMPLED_CHARGE = 10, 10, 2000, 0.01, 12
+SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE, SAMPLED_CHARGE = 10, 20, 2000, 0.01, 12
 FORMAT_CHOICES = ("text", "json", "sarif", "github")
 
 

@@ -42,6 +42,12 @@ class Sampler:
     something begin (a gradient norm jumping, an update far too large) confirms it on consecutive
     steps, while a healthy run pays for ``first`` steps and one in ``every``.
 
+    ``every`` is 20, not 10: a periodic step's checks cost a tiny MLP's step 2.5 times its own work
+    (0.88 ms on a 0.35 ms step, torch 2.13 CPU) and a small GPT's 6% (4.6 ms), and at one in 10 the
+    periodic steps were 1.3% of a 300-step tiny script's whole run (start-up included) and 0.5% of
+    a 120-step GPT's; at one in 20 a problem that begins mid-run is seen at most 20 steps late, and
+    is then confirmed on consecutive steps as before. Long runs are spaced further by the budget.
+
     On a script of small modules the checks of a sampled step cost two to three times the step's own
     work (measured on torch 2.13 CPU: an RL rollout's sampled episode takes 2.4x a plain one), so a
     script with thousands of module calls per step would pay it many times over: sampled steps may
@@ -56,7 +62,7 @@ class Sampler:
     """
 
     first: int = 10
-    every: int = 10
+    every: int = 20
     calls: int | None = 2000
     share: float = 0.01
     charge: int = 12
