@@ -87,7 +87,8 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     _add_output_options(run, "error")
 
 
-def _audit_options(name: str) -> Callable[[argparse.ArgumentParser], None]:
+def _audit_command(name: str, what: str) -> tuple[str, str, Callable[[argparse.ArgumentParser], None]]:
+    """``export-check`` and ``compile-check``: the same target and output options, one option of their own."""
     def add(audit: argparse.ArgumentParser) -> None:
         audit.add_argument("target", metavar="TARGET")
         audit.add_argument("--threads", type=int, metavar="N",
@@ -99,7 +100,8 @@ def _audit_options(name: str) -> Callable[[argparse.ArgumentParser], None]:
                                "(default: default,max-autotune-no-cudagraphs; + reduce-overhead,max-autotune on CUDA)")
         _add_html_option(audit)
         _add_output_options(audit, "error")
-    return add
+    return what, (f"{what}. TARGET is FILE.py:FUNC or package.module:FUNC; FUNC returns (model, args) or "
+                  "(model, args, kwargs)."), add
 
 
 def _report_options(report: argparse.ArgumentParser) -> None:
@@ -118,18 +120,13 @@ def _facts_options(facts: argparse.ArgumentParser) -> None:
                        help="time limit per experiment in seconds (default: each fact's own)")
 
 
-_AUDIT_DESCRIPTION = "{what}. TARGET is FILE.py:FUNC or package.module:FUNC; FUNC returns (model, args) or (model, args, kwargs)."
 # name -> (help, description or None, the function that adds its arguments)
 COMMANDS: dict[str, tuple[str, str | None, Callable[[argparse.ArgumentParser], None]]] = {
     "lint": ("static checks of PyTorch code (never imports torch)", None, _lint_options),
     "run": ("run a training script under the watchers",
             "Runs SCRIPT unmodified as __main__ with its own ARGS, under torchpact's watchers.", _run_options),
-    "export-check": ("trace / script / torch.export / ONNX parity on varied inputs",
-                     _AUDIT_DESCRIPTION.format(what="trace / script / torch.export / ONNX parity on varied inputs"),
-                     _audit_options("export-check")),
-    "compile-check": ("torch.compile graph breaks, recompiles, latency per mode, parity",
-                      _AUDIT_DESCRIPTION.format(what="torch.compile graph breaks, recompiles, latency per mode, parity"),
-                      _audit_options("compile-check")),
+    "export-check": _audit_command("export-check", "trace / script / torch.export / ONNX parity on varied inputs"),
+    "compile-check": _audit_command("compile-check", "torch.compile graph breaks, recompiles, latency per mode, parity"),
     "report": ("render a saved JSON report again (--html page, or another --format)",
                "Reads a report written by `--format json` and renders it as an HTML page (--html) "
                "and/or in --format (default text).", _report_options),
