@@ -81,21 +81,21 @@ def surely_finite(tensors: list[Any]) -> bool:
     ``SMALL`` elements in all, where a copy and one sum cost less than a norm per tensor (nonfinite checks
     the gradients of every step: on a tiny MLP the per-tensor norms were a tenth of the step). False means
     not shown (the sum overflowed, or too many elements): look at each."""
-    import torch
-
     first = tensors[0]
     dtype = first.dtype
-    if first.device.type != "cpu" or not dtype.is_floating_point:  # (a complex sum is no float to test)
+    if not (first.is_cpu and dtype.is_floating_point):  # (a complex sum is no float to test)
         return False
-    for t in tensors:
+    count = 0
+    for t in tensors:  # one loop of attribute reads: this runs on every step of a tiny model
         if t.dtype is not dtype:
             return False
-    if sum(map(torch.Tensor.numel, tensors)) > SMALL:
+        count += t.numel()
+    if count > SMALL:
         return False
-    from torch._utils import _flatten_dense_tensors
+    import torch
 
     try:  # a tensor on another device: cat refuses
-        flat = _flatten_dense_tensors(tensors)
+        flat = torch._C._nn.flatten_dense_tensors(tensors)  # (torch._utils._flatten_dense_tensors, unwrapped)
     except RuntimeError:
         return False
     total = flat.sum(dtype=torch.float32) if dtype in (torch.float16, torch.bfloat16) else flat.sum()
