@@ -360,3 +360,19 @@ def test_a_group_made_after_the_session_started_is_found_at_step_0s_first_forwar
     assert waiting.pre[0] == (0, 1)  # step 0's outermost call, with the calls inside it
     assert sorted({s for s, _ in waiting.pre}) == [0, 1, 2]
     assert waiting.step_pres == [0, 1, 2]
+
+
+def test_a_default_run_does_not_import_the_watchers_that_are_off_by_default():
+    import subprocess
+
+    from torchpact.watch import make_watchers, watcher_classes
+    from torchpact.watch.watchers import OFF_BY_DEFAULT
+
+    off = {c.__module__.rsplit(".", 1)[-1] for c in watcher_classes() if not c.enabled_by_default}
+    assert off == OFF_BY_DEFAULT  # the list says which modules a default run may skip: it must be exact
+    assert {w.name for w in make_watchers()} == {c.name for c in watcher_classes() if c.enabled_by_default}
+    code = ("import sys; from torchpact.watch import make_watchers; make_watchers(); "
+            "print(sorted(m.rsplit('.', 1)[-1] for m in sys.modules if m.startswith('torchpact.watch.watchers.')))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert not any(f"'{name}'" in loaded for name in OFF_BY_DEFAULT)
+    assert "'nonfinite'" in loaded

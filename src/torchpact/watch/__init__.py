@@ -16,14 +16,21 @@ from torchpact.watch.session import Sampler, Session
 from torchpact.watch.watcher import Check, Watcher
 
 
-@lru_cache(maxsize=1)
 def watcher_classes() -> tuple[type[Watcher], ...]:
     """Every watcher class, by name."""
+    return _discover(default_only=False)
+
+
+@lru_cache(maxsize=2)
+def _discover(default_only: bool) -> tuple[type[Watcher], ...]:
+    """The watcher classes of ``torchpact.watch.watchers``, by name; with ``default_only``, without
+    importing the modules of watchers that are off by default (``OFF_BY_DEFAULT``)."""
     import torchpact.watch.watchers as package
 
     found: dict[str, type[Watcher]] = {}
     for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
-        if info.name.rsplit(".", 1)[-1].startswith("_"):
+        short = info.name.rsplit(".", 1)[-1]
+        if short.startswith("_") or (default_only and short in package.OFF_BY_DEFAULT):
             continue
         module = importlib.import_module(info.name)
         for obj in vars(module).values():
@@ -46,9 +53,9 @@ def all_checks() -> dict[str, Check]:
 
 def make_watchers(names: Iterable[str] | None = None) -> list[Watcher]:
     """Instances of the named watchers (default: those enabled by default)."""
-    classes = watcher_classes()
     if names is None:
-        return [c() for c in classes if c.enabled_by_default]
+        return [c() for c in _discover(default_only=True) if c.enabled_by_default]
+    classes = watcher_classes()
     wanted = set(names)
     unknown = wanted - {c.name for c in classes}
     if unknown:
