@@ -357,11 +357,11 @@ def test_run_help_states_the_samplers_real_schedule_and_budget():
     from torchpact.launch import rank
     from torchpact.watch import Sampler
 
-    assert (SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE, SAMPLED_CHARGE) == (
-        Sampler().first, Sampler().every, Sampler().calls, Sampler().share, Sampler().charge)
+    default = Sampler()
+    assert (SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE, SAMPLED_CHARGE) == default
     opts = rank.parser().parse_args(["--report-dir", "r", "s.py"])
-    assert (opts.sample_first, opts.sample_every) == (Sampler().first, Sampler().every)
+    assert (opts.sample_first, opts.sample_every) == (default.first, default.every)
     run = build_parser()._subparsers._group_actions[0].choices["run"]
     text = " ".join(run.format_help().split())
-    assert f"at most {Sampler().calls} module calls plus {Sampler().share * 100:g}% of all" in text
-    assert f"each sampled step counted {Sampler().charge} calls more" in text
+    assert f"at most {default.calls} module calls plus {default.share * 100:g}% of all" in text
+    assert f"each sampled step counted {default.charge} calls more" in text

@@ -5,19 +5,21 @@ Stdlib only (and ``findings``): ``watch`` and ``audit`` both import it, so neith
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from torchpact.findings import Category, Severity
 
 
-@dataclass(frozen=True)
-class Check:
+class Check(NamedTuple):
     """One runtime check: its stable code and its documentation page.
 
     ``doc`` holds the sections "What it does", "Why is this bad?" and "How to fix" (``## `` headings).
     A check that shares a code with a lint rule documents the runtime side of the same pattern.
     ``severity_note`` says when a finding is reported at another severity than ``severity``
     ("`warning` when ..."); the rule's page shows it.
+
+    A ``NamedTuple``, not a frozen ``@dataclass``: every ``torchpact run`` imports it before the script
+    starts, and a dataclass compiles its generated methods with ``exec`` (~0.4 ms).
     """
 
     code: str

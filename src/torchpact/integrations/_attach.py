@@ -18,7 +18,7 @@ class WatchedFit:
     """
 
     def __init__(self, watchers: Iterable[str] | None = None, *, report: str | None = None, format: str = "json",
-                 html: str | None = None, live: bool = True, sample_first: int = Sampler.first, sample_every: int = Sampler.every,
+                 html: str | None = None, live: bool = True, sample_first: int = Sampler().first, sample_every: int = Sampler().every,
                  command: str = "fit") -> None:
         from torchpact.report import FORMATS
 

@@ -17,7 +17,6 @@ import time
 import traceback
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from torchpact.findings import Finding
@@ -45,20 +44,23 @@ class LaunchError(Exception):
     """The script cannot be started (missing, a folder, unreadable): a one-line usage error."""
 
 
-@dataclass
 class RunOutcome:
-    """What a watched run produced."""
+    """What a watched run produced. A plain class, not a ``@dataclass``, for the reason ``Finding`` is one."""
 
-    script: str
-    exit_code: int
-    findings: list[Finding] = field(default_factory=list)
-    seconds: float = 0.0
-    steps: int = 0
-    step_times: list[float] = field(default_factory=list)
-    error: str | None = None
-    session: Session | None = None
-    ranks: list[dict[str, Any]] | None = None  # per-rank facts of a distributed run
-    data: dict[str, Any] = field(default_factory=dict)  # watcher name -> plain data (series) for reports
+    def __init__(self, script: str, exit_code: int, findings: list[Finding] | None = None, seconds: float = 0.0,
+                 steps: int = 0, step_times: list[float] | None = None, error: str | None = None,
+                 session: Session | None = None, ranks: list[dict[str, Any]] | None = None,
+                 data: dict[str, Any] | None = None) -> None:
+        self.script = script
+        self.exit_code = exit_code
+        self.findings: list[Finding] = [] if findings is None else findings
+        self.seconds = seconds
+        self.steps = steps
+        self.step_times: list[float] = [] if step_times is None else step_times
+        self.error = error
+        self.session = session
+        self.ranks = ranks  # per-rank facts of a distributed run
+        self.data: dict[str, Any] = {} if data is None else data  # watcher name -> plain data (series) for reports
 
     def summary(self) -> dict[str, Any]:
         out = {"script": self.script, "exit_code": self.exit_code, "seconds": round(self.seconds, 3),

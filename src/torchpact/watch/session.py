@@ -18,8 +18,7 @@ import operator
 import sys
 import time
 import weakref
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable, TextIO
+from typing import Any, Callable, Iterable, NamedTuple, TextIO
 
 from torchpact.findings import Category, Finding, Severity, relative_path
 from torchpact.watch.dynamo import DynamoGuard
@@ -35,8 +34,7 @@ INTERNAL_CODE = "TP002"
 HANDOVER_STEPS = 20
 
 
-@dataclass(frozen=True)
-class Sampler:
+class Sampler(NamedTuple):
     """Which steps run the expensive checks: every step at first, then every ``every``-th, and the step
     after a sampled one whenever a watcher asks for it (``Session.sample_next``): a check that saw
     something begin (a gradient norm jumping, an update far too large) confirms it on consecutive
@@ -59,6 +57,8 @@ class Sampler:
     Without the charge a model of 6 calls a step had 333 sampled steps for free and a 3000-step run
     of it paid 1.3x for sampling alone. Counted in calls, not seconds, so the choice is the same on
     every machine. ``calls=None`` lifts the budget.
+
+    A ``NamedTuple`` for the reason ``Check`` is one: no ``exec`` at the start-up of every run.
     """
 
     first: int = 10
