@@ -62,10 +62,6 @@ class Category(str, enum.Enum):
     INPUT = "input"
 
 
-_FIELDS = ("code", "category", "severity", "message", "path", "line", "column", "end_line", "end_column",
-           "subject", "fix", "rank", "step", "cell")
-
-
 class Finding:
     """One problem, located as precisely as its source allows.
 
@@ -161,6 +157,9 @@ class Finding:
             self.step if self.step is not None else -1,
         )
 
+
+# The fields that make a finding what it is, in report order: every annotated one but ``extra``.
+_FIELDS = tuple(name for name in Finding.__annotations__ if name != "extra")
 
 INPUT_CODE = "TP001"
 """The code of every ``input`` finding: a file or target torchpact could not read, parse or load."""

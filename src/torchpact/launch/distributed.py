@@ -174,7 +174,7 @@ def merge(rank_docs: list[dict[str, Any]]) -> list[Finding]:
     for key, f in merged.items():
         seen = ranks[key]
         extra = dict(f.extra, ranks=seen)
-        out.append(Finding(**{**f.__dict__, "rank": seen[0] if len(seen) == 1 else None, "extra": extra}))
+        out.append(f.replace(rank=seen[0] if len(seen) == 1 else None, extra=extra))
     return out
 
 

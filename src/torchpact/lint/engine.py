@@ -346,7 +346,7 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
 
 def _input_finding(path: str, exc: SourceError) -> Finding:
     f = input_finding(path, str(exc), line=exc.line, column=exc.column)
-    return Finding(**{**f.__dict__, "cell": exc.cell}) if exc.cell is not None else f
+    return f.replace(cell=exc.cell) if exc.cell is not None else f
 
 
 def lint_file(path: str, config: Config, fix: bool = False, display_path: str | None = None,
