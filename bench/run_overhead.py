@@ -4,11 +4,17 @@ Workloads (bench/workloads/ and bench/gpt_train.py): a small GPT (the training l
 300-step tiny MLP (start-up dominates), an RL-style rollout (~26 tiny module calls per time step, 50
 time steps per episode, one optimizer step per episode) and an HF Trainer fine-tune of a tiny random
 GPT-2. Each variant runs as a fresh process with one thread; measured: the CPU time of the whole
-process tree (children's rusage, start-up and imports included) and the wall time. Variants are
-interleaved and repeated; the median is used, and ratios are taken within this run only (the
-machine may be shared: compare ratios, not seconds). The paired ratio (median over repeats of
-torchpact's run over the plain run made just before it) must meet the target too: on a machine
-whose speed drifts by 10% between runs, the ratio of two medians can pass by luck. Targets: <= 1.05x each, <= 1.02x on the GPT.
+process tree (its rusage, children included: start-up and imports too) and the wall time. Ratios are
+taken within this run only (the machine may be shared: compare ratios, not seconds).
+
+Side by side: with two CPUs or more, the plain run and the torchpact run of each pair start together,
+one per core (which starts first alternates), so that whatever slows the machine during the pair
+slows both. Run one after the other, two runs of the same command on this 2-core machine differ by
+3-4% (a pair's ratio: standard deviation 2.9-4.2% over 12 pairs of the MLP); side by side, 0.6-0.9%,
+with the same median (MLP 1.036x side by side, 1.035x one after the other). ``--sequential`` runs them
+one after the other, interleaved, as before. The paired ratio (median over repeats of torchpact's
+run over the plain run of its pair) and the ratio of the medians must both meet the target.
+Targets: <= 1.05x each, <= 1.02x on the GPT.
 Full garbage collections are counted in each run (bench/gc_count/sitecustomize.py, on PYTHONPATH of
 both variants) and shown: with torch loaded each costs 0.2-0.3 CPU-s, so a run that makes one more or
 one fewer differs by a few percent for that reason alone.
@@ -27,8 +33,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import torchpact
 
@@ -46,33 +54,54 @@ ENV = {"TP_BENCH_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
        "PYTHONDONTWRITEBYTECODE": ""}
 
 
-def measure(cmd: list[str]) -> tuple[float, float, int, float]:
-    """(CPU seconds of the process tree, wall seconds, full garbage collections, their CPU seconds) of one
-    run of ``cmd`` (collections counted by bench/gc_count/sitecustomize.py in the main process)."""
+class Run(NamedTuple):
+    cpu: float       # CPU seconds of the process tree, user + system
+    wall: float      # seconds
+    full: int        # full garbage collections (bench/gc_count/sitecustomize.py)
+    gc_cpu: float    # CPU seconds in them
+
+
+def measure(cmds: list[list[str]]) -> list[Run]:
+    """One run of each of ``cmds``, all started together (each with a core of its own when there are as many)."""
     with tempfile.TemporaryDirectory() as tmp:
-        gc_out = os.path.join(tmp, "gc")
-        env = dict(os.environ, **ENV, TP_BENCH_GC_OUT=gc_out,
-                   PYTHONPATH=os.pathsep.join(filter(None, [str(HERE / "gc_count"), os.environ.get("PYTHONPATH")])))
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-        wall = time.perf_counter() - start
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        if out.returncode != 0:
-            sys.exit(f"{' '.join(cmd)} failed:\n{out.stderr[-3000:]}")
-        try:
-            count, gc_cpu = Path(gc_out).read_text().split()
-        except (OSError, ValueError):
-            count, gc_cpu = "0", "nan"
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return cpu, wall, int(count), float(gc_cpu)
+        results: list[Run | None] = [None] * len(cmds)
+        failures: list[str] = []
+
+        def one(i: int) -> None:
+            gc_out, err_path = os.path.join(tmp, f"gc{i}"), os.path.join(tmp, f"err{i}")
+            env = dict(os.environ, **ENV, TP_BENCH_GC_OUT=gc_out,
+                       PYTHONPATH=os.pathsep.join(filter(None, [str(HERE / "gc_count"), os.environ.get("PYTHONPATH")])))
+            with open(err_path, "w") as err:
+                start = time.perf_counter()
+                proc = subprocess.Popen(cmds[i], env=env, stdout=subprocess.DEVNULL, stderr=err)
+                # wait4 gives this process's own rusage, its reaped children included: the process tree
+                _, status, usage = os.wait4(proc.pid, 0)
+                wall = time.perf_counter() - start
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            if proc.returncode != 0:
+                failures.append(f"{' '.join(cmds[i])} failed:\n{Path(err_path).read_text()[-3000:]}")
+                return
+            try:
+                count, gc_cpu = Path(gc_out).read_text().split()
+            except (OSError, ValueError):
+                count, gc_cpu = "0", "nan"
+            results[i] = Run(usage.ru_utime + usage.ru_stime, wall, int(count), float(gc_cpu))
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(cmds))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    if failures:
+        sys.exit(failures[0])
+    return [r for r in results if r is not None]
 
 
 def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float]:
     """A distribution-free interval for the median of ``values``: the k-th smallest and k-th largest, with
     k the largest rank whose binomial coverage is still at least ``level`` (the whole range when even that
-    falls short: 5 runs give 94%). Shown so that a ratio within the noise is read as such: this machine's
-    run-to-run spread is about 1.7% for the same process, so 9 pairs resolve about 1%."""
+    falls short: 5 runs give 94%). Shown so that a ratio within the noise is read as such: side by side, a
+    pair's ratio varies by about 0.9% on this machine, so 9 pairs resolve about 0.5%."""
     ordered = sorted(values)
     n = len(ordered)
     k = 1
@@ -96,35 +125,43 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=5, help="runs per variant (median); 1 for a quick look")
     ap.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="a subset of the workloads")
+    ap.add_argument("--sequential", action="store_true",
+                    help="run the two variants one after the other, not side by side (the default with 2+ CPUs)")
     args = ap.parse_args()
     names = args.only or list(WORKLOADS)
+    side_by_side = not args.sequential and len(os.sched_getaffinity(0)) >= 2
     write_bytecode(names)
-    runs: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    collections: dict[tuple[str, str], list[tuple[int, float]]] = {}
-    for _ in range(args.repeat):
+    runs: dict[tuple[str, str], list[Run]] = {}
+    for k in range(args.repeat):
         for name in names:
             script = str(WORKLOADS[name][0])
-            for variant, cmd in (("plain", [PY, script]), ("torchpact", [*TORCHPACT, script])):
-                cpu, wall, full, gc_cpu = measure(cmd)
-                runs.setdefault((name, variant), []).append((cpu, wall))
-                collections.setdefault((name, variant), []).append((full, gc_cpu))
-                print(f"  {name} {variant}: {cpu:.2f} CPU-s, {wall:.2f} s, {full} full collections "
-                      f"({gc_cpu:.2f} CPU-s)", file=sys.stderr, flush=True)
-    print(f"median of {args.repeat} interleaved runs per variant; CPU = process tree, user + system; "
-          "paired = median of the ratios of runs made side by side (less sensitive to a machine whose speed "
-          "drifts; both must meet the target); best = ratio of the fastest runs (the least disturbed; shown only)")
+            variants = [("plain", [PY, script]), ("torchpact", [*TORCHPACT, script])]
+            if k % 2:  # the other one starts first
+                variants.reverse()
+            if side_by_side:
+                measured = measure([cmd for _, cmd in variants])
+            else:
+                measured = [measure([cmd])[0] for _, cmd in variants]
+            for (variant, _), run in zip(variants, measured):
+                runs.setdefault((name, variant), []).append(run)
+                print(f"  {name} {variant}: {run.cpu:.2f} CPU-s, {run.wall:.2f} s, {run.full} full collections "
+                      f"({run.gc_cpu:.2f} CPU-s)", file=sys.stderr, flush=True)
+    how = "run side by side, one per core" if side_by_side else "run one after the other"
+    print(f"median of {args.repeat} pairs of runs, the two variants of a pair {how}; CPU = process tree, user + "
+          "system; paired = median of the ratios within pairs (both it and the ratio of the medians must meet the "
+          "target); best = ratio of the fastest runs (the least disturbed; shown only)")
     print(f"{'workload':<9} {'plain cpu':>9} {'tp cpu':>8} {'cpu ratio':>9} {'paired':>7} {'best':>7} {'plain wall':>10} "
           f"{'tp wall':>8} {'wall ratio':>10} {'target':>7}")
     ok = True
     intervals: dict[str, tuple[float, float]] = {}
     for name in names:
         plain, tp = runs[(name, "plain")], runs[(name, "torchpact")]
-        pc, tc = (statistics.median(c for c, _ in r) for r in (plain, tp))
-        pw, tw = (statistics.median(w for _, w in r) for r in (plain, tp))
-        ratios = [t / p for (p, _), (t, _) in zip(plain, tp)]
+        pc, tc = (statistics.median(run.cpu for run in r) for r in (plain, tp))
+        pw, tw = (statistics.median(run.wall for run in r) for r in (plain, tp))
+        ratios = [t.cpu / p.cpu for p, t in zip(plain, tp)]
         paired = statistics.median(ratios)
         intervals[name] = median_interval(ratios)
-        best = min(c for c, _ in tp) / min(c for c, _ in plain)
+        best = min(run.cpu for run in tp) / min(run.cpu for run in plain)
         target = WORKLOADS[name][1]
         ok &= max(tc / pc, paired) <= target
         print(f"{name:<9} {pc:9.2f} {tc:8.2f} {tc / pc:8.3f}x {paired:6.3f}x {best:6.3f}x {pw:10.2f} {tw:8.2f} {tw / pw:9.3f}x "
@@ -136,9 +173,9 @@ def main() -> int:
     for name in names:
         shown = []
         for variant in ("plain", "torchpact"):
-            got = collections[(name, variant)]
-            shown.append(f"{variant} {statistics.median(n for n, _ in got):g} "
-                         f"({statistics.median(t for _, t in got):.2f} CPU-s)")
+            got = runs[(name, variant)]
+            shown.append(f"{variant} {statistics.median(run.full for run in got):g} "
+                         f"({statistics.median(run.gc_cpu for run in got):.2f} CPU-s)")
         print(f"  {name:<7} " + ", ".join(shown))
     print("PASS" if ok else "FAIL (CPU ratio above target)")
     return 0 if ok else 1
