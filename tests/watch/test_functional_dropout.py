@@ -7,6 +7,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from tests.watch.util import codes, watched
+from torchpact.watch import watch
 
 
 class Attention(nn.Module):
@@ -70,3 +71,21 @@ def test_mode_aware_calls_and_nn_modules_are_silent():
     assert torch.equal(*out["pair"])
     layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.2, batch_first=True)
     assert codes(watched(lambda: _train_then_eval(layer), ["functional_dropout"])) == []
+
+
+def test_multihead_attention_in_training_skips_the_look_for_its_module():
+    """F.multi_head_attention_forward passes dropout_p > 0 only in training, so its calls are not looked at
+    (on an unsampled step that look walks the frames); a module of the script that calls sdpa still is."""
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(16, 2, dropout=0.2, batch_first=True)
+    attention = Attention()
+    x = torch.randn(2, 5, 16)
+    with watch(["functional_dropout"], sampler=lambda step: False) as session:
+        looked = []
+        find = session.innermost_module
+        session.innermost_module = lambda: looked.append(1) or find()
+        mha(x, x, x, need_weights=False)
+        assert looked == []
+        attention(x)
+        assert looked == [1]
+    assert session.findings == []  # both in training
