@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -54,6 +53,9 @@ ENV = {"TP_BENCH_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
        "PYTHONDONTWRITEBYTECODE": ""}
 
 
+TIMEOUT_S = 1800  # a run still going after this is killed, and the bench stops with its stderr
+
+
 class Run(NamedTuple):
     cpu: float       # CPU seconds of the process tree, user + system
     wall: float      # seconds
@@ -74,9 +76,12 @@ def measure(cmds: list[list[str]]) -> list[Run]:
             with open(err_path, "w") as err:
                 start = time.perf_counter()
                 proc = subprocess.Popen(cmds[i], env=env, stdout=subprocess.DEVNULL, stderr=err)
+                stuck = threading.Timer(TIMEOUT_S, proc.kill)
+                stuck.start()
                 # wait4 gives this process's own rusage, its reaped children included: the process tree
                 _, status, usage = os.wait4(proc.pid, 0)
                 wall = time.perf_counter() - start
+                stuck.cancel()
             proc.returncode = os.waitstatus_to_exitcode(status)
             if proc.returncode != 0:
                 failures.append(f"{' '.join(cmds[i])} failed:\n{Path(err_path).read_text()[-3000:]}")
