@@ -1,0 +1,31 @@
+"""The written-down split of the lint corpus into a tuning part and blind parts (issue 30).
+
+Rule, fixed on 2026-12-05 before any rule was changed for it:
+- the 12 projects the team had already read and judged (``bench/corpus_judgement.csv``, the corpus of
+  earlier rounds) are in-sample: they belong to the tuning part;
+- the 15 projects ``../shared/corpus/fetch.sh`` added since are sorted by name; odd positions (1st,
+  3rd, ...) join the tuning part, even positions (2nd, 4th, ...) are **blind round 1**;
+- **blind round 2** is eight further projects from the package index that are in no corpus here
+  (``bench/lint_blind/fetch_round2.sh``), unpacked and never linted or read until the final build of
+  this round is measured on them.
+
+Rules are tuned on TUNING only. A blind part is measured once (every error and warning read), its
+verdicts recorded in ``bench/lint_blind/``; after what it taught is fixed it is spent, and says so.
+"""
+
+from __future__ import annotations
+
+READ_BEFORE = ("fastai", "lightly", "mmengine", "mosaicml", "open-clip-torch", "pytorch-lightning",
+               "sentence-transformers", "skorch", "stable-baselines3", "torch-geometric", "torchrl",
+               "transformers")
+NEW = ("botorch", "colossalai", "darts", "deepspeed", "espnet", "fairseq2", "flair", "gpytorch", "mmdet",
+       "nemo-toolkit", "pyannote-audio", "pyro-ppl", "pytorch-forecasting", "torchao", "tsai")
+
+BLIND_ROUND1 = tuple(sorted(NEW)[1::2])
+TUNING = tuple(sorted(READ_BEFORE + tuple(sorted(NEW)[0::2])))
+BLIND_ROUND2 = ("accelerate", "captum", "diffusers", "kornia", "monai", "pytorch-metric-learning",
+                "speechbrain", "torchmetrics")
+
+if __name__ == "__main__":
+    for name in ("TUNING", "BLIND_ROUND1", "BLIND_ROUND2"):
+        print(f"{name}: {' '.join(globals()[name])}")
