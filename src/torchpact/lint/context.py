@@ -165,6 +165,26 @@ class FileContext:
     def in_loop(self, node: ast.AST) -> bool:
         return bool(self.enclosing_loops(node))
 
+    def conditional(self, node: ast.AST, within: ast.AST | None = None) -> bool:
+        """Whether ``node`` runs on some paths only of ``within`` (default: its function or module):
+        under an ``if`` branch, a conditional expression's side, an ``except`` / ``else`` of a ``try``,
+        a ``match`` case, or the right of ``and`` / ``or``. Loop bodies count as run."""
+        child = node
+        for anc in self.ancestors(node):
+            if anc is within or isinstance(anc, SCOPE_TYPES):
+                return False
+            t = type(anc)
+            if t is ast.If or t is ast.IfExp:
+                if child is not anc.test:  # type: ignore[attr-defined]
+                    return True
+            elif t is ast.Try or t is ast.ExceptHandler or t is ast.match_case:
+                if t is not ast.Try or child not in anc.body and child not in anc.finalbody:  # type: ignore[attr-defined]
+                    return True
+            elif t is ast.BoolOp and child is not anc.values[0]:  # type: ignore[attr-defined]
+                return True
+            child = anc
+        return False
+
     @_ScopeWalk
     def walk_scope(root: ast.AST | list[ast.stmt]) -> Iterator[ast.AST]:
         """Nodes under ``root`` (statements, or a node), not entering nested functions or classes."""

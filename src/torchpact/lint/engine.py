@@ -9,8 +9,9 @@ import warnings
 from dataclasses import dataclass, field
 
 from torchpact.config import Config, is_suppressed
-from torchpact.findings import Category, Finding, Severity, input_finding
+from torchpact.findings import LINT_EVIDENCE, Category, Finding, Severity, input_finding, severity_cap
 from torchpact.lint.context import BudgetExceeded, FileContext
+from torchpact.lint.kinds import MAY, MUST
 from torchpact.lint.edits import Edit
 from torchpact.lint.project import ProjectFacts, mentions_facts, summarize_tree
 from torchpact.lint.registry import all_rules
@@ -229,10 +230,17 @@ def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, config: Config) -> Findi
             end_cell, end_line = ctx.source.locate(end_line)
             if end_cell != cell:
                 end_line = end_column = None
+    # the weaker of what the rule claims (``may`` unless it says) and what the analysis noted
+    recorded = ctx.evidence
+    level = min(hit.evidence.rank if hit.evidence is not None else MAY, recorded.level)
+    evidence = LINT_EVIDENCE[level]
+    extra: dict = {"fixable": True} if hit.edits else {}
+    if recorded.level < MUST:
+        extra["evidence_reasons"] = recorded.rendered()
     finding = Finding(
         code=rule.code,
         category=rule.category,
-        severity=hit.severity or rule.severity,
+        severity=min(hit.severity or rule.severity, severity_cap(evidence)),
         message=hit.message or rule.message,
         path=ctx.path,
         line=line,
@@ -242,7 +250,8 @@ def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, config: Config) -> Findi
         subject=hit.subject,
         fix=hit.fix_hint or rule.fix_hint,
         cell=cell,
-        extra={"fixable": True} if hit.edits else {},
+        evidence=evidence,
+        extra=extra,
     )
     return config.apply(finding)
 
@@ -317,8 +326,11 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
             continue
         ctx.start_budget(RULE_BUDGET_S)
         node: ast.AST | None = None
+        recorded = ctx.evidence
         try:
             for i, node in enumerate(nodes):
+                if recorded.level < MUST:
+                    recorded.reset()
                 for hit in rule.check(node, ctx):
                     if _suppressed(ctx, rule.code, hit.node):
                         continue

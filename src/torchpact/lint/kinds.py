@@ -155,8 +155,11 @@ _MODULE, _LOSS_FN_MODULE, _DDP = of({MODULE}), of({MODULE, LOSS_FN}), of({MODULE
 _NUMBER, _TENSOR = of({NUMBER}), of({TENSOR})
 
 
-def _each(kinds: Iterable[str], level: int, fmt: str, name: str) -> Kinds:
-    """These kinds at ``level``, each with its own reason."""
+def _each(kinds: Iterable[str], level: int, fmt: str, name: str, said: str | None = None) -> Kinds:
+    """These kinds at ``level``, each with its reason (one reason for all when ``said`` names the kind
+    the reason speaks of)."""
+    if said is not None:
+        return of(kinds, (level, (fmt, name, said)))
     return _make({k: (level, (fmt, name, k)) for k in kinds})
 
 
@@ -388,12 +391,12 @@ def _name_kinds(ctx: FileContext, expr: ast.AST, hints: bool) -> Kinds:
     out = join(alternatives, name) if alternatives else EMPTY
     if name in ctx.backward_names(ctx.scope(expr)) and NUMBER not in out:
         # backward() only works on graph-attached tensors
-        out = merge(out, _each((LOSS, TENSOR, GRAPH), MAY, _BACKWARD, name))
+        out = merge(out, _each((LOSS, TENSOR, GRAPH), MAY, _BACKWARD, name, LOSS))
     if isinstance(expr, ast.Attribute) and expr.attr == "loss" and not binds:
-        out = merge(out, _each((LOSS, TENSOR), UNRESOLVED, _FIELD, "loss"))
+        out = merge(out, _each((LOSS, TENSOR), UNRESOLVED, _FIELD, "loss", LOSS))
         if kinds_of(ctx, expr.value, hints) & {OUTPUT, GRAPH}:
             # ``outputs.loss`` of a model called with grad enabled
-            out = merge(out, _each((GRAPH,), UNRESOLVED, _FIELD, "loss"))
+            out = merge(out, _each((GRAPH,), UNRESOLVED, _FIELD, "loss", LOSS))
     if not (out - {TENSOR}):
         annotated = [_annotation_of(ctx, owner, value) for owner, value in binds]
         if any(annotated):

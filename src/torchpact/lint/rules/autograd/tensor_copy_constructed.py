@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import GRAD_LEAF, GRAPH, LOSS, OUTPUT, FileContext, argument
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Invalid, Hit, Rule
 
 TENSOR_FACTORIES = {"torch.tensor", "torch.as_tensor"}
 ATTACHED = {GRAPH, GRAD_LEAF, LOSS, OUTPUT}
@@ -47,12 +47,12 @@ logged = torch.tensor(loss.item())
 labels = torch.tensor(batch_labels)
 keep = out.clone()
 """]
-    invalid = ["""
+    invalid = [Invalid("""
 import torch
 out = model(x)
 scores = torch.tensor(out)
 loss = criterion(scores, y)
-"""]
+""", severity=Severity.INFO)]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         assert isinstance(node, ast.Call)

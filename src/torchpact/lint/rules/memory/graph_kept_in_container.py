@@ -202,8 +202,7 @@ class Trainer:
             outputs.loss.backward()
             self.optimizer.step()
             self.all_logits[i] = outputs
-""",
-        ),
+""", severity=Severity.INFO),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:

@@ -76,7 +76,7 @@ def run_batch(model, loss, optimizer, scaler, use_amp, clip):
         loss.backward()  # the plain path: nothing is scaled here
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         optimizer.step()
-""", count=1)]
+""", count=1, severity=Severity.INFO)]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         assert isinstance(node, ast.Call)

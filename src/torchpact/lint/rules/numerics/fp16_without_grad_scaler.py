@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, is_const, keyword
-from torchpact.lint.rule import Hit, Rule, last_names
+from torchpact.lint.rule import Invalid, Hit, Rule, last_names
 from torchpact.lint.rules.numerics._util import (
     backward_follows,
     half_cast,
@@ -98,7 +98,7 @@ def train(model, loader, optimizer, accelerator):
 """,
     ]
     invalid = [
-        """
+        Invalid("""
 import torch
 for x, y in loader:
     optimizer.zero_grad()
@@ -106,8 +106,8 @@ for x, y in loader:
         loss = criterion(model(x), y)
     loss.backward()
     optimizer.step()
-""",
-        """
+""", severity=Severity.INFO),
+        Invalid("""
 from torch.cuda.amp import autocast
 def train_epoch(net, loader, optimizer, criterion):
     for x, y in loader:
@@ -116,7 +116,7 @@ def train_epoch(net, loader, optimizer, criterion):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-""",
+""", severity=Severity.INFO),
         """
 import torch
 model = Net().cuda()

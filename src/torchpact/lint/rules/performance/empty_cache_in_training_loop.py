@@ -115,7 +115,7 @@ for batch in loader:
     empty_cache()
     torch.accelerator.empty_cache()
 """, count=2),
-        """
+        Invalid("""
 import torch
 while step < max_steps:
     for micro in next(batches):
@@ -123,7 +123,7 @@ while step < max_steps:
         torch.cuda.empty_cache()
     optimizer.step()
     step += 1
-""",
+""", severity=Severity.INFO),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:

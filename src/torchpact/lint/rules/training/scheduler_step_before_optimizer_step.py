@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import OPTIMIZER, SCHEDULER, FileContext
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Invalid, Hit, Rule
 
 PLATEAU = "torch.optim.lr_scheduler.ReduceLROnPlateau"
 
@@ -66,7 +66,7 @@ for epoch in range(10):
         loss_fn(model(x), y).backward()
         optimizer.step()
 """]
-    invalid = ["""
+    invalid = [Invalid("""
 import torch
 scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 30)
 for epoch in range(90):
@@ -75,7 +75,7 @@ for epoch in range(90):
         optimizer.zero_grad()
         loss_fn(model(x), y).backward()
         optimizer.step()
-"""]
+""", severity=Severity.INFO)]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         if not _step_of(ctx, node, SCHEDULER):
