@@ -12,6 +12,7 @@ from torchpact.config import Config, is_suppressed
 from torchpact.findings import LINT_EVIDENCE, Category, Finding, Severity, input_finding, severity_cap
 from torchpact.lint.context import BudgetExceeded, FileContext
 from torchpact.lint.kinds import MAY, MUST
+from torchpact.lint.preview import Gate
 from torchpact.lint.edits import Edit
 from torchpact.lint.project import ProjectFacts, mentions_facts, summarize_tree
 from torchpact.lint.registry import all_rules
@@ -38,6 +39,8 @@ class FileResult:
     # Facts of this file's functions for the other files, and what its rules asked about theirs.
     summary: dict = field(default_factory=dict)
     asked: list = field(default_factory=list)
+    # Findings the preview gate kept out (lint/preview.py).
+    hidden: int = 0
 
 
 # (select, ignore) -> the rules they enable, for configurations without per-file ignores.
@@ -211,7 +214,7 @@ def rule_nodes(rule: Rule, ctx: FileContext, names: NameIndex) -> list[ast.AST]:
     return out
 
 
-def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, config: Config) -> Finding:
+def _to_finding(rule: Rule, hit: Hit, ctx: FileContext) -> Finding:
     node, end = hit.node, hit.end_node or hit.node
     line = getattr(node, "lineno", None)
     col = getattr(node, "col_offset", None)
@@ -253,7 +256,7 @@ def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, config: Config) -> Findi
         evidence=evidence,
         extra=extra,
     )
-    return config.apply(finding)
+    return finding
 
 
 def _suppressed(ctx: FileContext, code: str, node: ast.AST) -> bool:
@@ -278,7 +281,8 @@ def _internal_finding(ctx: FileContext, node: ast.AST | None, severity: Severity
 def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
                 project: ProjectFacts | None = None, notes: dict | None = None) -> tuple[list[Finding], list[Edit]]:
     """Findings and fix edits for one source text. ``notes`` (when given) receives the file's
-    function ``summary`` and the project facts its rules ``asked`` about."""
+    function ``summary``, the project facts its rules ``asked`` about, and how many findings the
+    preview gate ``hidden`` (lint/preview.py); their fixes are not applied either."""
     if rules is None:
         rules = enabled_rules(config, source.path)
     text = source.text
@@ -316,6 +320,8 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
     findings: list[Finding] = []
     edits: list[Edit] = []
     names = NameIndex(ctx)
+    gate = Gate(config.preview, config.select)
+    hidden = 0
     for rule in candidates:
         if (rule.needs_torch_import and not ctx.imports_torch) or (
                 rule.needs_import is not None and not ctx.imports(rule.needs_import)):
@@ -334,7 +340,11 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
                 for hit in rule.check(node, ctx):
                     if _suppressed(ctx, rule.code, hit.node):
                         continue
-                    findings.append(_to_finding(rule, hit, ctx, config))
+                    finding = _to_finding(rule, hit, ctx)
+                    if gate.hides(finding):  # before the configured severity: the measure is of torchpact's own
+                        hidden += 1
+                        continue
+                    findings.append(config.apply(finding))
                     if hit.edits:
                         edits.extend(hit.edits)
                 if not i & 127 and ctx.out_of_time():
@@ -353,6 +363,7 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
             ctx.deadline = None
     if notes is not None:
         notes["asked"] = sorted(ctx.asked)
+        notes["hidden"] = hidden
     return findings, edits
 
 
@@ -389,6 +400,7 @@ def lint_file(path: str, config: Config, fix: bool = False, display_path: str | 
                 result.findings = [_input_finding(shown, exc)]
                 return result
             result.findings = bad_cells + findings
+            result.hidden = notes.get("hidden", 0)
             if attempt == 0:
                 result.summary, result.asked = notes.get("summary", {}), notes.get("asked", [])
             if not (fix and edits):
