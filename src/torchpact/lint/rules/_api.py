@@ -33,6 +33,8 @@ class ApiUse(Rule):
 
     names: ClassVar[dict[str, str | None]] = {}
     nodes = (ast.Attribute, ast.ImportFrom)
+    requires = ("the name resolves to one of the torch names above through the file's imports, outside "
+                "version-guarded compatibility code",)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

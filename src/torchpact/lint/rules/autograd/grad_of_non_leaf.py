@@ -35,6 +35,10 @@ class GradOfNonLeaf(Rule):
     code = "TP204"
     category = Category.AUTOGRAD
     severity = Severity.WARNING
+    requires = (
+        "every assignment of the name computes it from tensors that require grad, with gradients on",
+        "`retain_grad()` is not called on it in the function",
+    )
     facts = ("grad-of-non-leaf-is-none",)
     message = ("`.grad` of a non-leaf tensor is read without `retain_grad()`: it is always None "
                "(torch only warns)")

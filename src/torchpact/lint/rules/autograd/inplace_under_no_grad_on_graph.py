@@ -54,6 +54,10 @@ class InplaceUnderNoGradOnGraph(Rule):
     code = "TP207"
     category = Category.AUTOGRAD
     severity = Severity.WARNING
+    requires = (
+        "the written tensor is a non-leaf computed with gradients on (resolved through dataflow)",
+        "it is used after the `no_grad` block in computing what is back-propagated",
+    )
     facts = ("inplace-under-no-grad-is-silent",)
     message = ("in-place change under no_grad to a tensor in the autograd graph that the loss then uses: "
                "backward ignores the change (silently wrong gradients) or raises if the op saved the tensor")

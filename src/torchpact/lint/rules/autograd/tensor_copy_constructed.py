@@ -32,6 +32,10 @@ class TensorCopyConstructed(Rule):
     code = "TP215"
     category = Category.AUTOGRAD
     severity = Severity.WARNING
+    requires = (
+        "the argument of `torch.tensor(...)` is graph-attached by local dataflow: a model output, a loss, a "
+        "parameter",
+    )
     message = ("`torch.tensor(t)` on a graph-attached tensor returns a detached copy: gradients stop there "
                "(torch 2.13 warns)")
     fix_hint = "use `t.clone()` to keep the graph, or `t.detach().clone()` to leave it on purpose"

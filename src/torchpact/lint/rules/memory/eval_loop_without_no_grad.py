@@ -49,6 +49,11 @@ class EvalLoopWithoutNoGrad(Rule):
     code = "TP103"
     category = Category.MEMORY
     severity = Severity.WARNING
+    requires = (
+        "the model is resolved to a module through dataflow, switched to eval mode before the loop",
+        "nothing in or after the loop asks for gradients, and no `no_grad` / `inference_mode` covers the "
+        "forward",
+    )
     message = ("the model runs forward in an evaluation loop with gradients enabled: `.eval()` does not "
                "disable autograd, so every batch builds a graph and saves its activations for nothing")
     fix_hint = ("wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`), or decorate "

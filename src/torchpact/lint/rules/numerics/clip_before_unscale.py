@@ -33,6 +33,9 @@ class ClipBeforeUnscale(Rule):
     code = "TP331"
     category = Category.NUMERICS
     severity = Severity.WARNING
+    requires = (
+        "the function scales the loss with a GradScaler and clips gradients without `unscale_`",
+    )
     message = "gradients are clipped while still multiplied by the GradScaler's scale: clipping acts on the wrong norm"
     fix_hint = "call `scaler.unscale_(optimizer)` before clipping"
     nodes = (ast.Call,)

@@ -48,6 +48,10 @@ class Fp16WithoutGradScaler(Rule):
     code = "TP304"
     category = Category.NUMERICS
     severity = Severity.WARNING
+    requires = (
+        "the function casts to or autocasts in float16, calls `backward()` and steps an optimizer",
+        "nothing in the file scales the loss",
+    )
     facts = ("fp16-gradients-underflow-without-scaling",)
     message = ("float16 training without loss scaling: gradients below float16's range (about 3e-08) "
                "flush to zero in the backward pass and are silently lost")

@@ -41,6 +41,9 @@ class EmptyCacheInTrainingLoop(Rule):
     code = "TP901"
     category = Category.PERFORMANCE
     severity = Severity.WARNING
+    requires = (
+        "the empty-cache call resolves to torch's and runs unconditionally in a loop that trains",
+    )
     facts = ("empty-cache-frees-live-tensors",)
     message = ("`torch.cuda.empty_cache()` runs every training step: it frees no memory that is in use, "
                "and the allocator must `cudaMalloc` the same blocks again next step, slowing training")

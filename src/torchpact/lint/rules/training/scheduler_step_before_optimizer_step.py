@@ -42,6 +42,10 @@ class SchedulerStepBeforeOptimizerStep(Rule):
     code = "TP420"
     category = Category.TRAINING
     severity = Severity.WARNING
+    requires = (
+        "the receivers are resolved to a scheduler and an optimizer through dataflow",
+        "in the loop, the scheduler's step comes before any optimizer step",
+    )
     message = "`scheduler.step()` runs before `optimizer.step()`: the schedule's first learning rate is skipped"
     fix_hint = "call `scheduler.step()` after `optimizer.step()` (at the end of the epoch for epoch schedules)"
     nodes = (ast.Call,)
