@@ -18,8 +18,11 @@ GOLDEN = Path(__file__).parent / "golden"
 LEAKY = FIXTURES / "leaky_train.py"
 
 
-def run_cli(args, capsys):
-    code = main([str(a) for a in args])
+def run_cli(args, capsys, preview=True):
+    args = [str(a) for a in args]
+    if preview and args[:1] == ["lint"]:
+        args.insert(1, "--preview")  # these tests are about what lint reports, not about the default set
+    code = main(args)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -181,7 +184,7 @@ def test_lint_never_imports_torch(leaky):
     notebook.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "!ls\n%time x = 1\n"}]}))
     script = (
         "import sys\nfrom torchpact.cli import main\n"
-        f"code = main(['lint', {str(leaky)!r}, {str(notebook)!r}, '--format', 'json', '-o', '/dev/null', '-j', '1'])\n"
+        f"code = main(['lint', '--preview', {str(leaky)!r}, {str(notebook)!r}, '--format', 'json', '-o', '/dev/null', '-j', '1'])\n"
         "assert 'torch' not in sys.modules, 'lint imported torch'\n"
         "assert 'IPython' not in sys.modules, 'lint imported IPython: it must work without it'\n"
         "print(code)\n")
@@ -191,7 +194,7 @@ def test_lint_never_imports_torch(leaky):
 
 
 def test_console_script_and_module_entry(leaky):
-    out = subprocess.run([sys.executable, "-m", "torchpact", "lint", str(leaky), "--format", "json"],
+    out = subprocess.run([sys.executable, "-m", "torchpact", "lint", "--preview", str(leaky), "--format", "json"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and json.loads(out.stdout)["findings"][0]["code"] == "TP101"
 

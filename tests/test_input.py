@@ -37,7 +37,7 @@ def messy(tmp_path):
 
 
 def test_every_bad_file_is_a_finding_and_good_files_are_still_linted(messy):
-    result = lint_paths([str(messy)], Config(), jobs=1)
+    result = lint_paths([str(messy)], Config(preview=True), jobs=1)
     by_file = {Path(f.path).name: f for f in result.findings if f.category.value == "input"}
     expected = {"syntax.py", "latin.py", "binary.py", "broken.ipynb", "notcells.ipynb", "dangling.py",
                 "deeper.py"}
@@ -57,7 +57,7 @@ def test_every_bad_file_is_a_finding_and_good_files_are_still_linted(messy):
 
 
 def test_bad_input_cli_prints_no_traceback(messy, capsys):
-    code = main(["lint", str(messy), "--format", "json"])
+    code = main(["lint", "--preview", str(messy), "--format", "json"])
     out, err = capsys.readouterr()
     assert code == 1 and "Traceback" not in out + err
     doc = json.loads(out)
@@ -67,6 +67,6 @@ def test_bad_input_cli_prints_no_traceback(messy, capsys):
 def test_parallel_run_agrees_with_serial(messy):
     for i in range(30):
         shutil.copy(LEAKY, messy / f"copy{i}.py")
-    serial = lint_paths([str(messy)], Config(), jobs=1).findings
-    parallel = lint_paths([str(messy)], Config(), jobs=2).findings
+    serial = lint_paths([str(messy)], Config(preview=True), jobs=1).findings
+    parallel = lint_paths([str(messy)], Config(preview=True), jobs=2).findings
     assert serial == parallel and len(parallel) > 30

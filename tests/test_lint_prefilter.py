@@ -84,7 +84,7 @@ def test_may_import_is_true_for_every_import_of_the_package(text, imports):
 
 def test_torch_rules_still_run_on_a_torch_import_spelled_in_another_normal_form():
     code = "import ｔｏｒｃｈ as torch\nxs = torch.range(0, 3)\n"
-    findings, _ = lint_source(Source(path="f.py", text=code), Config(), None)
+    findings, _ = lint_source(Source(path="f.py", text=code), Config(preview=True), None)
     assert [f.code for f in findings] == ["TP313"]
 
 

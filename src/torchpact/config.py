@@ -7,6 +7,8 @@ Keys (all optional)::
     ignore = ["TP905"]
     per-file-ignores = {"tests/*" = ["TP402"]}
     severity = {TP905 = "warning"}  # severity overrides
+    preview = true                   # also report findings whose blind precision is not yet
+                                     # measured above the bar (see torchpact.lint.preview)
     exclude = ["build/*"]            # extra paths lint skips (gitignore syntax, relative to this file)
     min-torch = "2.4"               # oldest torch the code must run on; default: what the closest
                                      # project declares (see torchpact.project), else torch 2.13
@@ -57,6 +59,8 @@ class Config:
     min_torch: tuple[int, int] | None = None  # stated in [tool.torchpact] or on the command line
     declared_torch: tuple[int, int] | None = None  # what the project's dependencies declare
     root: Path | None = None
+    # Report preview findings too (error/warning findings of codes not yet measured stable).
+    preview: bool = False
 
     def is_enabled(self, code: str, category: str, path: str | None = None) -> bool:
         """Whether a rule runs: selected, not ignored, not ignored for this file."""
@@ -131,7 +135,7 @@ class Codes(Collection[str]):
         return len(self._first) + len(self.rest())
 
 
-KEYS = ("select", "ignore", "per-file-ignores", "severity", "exclude", "min-torch")
+KEYS = ("select", "ignore", "per-file-ignores", "severity", "exclude", "min-torch", "preview")
 
 
 def closest(name: str, valid: Iterable[str]) -> str:
@@ -237,6 +241,10 @@ def load_config(pyproject: Path | None, codes: Collection[str] | None = None) ->
         for code in cfg.severity:
             if code not in codes:
                 raise ConfigError(f"unknown code {code!r} in {where}.severity{closest(code, codes)}")
+    if "preview" in section:
+        if not isinstance(section["preview"], bool):
+            raise ConfigError(f"{pyproject}: tool.torchpact.preview must be true or false")
+        cfg.preview = section["preview"]
     if "min-torch" in section:
         cfg.min_torch = parse_version(str(section["min-torch"]))
         if cfg.min_torch is None:
@@ -252,11 +260,12 @@ class Overrides:
     select: list[str] | None = None
     ignore: list[str] = field(default_factory=list)
     min_torch: tuple[int, int] | None = None
+    preview: bool = False
 
     def apply(self, cfg: Config) -> Config:
         return dataclasses.replace(
             cfg, select=self.select if self.select else cfg.select, ignore=cfg.ignore + self.ignore,
-            min_torch=self.min_torch or cfg.min_torch)
+            min_torch=self.min_torch or cfg.min_torch, preview=self.preview or cfg.preview)
 
 
 class Settings:

@@ -46,6 +46,11 @@ class LintResult:
     def fixes_applied(self) -> int:
         return sum(r.fixes_applied for r in self.files)
 
+    @property
+    def hidden(self) -> int:
+        """Findings the preview gate kept out (lint/preview.py)."""
+        return sum(r.hidden for r in self.files)
+
 
 _WORKER_FIX = False
 _WORKER_PROJECT: ProjectFacts | None = None
@@ -103,7 +108,7 @@ def _code_fingerprint() -> str:
     stats = []
     for folder, _, names in os.walk(here):
         for name in sorted(names):
-            if name.endswith(".py"):
+            if name.endswith((".py", ".json")):  # the rules, and the precision that gates them
                 st = os.stat(os.path.join(folder, name))
                 stats.append(f"{folder}/{name}:{st.st_mtime_ns}:{st.st_size}")
     return ";".join(sorted(stats))
@@ -143,7 +148,7 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
             if cached is None:
                 todo.append(p)
             else:
-                results[p] = FileResult(path=p, findings=cached[0], lines=cached[1],
+                results[p] = FileResult(path=p, findings=cached[0], lines=cached[1], hidden=cached[2],
                                         summary=entry.get("summary") or {},
                                         asked=[tuple(a) for a in entry.get("asked") or []])
     if todo:
@@ -152,7 +157,7 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
         results[p] = r
         # a rule that failed or ran out of time (TP002) may not next time: not cached
         if store is not None and keys[p] and not any(f.code == "TP002" for f in r.findings):
-            store.put(p, key=keys[p], lines=r.lines, findings=[f.to_dict() for f in r.findings],
+            store.put(p, key=keys[p], lines=r.lines, findings=[f.to_dict() for f in r.findings], hidden=r.hidden,
                       summary=r.summary, asked=[list(a) for a in r.asked])
 
     project = ProjectFacts([FileSummary.from_json(results[p].summary) for p in files if results[p].summary])
@@ -162,13 +167,13 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
         for p in list(again):
             cached = store.findings(p, key(keys[p], project.fingerprint), field="with_facts") if keys[p] else None
             if cached is not None:
-                results[p] = FileResult(path=p, findings=cached[0], lines=cached[1])
+                results[p] = FileResult(path=p, findings=cached[0], lines=cached[1], hidden=cached[2])
                 again.remove(p)
     for p, r in zip(again, _map(_lint_in_worker, [(p, configs[p]) for p in again], jobs, (fix, project), _init_worker)):
         results[p] = r
         if store is not None and keys[p]:
             store.put(p, with_facts={"key": key(keys[p], project.fingerprint), "lines": r.lines,
-                                     "findings": [f.to_dict() for f in r.findings]})
+                                     "findings": [f.to_dict() for f in r.findings], "hidden": r.hidden})
     if store is not None:
         store.save()
     ordered = [results[p] for p in files]

@@ -16,6 +16,7 @@ import ast
 import re
 from typing import ClassVar, Iterator
 
+from torchpact.findings import Evidence
 from torchpact.lint.context import FileContext, canonical
 from torchpact.lint.edits import Edit
 from torchpact.lint.rule import Hit, Rule
@@ -32,6 +33,8 @@ class ApiUse(Rule):
 
     names: ClassVar[dict[str, str | None]] = {}
     nodes = (ast.Attribute, ast.ImportFrom)
+    requires = ("the name resolves to one of the torch names above through the file's imports, outside "
+                "version-guarded compatibility code",)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -60,7 +63,9 @@ class ApiUse(Rule):
             text = self.renamed(node, ctx, qn)
             if text is not None:
                 edits = [ctx.locator.replace(node, text)]
-        yield self.hit(node, subject=qn, message=self.describe(qn), fix_hint=self.hint(qn), edits=edits)
+        called = isinstance(parent, ast.Call) and parent.func is node
+        yield self.hit(node, subject=qn, message=self.describe(qn), fix_hint=self.hint(qn), edits=edits,
+                       evidence=self.evidence(ctx, qn, called))
 
     def _check_import(self, node: ast.ImportFrom, ctx: FileContext) -> Iterator[Hit]:
         if node.module is None or node.level:
@@ -79,9 +84,11 @@ class ApiUse(Rule):
                 local = alias.asname or alias.name
                 parts.append(new if new == local else f"{new} as {local}")
             edits = [ctx.locator.replace(node, f"from {module} import {', '.join(parts)}")]
-        for i, (_, qn) in enumerate(found):
+        for i, (alias, qn) in enumerate(found):
+            local = alias.asname or alias.name
+            called = any(isinstance(c.func, ast.Name) and c.func.id == local for c in ctx.nodes(ast.Call))
             yield self.hit(node, subject=qn, message=self.describe(qn), fix_hint=self.hint(qn),
-                           edits=edits if i == 0 else ())
+                           edits=edits if i == 0 else (), evidence=self.evidence(ctx, qn, called))
 
     @classmethod
     def _last_parts(cls) -> frozenset[str]:
@@ -95,6 +102,11 @@ class ApiUse(Rule):
     def applies(self, node: ast.Attribute, ctx: FileContext) -> bool:
         """Whether this use is flagged (a rule may look at the call's arguments)."""
         return True
+
+    def evidence(self, ctx: FileContext, qn: str, called: bool) -> Evidence | None:
+        """What a use proves (``called``: the name is called there, or, for an import, somewhere in
+        the file); None is ``may``. A rule whose consequence is the call's sets ``must`` for calls."""
+        return None
 
     def describe(self, qn: str) -> str | None:
         """The finding's message for a use of ``qn``; None keeps the rule's ``message``."""

@@ -3,10 +3,10 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
-from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.rules.autograd._util import grad_leaf, grad_off, inplace_writes, name_key
+from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.rules.autograd._util import grad_leaf, grad_off, inplace_writes, name_key, note_grad_mode
 
 
 class InplaceOnGradLeaf(Rule):
@@ -45,6 +45,12 @@ class InplaceOnGradLeaf(Rule):
     fix_hint = "do the update under `with torch.no_grad():` (or use a torch.optim optimizer)"
     nodes = (ast.Call, ast.AugAssign, ast.Assign)
     triggers = ("requires_grad", "Parameter", "parameters(")
+    requires = (
+        "every binding of the written name makes a leaf that requires grad (a resolved factory with "
+        "`requires_grad=True`, an `nn.Parameter`, or the parameters of a value resolved to a module)",
+        "gradients are on at the write: module-level code, a function that trains, or one this file calls "
+        "with gradients on",
+    )
 
     valid = [
         """
@@ -96,22 +102,34 @@ def step(model, lr):
 """,
     ]
     invalid = [
-        """
+        Invalid("""
 import torch
 w = torch.randn(3, requires_grad=True)
 for x in data:
     loss = (w * x).sum()
     loss.backward()
     w -= 0.1 * w.grad
-""",
-        """
+""", evidence=Evidence.MUST),
+        Invalid("""
 import torch
 
 def sgd_step(model, lr):
     for p in model.parameters():
         p.sub_(lr * p.grad)
-""",
-        """
+""", severity=Severity.INFO, evidence=Evidence.UNRESOLVED),  # `model` is a model by its name only
+        Invalid("""
+import torch
+import torch.nn as nn
+
+net = nn.Linear(4, 2)
+
+def sgd_step(lr):
+    for p in net.parameters():
+        p.sub_(lr * p.grad)
+
+sgd_step(0.1)
+""", evidence=Evidence.MUST),
+        Invalid("""
 import torch
 import torch.nn as nn
 
@@ -122,8 +140,8 @@ class Scale(nn.Module):
 
     def reset(self):
         self.gain[0] = 1.0
-""",
-        """
+""", severity=Severity.WARNING, evidence=Evidence.MAY),  # reset() may be called under no_grad elsewhere
+        Invalid("""
 import torch
 
 def pgd(model, x, y, eps, steps):
@@ -132,15 +150,15 @@ def pgd(model, x, y, eps, steps):
         loss = criterion(model(x + delta), y)
         loss.backward()
         delta += eps / 4 * delta.grad.sign()
-""",
-        """
+""", evidence=Evidence.MUST),  # it back-propagates: gradients are on
+        Invalid("""
 from torch import nn
 import torch
 
 def perturb(model, sigma):
     for name, p in model.named_parameters():
         p.add_(sigma * torch.randn_like(p))
-""",
+""", severity=Severity.INFO),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -149,4 +167,5 @@ def perturb(model, sigma):
                 continue
             if grad_off(ctx, write):
                 continue
-            yield self.hit(write, subject=ctx.segment(target))
+            note_grad_mode(ctx, write)
+            yield self.hit(write, subject=ctx.segment(target), evidence=Evidence.MUST)

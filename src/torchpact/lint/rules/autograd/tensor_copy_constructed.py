@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import GRAD_LEAF, GRAPH, LOSS, OUTPUT, FileContext, argument
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Invalid, Hit, Rule
 
 TENSOR_FACTORIES = {"torch.tensor", "torch.as_tensor"}
 ATTACHED = {GRAPH, GRAD_LEAF, LOSS, OUTPUT}
@@ -32,6 +32,10 @@ class TensorCopyConstructed(Rule):
     code = "TP215"
     category = Category.AUTOGRAD
     severity = Severity.WARNING
+    requires = (
+        "the argument of `torch.tensor(...)` is graph-attached by local dataflow: a model output, a loss, a "
+        "parameter",
+    )
     message = ("`torch.tensor(t)` on a graph-attached tensor returns a detached copy: gradients stop there "
                "(torch 2.13 warns)")
     fix_hint = "use `t.clone()` to keep the graph, or `t.detach().clone()` to leave it on purpose"
@@ -47,12 +51,12 @@ logged = torch.tensor(loss.item())
 labels = torch.tensor(batch_labels)
 keep = out.clone()
 """]
-    invalid = ["""
+    invalid = [Invalid("""
 import torch
 out = model(x)
 scores = torch.tensor(out)
 loss = criterion(scores, y)
-"""]
+""", severity=Severity.INFO)]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         assert isinstance(node, ast.Call)

@@ -39,6 +39,9 @@ class CudagraphCompileMode(Rule):
     code = "TP802"
     category = Category.COMPILE
     severity = Severity.INFO
+    requires = (
+        "the call compiles with a CUDA-graph mode (`reduce-overhead`, `max-autotune`, `triton.cudagraphs`)",
+    )
     facts = ("default-mode-uses-cuda-graphs",)
     message = ("this torch.compile mode records CUDA graphs: each new input shape records another graph, "
                "and outputs kept across calls are overwritten by the next run")

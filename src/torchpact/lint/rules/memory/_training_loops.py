@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import re
 
+from torchpact.findings import Evidence
 from torchpact.lint.context import OPTIMIZER, SCALER, FileContext
 
 _OPTIMIZER_NAME = re.compile(r"optim|^opt(_|\d|s)?$|_opt$", re.I)
@@ -38,7 +39,10 @@ def is_update_call(node: ast.AST, ctx: FileContext) -> bool:
             if ctx.kinds(func.value) & {OPTIMIZER, SCALER}:
                 return True
             name = _terminal_name(func.value)
-            return bool(name and _OPTIMIZER_NAME.search(name))
+            if name and _OPTIMIZER_NAME.search(name):
+                ctx.note(Evidence.UNRESOLVED, f"`{name}` is taken for an optimizer by its name")
+                return True
+    return False
     return False
 
 
@@ -50,24 +54,28 @@ def nearest_loop(node: ast.AST, ctx: FileContext) -> ast.AST | None:
 def is_step_loop(loop: ast.AST, ctx: FileContext) -> bool:
     """Whether each iteration of ``loop`` itself back-propagates or steps an optimizer (directly, or
     through a function of this file it calls), as opposed to a loop nested inside it doing so."""
-    cached = getattr(loop, "_tp_step_loop", None)
-    if cached is not None:
-        return cached
     if not _has_update_calls(ctx):
         return False
-    found = False
-    for node in ctx.walk_scope(loop.body):  # type: ignore[attr-defined]
-        if not isinstance(node, ast.Call) or nearest_loop(node, ctx) is not loop:
-            continue
-        if is_update_call(node, ctx):
-            found = True
-            break
-        fns = _local_callees(node, ctx)
-        if fns and ctx.reaches(fns, lambda n: is_update_call(n, ctx) and not ctx.in_loop(n), depth=2):
-            found = True
-            break
-    loop._tp_step_loop = found  # type: ignore[attr-defined]
-    return found
+    return ctx.remember(("step_loop", id(loop)), lambda: _is_step_loop(loop, ctx))  # type: ignore[return-value]
+
+
+def _is_step_loop(loop: ast.AST, ctx: FileContext) -> bool:
+    calls = [n for n in ctx.walk_scope(loop.body)  # type: ignore[attr-defined]
+             if isinstance(n, ast.Call) and nearest_loop(n, ctx) is loop]
+    # a backward() is sure evidence; an optimizer's step may be one by its name only: backward first
+    for update in (_is_backward, is_update_call):
+        for node in calls:
+            if update(node, ctx):
+                return True
+            fns = _local_callees(node, ctx)
+            if fns and ctx.reaches(fns, lambda n: update(n, ctx) and not ctx.in_loop(n), depth=2):
+                return True
+    return False
+
+
+def _is_backward(node: ast.AST, ctx: FileContext) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+        "backward", "manual_backward")
 
 
 _UPDATE_ATTRS = frozenset({"backward", "manual_backward", "step"})

@@ -47,6 +47,12 @@ class GraphKeptInContainer(Rule):
     code = "TP102"
     category = Category.MEMORY
     severity = Severity.WARNING
+    requires = (
+        "the stored value is a graph-attached loss or model output computed with gradients on (resolved "
+        "through dataflow)",
+        "the loop back-propagates or steps an optimizer every iteration, and the container outlives the "
+        "iteration",
+    )
     message = ("a graph-attached tensor is kept in a container across training iterations: every "
                "step's autograd graph (and, until backward runs through it, its saved activations) "
                "stays alive and memory grows every step")
@@ -202,8 +208,7 @@ class Trainer:
             outputs.loss.backward()
             self.optimizer.step()
             self.all_logits[i] = outputs
-""",
-        ),
+""", severity=Severity.INFO),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:

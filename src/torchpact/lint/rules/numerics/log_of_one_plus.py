@@ -32,6 +32,9 @@ class LogOfOnePlus(Rule):
     code = "TP319"
     category = Category.NUMERICS
     severity = Severity.INFO
+    requires = (
+        "the `log` resolves to `torch.log` and its argument adds 1",
+    )
     message = "`torch.log(1 + x)` loses all precision for small x (1 + x rounds to 1)"
     fix_hint = "use `torch.log1p(x)`"
     nodes = (ast.Call,)

@@ -41,6 +41,9 @@ class LogOfSoftmax(Rule):
     code = "TP302"
     category = Category.NUMERICS
     severity = Severity.WARNING
+    requires = (
+        "the `log` and the softmax both resolve to torch's, on the one definition that reaches the log",
+    )
     message = ("log of a softmax is computed in two steps: probabilities that underflow to 0 give -inf, "
                "and NaN gradients")
     fix_hint = "use log_softmax with the same dim (torch.log_softmax / F.log_softmax / x.log_softmax(dim))"

@@ -41,6 +41,9 @@ class EmptyCacheInTrainingLoop(Rule):
     code = "TP901"
     category = Category.PERFORMANCE
     severity = Severity.WARNING
+    requires = (
+        "the empty-cache call resolves to torch's and runs unconditionally in a loop that trains",
+    )
     facts = ("empty-cache-frees-live-tensors",)
     message = ("`torch.cuda.empty_cache()` runs every training step: it frees no memory that is in use, "
                "and the allocator must `cudaMalloc` the same blocks again next step, slowing training")
@@ -115,7 +118,7 @@ for batch in loader:
     empty_cache()
     torch.accelerator.empty_cache()
 """, count=2),
-        """
+        Invalid("""
 import torch
 while step < max_steps:
     for micro in next(batches):
@@ -123,7 +126,7 @@ while step < max_steps:
         torch.cuda.empty_cache()
     optimizer.step()
     step += 1
-""",
+""", severity=Severity.INFO),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:

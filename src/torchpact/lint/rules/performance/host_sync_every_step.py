@@ -46,6 +46,10 @@ class HostSyncEveryStep(Rule):
     code = "TP902"
     category = Category.PERFORMANCE
     severity = Severity.INFO
+    requires = (
+        "the value copied to the host is computed by the model (resolved through dataflow) on every step of a"
+        " training loop",
+    )
     facts = ("item-waits-for-the-gpu",)
     message = ("a device tensor is read on the host on every training step: each read waits for the GPU "
                "to finish all queued work, so the CPU cannot run ahead of it")

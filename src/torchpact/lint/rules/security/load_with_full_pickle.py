@@ -44,6 +44,9 @@ class LoadWithFullPickle(Rule):
     code = "TP951"
     category = Category.SECURITY
     severity = Severity.WARNING
+    requires = (
+        "the call resolves to `torch.load` (or the hub / model_zoo loaders) and unpickles fully",
+    )
     facts = ("load-defaults-to-weights-only",)
     message = ("the checkpoint is fully unpickled (`weights_only=False`): a malicious file runs arbitrary "
                "code the moment it is loaded")

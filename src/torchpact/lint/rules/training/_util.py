@@ -7,6 +7,7 @@ import ast
 import re
 from typing import Iterator
 
+from torchpact.findings import Evidence
 from torchpact.lint.context import (
     OPTIMIZER,
     SCALER,
@@ -46,7 +47,10 @@ def is_optimizer(ctx: FileContext, expr: ast.AST) -> bool:
     if OPTIMIZER in kinds:
         return True
     name = expr.id if isinstance(expr, ast.Name) else expr.attr if isinstance(expr, ast.Attribute) else None
-    return not kinds and name is not None and bool(_OPTIMIZER_NAME.search(name))
+    if not kinds and name is not None and _OPTIMIZER_NAME.search(name):
+        ctx.note(Evidence.UNRESOLVED, f"`{name}` is taken for an optimizer by its name")
+        return True
+    return False
 
 
 def stepped_optimizer(ctx: FileContext, node: ast.AST) -> ast.expr | None:
@@ -58,7 +62,10 @@ def stepped_optimizer(ctx: FileContext, node: ast.AST) -> ast.expr | None:
         return recv if is_optimizer(ctx, recv) else None
     if len(node.args) == 1 and not node.keywords:
         name = recv.id if isinstance(recv, ast.Name) else recv.attr if isinstance(recv, ast.Attribute) else ""
-        if SCALER in ctx.kinds(recv) or "scaler" in name.lower():
+        if SCALER in ctx.kinds(recv):
+            return node.args[0]
+        if "scaler" in name.lower():
+            ctx.note(Evidence.UNRESOLVED, f"`{name}` is taken for a GradScaler by its name")
             return node.args[0]
     return None
 
@@ -127,6 +134,20 @@ def reaches(ctx: FileContext, root: ast.AST | list[ast.stmt], predicate, depth: 
                     seen.add(id(fn))
                     if search(ctx.walk_scope(fn.body), 1):
                         return node
+    return None
+
+
+def unseen_helper(ctx: FileContext, body: list[ast.AST], texts: set[str]) -> ast.Call | None:
+    """A call under ``body`` that is handed one of ``texts`` (the optimizer, the model) and runs code this
+    file does not show: not a function of this file, not torch's, not a step or unscale of a scaler.
+    A helper of another package may zero the gradients or call ``backward()`` there."""
+    for node in ctx.walk_scope(body):
+        if not isinstance(node, ast.Call) or local_callees(ctx, node) or (ctx.call_name(node) or "").startswith("torch."):
+            continue
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("step", "unscale_", "update", "zero_grad"):
+            continue
+        if any(src(ctx, a) in texts for a in [*node.args, *(k.value for k in node.keywords)]):
+            return node
     return None
 
 

@@ -50,6 +50,10 @@ class EvalModeLeaksIntoTraining(Rule):
     code = "TP402"
     category = Category.TRAINING
     severity = Severity.WARNING
+    requires = (
+        "the loop back-propagates, and the model switched to eval in it is put in train mode only before the "
+        "loop",
+    )
     facts = ("eval-mode-persists-until-train",)
     message = ("the model is put in eval mode inside the training loop and train() is only called before the "
                "loop: later iterations train with dropout off and BatchNorm frozen")

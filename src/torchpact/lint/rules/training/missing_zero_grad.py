@@ -3,15 +3,16 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules.training._util import (
     innermost_training_loop,
     loop_nodes,
     reaches,
     src,
     stepped_optimizer,
+    unseen_helper,
     zeroes_grads,
 )
 
@@ -49,6 +50,11 @@ class MissingZeroGrad(Rule):
     nodes = (ast.Call,)
     calls = frozenset({"step"})
     triggers = ("step",)
+    requires = (
+        "the stepped value is resolved to a `torch.optim` optimizer (or handed to a resolved GradScaler's `step`)",
+        "the loop around the step calls `backward()` and nothing it runs, in this file or the project's "
+        "linted helpers, clears the gradients; no helper that gets the optimizer runs unseen",
+    )
 
     valid = [
         """
@@ -101,7 +107,7 @@ for x, y in loader:
 """,
     ]
     invalid = [
-        """
+        Invalid("""
 import torch
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 optimizer.zero_grad()
@@ -109,8 +115,8 @@ for x, y in loader:
     loss = criterion(model(x), y)
     loss.backward()
     optimizer.step()
-""",
-        """
+""", evidence=Evidence.MUST),
+        Invalid("""
 from torch import optim
 def fit(net, loader, epochs):
     opt = optim.Adam(net.parameters())
@@ -122,7 +128,32 @@ def fit(net, loader, epochs):
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
-""",
+""", severity=Severity.INFO, evidence=Evidence.UNRESOLVED),  # `scaler` is a GradScaler by its name only
+        Invalid("""
+import torch
+def fit(model, loader, optimizer):
+    for x, y in loader:
+        model(x, y).backward()
+        optimizer.step()
+""", severity=Severity.INFO, evidence=Evidence.UNRESOLVED),  # `optimizer` by its name only
+        Invalid("""
+import torch
+def fit(model, loader, adam):
+    opt = torch.optim.Adam(model.parameters()) if adam else make_optimizer(model)
+    for x, y in loader:
+        model(x, y).backward()
+        opt.step()
+""", severity=Severity.WARNING, evidence=Evidence.MAY),
+        Invalid("""
+import torch
+from trainer_utils import after_step
+def fit(model, loader):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for x, y in loader:
+        model(x, y).backward()
+        opt.step()
+        after_step(model, opt)
+""", severity=Severity.INFO, evidence=Evidence.UNRESOLVED),  # after_step may zero the gradients
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -139,7 +170,11 @@ def fit(net, loader, epochs):
             return  # a fresh optimizer (and usually model) every iteration
         if _zero_grad_passed_around(ctx):
             return  # e.g. registered as a step hook: it may run where we cannot see
-        yield self.hit(node, subject=src(ctx, optimizer))
+        helper = unseen_helper(ctx, body, {src(ctx, optimizer)})
+        if helper is not None:
+            ctx.note(Evidence.UNRESOLVED, f"`{src(ctx, helper.func)}` gets the optimizer and is defined where this "
+                                          "file does not show: it may clear the gradients")
+        yield self.hit(node, subject=src(ctx, optimizer), evidence=Evidence.MUST)
 
 
 def _zero_grad_passed_around(ctx: FileContext) -> bool:
