@@ -7,10 +7,8 @@ one walk per file) and optionally writes safe fixes back.
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from torchpact.config import Config, Settings
@@ -54,7 +52,6 @@ _WORKER_PROJECT: ProjectFacts | None = None
 def _init_worker(fix: bool, project: ProjectFacts | None = None) -> None:
     global _WORKER_FIX, _WORKER_PROJECT
     _WORKER_FIX, _WORKER_PROJECT = fix, project
-    all_rules()  # import the rules once per worker, not per file (a no-op after a fork)
 
 
 def _lint_in_worker(job: tuple[str, Config]) -> FileResult:
@@ -62,9 +59,8 @@ def _lint_in_worker(job: tuple[str, Config]) -> FileResult:
 
 
 def rule_codes() -> set[str]:
-    """Every code lint can report: its rules' and the input problems'. Read from the rule files'
-    ``code = "TPnnn"`` lines, without importing them: a fully cached run imports no rule at all
-    (tests/test_lint_project.py checks this agrees with the registry)."""
+    """Every code lint can report: its rules' and the input problems'. Read from the rules'
+    manifest, without importing them: a fully cached run imports no rule at all."""
     return declared_codes() | {INPUT_CODE, "TP002"}
 
 
@@ -80,6 +76,10 @@ def _map(fn, items: list, jobs: int, initargs: tuple | None = None, initializer=
     if not items:
         return []  # nothing to lint: no pool, and no rule imported by the initializer
     if jobs > 1 and len(items) >= PARALLEL_MIN_FILES:
+        import multiprocessing  # here: a run of a few files starts no pool, and loads none of it
+        from concurrent.futures import ProcessPoolExecutor
+
+        all_rules()  # imported once here: forked workers inherit the modules instead of importing them each
         ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
         # What is imported so far (the rules) goes to the GC's permanent generation: the collector
         # neither scans it again in the parent nor, after the fork, touches (and so copies) its
@@ -146,8 +146,6 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
                 results[p] = FileResult(path=p, findings=cached[0], lines=cached[1],
                                         summary=entry.get("summary") or {},
                                         asked=[tuple(a) for a in entry.get("asked") or []])
-    if todo:
-        all_rules()  # imported once here: forked workers inherit the modules instead of importing them each
     for p, r in zip(todo, _map(_lint_in_worker, [(p, configs[p]) for p in todo], jobs, (fix, None), _init_worker)):
         results[p] = r
         # a rule that failed or ran out of time (TP002) may not next time: not cached
