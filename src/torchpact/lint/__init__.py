@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 from torchpact.config import Config, Settings
 from torchpact.findings import INPUT_CODE, Finding
-from torchpact.lint.cache import LintCache, content_hash, key
 from torchpact.lint.engine import FileResult, lint_file
 from torchpact.lint.files import discover, excluded_by
 from torchpact.lint.project import FileSummary, ProjectFacts
@@ -62,14 +61,6 @@ def rule_codes() -> set[str]:
     """Every code lint can report: its rules' and the input problems'. Read from the rules'
     manifest, without importing them: a fully cached run imports no rule at all."""
     return declared_codes() | {INPUT_CODE, "TP002"}
-
-
-def _hash_file(path: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            return content_hash(fh.read())
-    except OSError:
-        return ""
 
 
 def _map(fn, items: list, jobs: int, initargs: tuple | None = None, initializer=None) -> list:
@@ -127,7 +118,11 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
     files = list(discover(paths or ["."], excluded_by(config_of), force_exclude=force_exclude))
     configs = {p: config_of(p) for p in files}
     jobs = jobs or os.cpu_count() or 1
-    store = LintCache(cache_root) if cache and not fix else None
+    store = None
+    if cache and not fix:
+        from torchpact.lint.cache import LintCache, hash_file, key  # here: --no-cache loads none of it
+
+        store = LintCache(cache_root)
 
     results: dict[str, FileResult] = {}
     todo = files
@@ -136,7 +131,7 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
         fingerprint = _code_fingerprint()
         todo = []
         for p in files:
-            digest = _hash_file(p)
+            digest = hash_file(p)
             keys[p] = key(digest, repr(configs[p]), fingerprint) if digest else ""
             entry = store.get(p)
             cached = store.findings(p, keys[p]) if keys[p] else None

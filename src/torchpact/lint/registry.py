@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import pkgutil
 from functools import lru_cache
 
 from torchpact.findings import Category
@@ -25,6 +24,8 @@ class RegistryError(Exception):
 @lru_cache(maxsize=1)
 def all_rules() -> tuple[type[Rule], ...]:
     """Every rule class, sorted by code (imports every rule module)."""
+    import pkgutil
+
     import torchpact.lint.rules as package
 
     found: dict[str, type[Rule]] = {}
