@@ -54,7 +54,10 @@ def _init_worker(fix: bool, project: ProjectFacts | None = None) -> None:
 
 
 def _lint_in_worker(job: tuple[str, Config]) -> FileResult:
-    return lint_file(job[0], job[1], fix=_WORKER_FIX, project=_WORKER_PROJECT)
+    result = lint_file(job[0], job[1], fix=_WORKER_FIX, project=_WORKER_PROJECT)
+    if not _WORKER_FIX:
+        result.original = None  # the file's text goes back to the parent only to be fixed or diffed
+    return result
 
 
 def rule_codes() -> set[str]:
