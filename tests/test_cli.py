@@ -368,3 +368,20 @@ def test_run_help_states_the_samplers_real_schedule_and_budget():
     text = " ".join(run.format_help().split())
     assert f"at most {default.calls} module calls plus {default.share * 100:g}% of all" in text
     assert f"each sampled step counted {default.charge} calls more" in text
+
+
+def test_the_torch_version_in_reports_is_importlib_metadata_s():
+    from importlib import metadata
+
+    from torchpact.cli import installed_torch_version
+
+    assert installed_torch_version() == metadata.version("torch")
+
+
+def test_a_pyproject_without_a_torchpact_table_is_not_parsed(tmp_path, monkeypatch, capsys):
+    # another project's file, even a broken one, is none of lint's business
+    (tmp_path / "pyproject.toml").write_text("[tool.other\nkey = = 1\n")
+    (tmp_path / "a.py").write_text("import torch\nx = torch.range(0, 3)\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(["lint", "--no-cache", "a.py"], capsys)
+    assert code == 1 and "TP313" in out

@@ -70,3 +70,27 @@ def test_parallel_run_agrees_with_serial(messy):
     serial = lint_paths([str(messy)], Config(preview=True), jobs=1).findings
     parallel = lint_paths([str(messy)], Config(preview=True), jobs=2).findings
     assert serial == parallel and len(parallel) > 30
+
+
+@pytest.mark.parametrize("data", [
+    b"import torch\n", b"", b"\xef\xbb\xbfimport torch\n", b"# -*- coding: latin-1 -*-\nx = '\xe9'\n",
+    b"#!/usr/bin/env python\n# vim: set fileencoding=cp1252 :\nx = '\x80'\n", b"x = 1\n# coding: latin-1\n\xe9\n",
+    b"x = '\xe9\xff'\n", b"import torch\n\nx = '\xe9'\n", b"\xef\xbb\xbf# coding: latin-1\n", b"# coding: nonesuch\n",
+    b"\xef\xbb\xbfx = '\xe9'\n",
+])
+def test_a_file_is_decoded_as_tokenize_decodes_it(data):
+    import io
+    import tokenize
+
+    from torchpact.lint.source import SourceError, decode_python
+
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        expected: object = data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        expected = SourceError
+    try:
+        got: object = decode_python(data)
+    except SourceError:
+        got = SourceError
+    assert got == expected

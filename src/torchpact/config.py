@@ -21,23 +21,16 @@ all files. Unknown keys and selectors are errors, with the closest valid name.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import fnmatch
 import os
 import re
-import sys
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torchpact.findings import Category, Finding, Severity
-from torchpact.project import declared_torch, parse_version, torch_requirement
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from torchpact.project import declared_torch, load_toml, parse_version, torch_requirement
 
 
 class ConfigError(Exception):
@@ -140,6 +133,8 @@ KEYS = ("select", "ignore", "per-file-ignores", "severity", "exclude", "min-torc
 
 def closest(name: str, valid: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the valid name closest to a typo, or nothing."""
+    import difflib  # only for a mistake
+
     matches = difflib.get_close_matches(name, list(valid), n=10, cutoff=0.5)
     if not matches:
         return ""
@@ -172,8 +167,10 @@ def _has_section(pyproject: Path) -> bool:
         raw = pyproject.read_bytes()
     except OSError:
         return False
+    if b"torchpact" not in raw:
+        return False  # another project's file, whatever it holds: not parsed
     try:
-        tool = tomllib.loads(raw.decode("utf-8")).get("tool", {})
+        tool = load_toml(raw.decode("utf-8")).get("tool", {})
     except ValueError:
         tool = None
     if isinstance(tool, dict):
@@ -191,8 +188,8 @@ def load_config(pyproject: Path | None, codes: Collection[str] | None = None) ->
         return cfg
     cfg.root = pyproject.parent.resolve()
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        data = load_toml(pyproject.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # a TOMLDecodeError is a ValueError
         raise ConfigError(f"cannot read {pyproject}: {exc}") from None
     tool = data.get("tool", {})
     if not isinstance(tool, dict):

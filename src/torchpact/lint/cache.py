@@ -23,6 +23,15 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def hash_file(path: str) -> str:
+    """The content hash of a file; empty when it cannot be read (then it is not cached)."""
+    try:
+        with open(path, "rb") as fh:
+            return content_hash(fh.read())
+    except OSError:
+        return ""
+
+
 def key(*parts: str) -> str:
     """One cache key from the file's content hash and everything else its findings depend on."""
     return hashlib.sha256("\0".join((__version__, *parts)).encode()).hexdigest()

@@ -15,7 +15,7 @@ from torchpact.lint.kinds import MAY, MUST
 from torchpact.lint.preview import Gate
 from torchpact.lint.edits import Edit
 from torchpact.lint.project import ProjectFacts, mentions_facts, summarize_tree
-from torchpact.lint.registry import all_rules
+from torchpact.lint.registry import RuleSpec, rule_specs
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.source import Source, SourceError, read_source
 from torchpact.lint.tree_index import index_tree
@@ -44,17 +44,19 @@ class FileResult:
 
 
 # (select, ignore) -> the rules they enable, for configurations without per-file ignores.
-_ENABLED: dict[tuple, list[type[Rule]]] = {}
+_ENABLED: dict[tuple, list[RuleSpec]] = {}
 
 
-def enabled_rules(config: Config, path: str) -> list[Rule]:
+def enabled_rules(config: Config, path: str) -> list[RuleSpec]:
+    """The rules ``config`` enables for ``path``, as the manifest has them: a rule's module is
+    imported, and the rule made, only once a file gives it nodes to check (``lint_source``)."""
     if config.per_file_ignores:
-        return [r() for r in all_rules() if config.is_enabled(r.code, r.category.value, path)]
+        return [r for r in rule_specs() if config.is_enabled(r.code, r.category.value, path)]
     key = (tuple(config.select), tuple(config.ignore))
-    classes = _ENABLED.get(key)
-    if classes is None:
-        classes = _ENABLED[key] = [r for r in all_rules() if config.is_enabled(r.code, r.category.value)]
-    return [r() for r in classes]
+    specs = _ENABLED.get(key)
+    if specs is None:
+        specs = _ENABLED[key] = [r for r in rule_specs() if config.is_enabled(r.code, r.category.value)]
+    return specs
 
 
 def parse(source: Source) -> ast.Module:
@@ -195,7 +197,7 @@ def _select(index: dict[str, list[tuple[int, ast.AST]]], names: frozenset[str]) 
     return [n for _, n in sorted({i: n for bucket in found for i, n in bucket}.items())]
 
 
-def rule_nodes(rule: Rule, ctx: FileContext, names: NameIndex) -> list[ast.AST]:
+def rule_nodes(rule: Rule | RuleSpec, ctx: FileContext, names: NameIndex) -> list[ast.AST]:
     """The nodes the engine hands ``rule``: of its types, through its ``calls``/``attrs``/``imported``
     pre-filters, in walk order for each type."""
     calls, attrs, imported = rule.calls, rule.attrs, rule.imported
@@ -278,17 +280,18 @@ def _internal_finding(ctx: FileContext, node: ast.AST | None, severity: Severity
                    path=ctx.path, line=line, cell=cell)
 
 
-def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
+def lint_source(source: Source, config: Config, rules: list[Rule | RuleSpec] | None = None,
                 project: ProjectFacts | None = None, notes: dict | None = None) -> tuple[list[Finding], list[Edit]]:
     """Findings and fix edits for one source text. ``notes`` (when given) receives the file's
     function ``summary``, the project facts its rules ``asked`` about, and how many findings the
-    preview gate ``hidden`` (lint/preview.py); their fixes are not applied either."""
+    preview gate ``hidden`` (lint/preview.py); their fixes are not applied either. ``rules`` are
+    rules or the manifest's specs of them (made here, once per file, for the rules that get nodes)."""
     if rules is None:
         rules = enabled_rules(config, source.path)
     text = source.text
     found: dict[str, bool] = {}  # each trigger searched once per file, however many rules share it
 
-    def triggered(rule: Rule) -> bool:
+    def triggered(rule: Rule | RuleSpec) -> bool:
         for t in rule.triggers:
             hit = found.get(t)
             if hit is None:
@@ -330,6 +333,8 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
         nodes = rule_nodes(rule, ctx, names)
         if not nodes or not triggered(rule):
             continue
+        if type(rule) is RuleSpec:
+            rule = rule()
         ctx.start_budget(RULE_BUDGET_S)
         node: ast.AST | None = None
         recorded = ctx.evidence
