@@ -1,8 +1,12 @@
 """Which loops are training loops, and what runs on every one of their iterations.
 
 Shared by the memory and performance rules that only mean something inside a training loop (one
-that back-propagates or steps an optimizer on each iteration), not inside a model's own loops over
-layers or time steps, nor in an epoch loop that merely contains the training loop.
+that back-propagates or steps an optimizer on each iteration, on a module that is the same object
+in every iteration), not inside a model's own loops over layers or time steps, nor in an epoch loop
+that merely contains the training loop, nor in a loop over models or configurations whose
+iterations each build and train a different module (``_model_loops``). A loop over models nested in
+a loop is transparent: when its models are the same objects on each iteration of the outer loop (an
+ensemble trained round-robin), the outer loop is the training loop.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import ast
 import re
 
 from torchpact.lint.context import OPTIMIZER, SCALER, FileContext
+from torchpact.lint.rules.memory._model_loops import iterates_models
 
 _OPTIMIZER_NAME = re.compile(r"optim|^opt(_|\d|s)?$|_opt$", re.I)
 
@@ -49,7 +54,8 @@ def nearest_loop(node: ast.AST, ctx: FileContext) -> ast.AST | None:
 
 def is_step_loop(loop: ast.AST, ctx: FileContext) -> bool:
     """Whether each iteration of ``loop`` itself back-propagates or steps an optimizer (directly, or
-    through a function of this file it calls), as opposed to a loop nested inside it doing so."""
+    through a function of this file it calls), as opposed to a loop nested inside it doing so, on
+    a module that is not bound anew in each iteration."""
     cached = getattr(loop, "_tp_step_loop", None)
     if cached is not None:
         return cached
@@ -57,7 +63,7 @@ def is_step_loop(loop: ast.AST, ctx: FileContext) -> bool:
         return False
     found = False
     for node in ctx.walk_scope(loop.body):  # type: ignore[attr-defined]
-        if not isinstance(node, ast.Call) or nearest_loop(node, ctx) is not loop:
+        if not isinstance(node, ast.Call) or not _own_iteration(node, loop, ctx):
             continue
         if is_update_call(node, ctx):
             found = True
@@ -66,8 +72,19 @@ def is_step_loop(loop: ast.AST, ctx: FileContext) -> bool:
         if fns and ctx.reaches(fns, lambda n: is_update_call(n, ctx) and not ctx.in_loop(n), depth=2):
             found = True
             break
+    found = found and not iterates_models(loop, ctx)
     loop._tp_step_loop = found  # type: ignore[attr-defined]
     return found
+
+
+def _own_iteration(node: ast.AST, loop: ast.AST, ctx: FileContext) -> bool:
+    """``node``'s innermost loop is ``loop``, or every loop between them is a loop over models."""
+    loops = ctx.enclosing_loops(node)
+    if not loops or loops[0] is loop:
+        return bool(loops)
+    if loop not in loops:
+        return False
+    return all(iterates_models(inner, ctx) for inner in loops[:loops.index(loop)])
 
 
 _UPDATE_ATTRS = frozenset({"backward", "manual_backward", "step"})
