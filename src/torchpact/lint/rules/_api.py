@@ -19,6 +19,7 @@ from typing import ClassVar, Iterator
 from torchpact.lint.context import FileContext, canonical
 from torchpact.lint.edits import Edit
 from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rules._silenced import all_uses_silenced, silenced
 
 
 # A test that picks code by torch version or feature: `if _TORCH_GREATER_EQUAL_2_4`,
@@ -31,6 +32,10 @@ class ApiUse(Rule):
     """Base for rules that flag the use of particular torch names; subclasses set ``names``."""
 
     names: ClassVar[dict[str, str | None]] = {}
+    # The warning torch 2.13 emits for these names (its category and text), where known: a use
+    # inside a `warnings.catch_warnings()` block that ignores that warning is deliberate, not flagged.
+    warning_category: ClassVar[str | None] = None
+    warning_text: ClassVar[str | None] = None
     nodes = (ast.Attribute, ast.ImportFrom)
 
     def __init_subclass__(cls, **kwargs):
@@ -51,6 +56,8 @@ class ApiUse(Rule):
         qn = ctx.resolve(node)
         if qn not in self.names or not self.applies(node, ctx) or compat_fallback(node, ctx):
             return
+        if silenced(node, ctx, self.warning_category, self.warning_text):
+            return  # the author ignores this very warning, in a scoped block: deliberate
         edits: list[Edit] = []
         if isinstance(parent, ast.Call) and parent.func is node:
             text = self.fix_call(parent, ctx, qn)
@@ -68,6 +75,8 @@ class ApiUse(Rule):
         found = [(a, canonical(f"{node.module}.{a.name}")) for a in node.names]
         found = [(a, qn) for a, qn in found if qn in self.names]
         if not found or compat_fallback(node, ctx):
+            return
+        if all_uses_silenced({a.asname or a.name for a, _ in found}, ctx, self.warning_category, self.warning_text):
             return
         edits: list[Edit] = []
         targets = {(self.names[qn] or "").rpartition(".")[0] for _, qn in found}
