@@ -50,7 +50,8 @@ def test_prefilter_follows_import_aliases():
     code = """\
     import torch
     from torch import load as restore
-    state = restore("model.pt", weights_only=False)
+    def warm_start(model, path):
+        model.load_state_dict(restore(path, weights_only=False))
     """
     rule = next(r for r in FILTERED if r.code == "TP951")
     assert _findings(code, rule, True) == _findings(code, rule, False) != []

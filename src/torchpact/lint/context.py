@@ -475,6 +475,18 @@ class FileContext:
                 rec.note(level, why)
         return value
 
+    def unnoted(self, compute: Callable[[], object]) -> object:
+        """``compute()`` with whatever it notes discarded: for a question whose answer cannot make a
+        finding less sure (whether a loop binds its model anew asks what the model is, but a finding
+        made when it does not rests on the binding, not on the model's kind)."""
+        rec = self.evidence
+        level, reasons = rec.level, rec.reasons
+        rec.reasons = []
+        try:
+            return compute()
+        finally:
+            rec.level, rec.reasons = level, reasons
+
     def tick(self) -> None:
         """Raise BudgetExceeded once the current rule is past its time on this file."""
         self._ticks += 1

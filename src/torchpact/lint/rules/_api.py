@@ -20,6 +20,7 @@ from torchpact.findings import Evidence
 from torchpact.lint.context import FileContext, canonical
 from torchpact.lint.edits import Edit
 from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rules._silenced import all_uses_silenced, silenced
 
 
 # A test that picks code by torch version or feature: `if _TORCH_GREATER_EQUAL_2_4`,
@@ -32,6 +33,10 @@ class ApiUse(Rule):
     """Base for rules that flag the use of particular torch names; subclasses set ``names``."""
 
     names: ClassVar[dict[str, str | None]] = {}
+    # The warning torch 2.13 emits for these names (its category and text), where known: a use
+    # inside a `warnings.catch_warnings()` block that ignores that warning is deliberate, not flagged.
+    warning_category: ClassVar[str | None] = None
+    warning_text: ClassVar[str | None] = None
     nodes = (ast.Attribute, ast.ImportFrom)
     requires = ("the name resolves to one of the torch names above through the file's imports, outside "
                 "version-guarded compatibility code",)
@@ -54,6 +59,8 @@ class ApiUse(Rule):
         qn = ctx.resolve(node)
         if qn not in self.names or not self.applies(node, ctx) or compat_fallback(node, ctx):
             return
+        if silenced(node, ctx, self.warning_category, self.warning_text):
+            return  # the author ignores this very warning, in a scoped block: deliberate
         edits: list[Edit] = []
         if isinstance(parent, ast.Call) and parent.func is node:
             text = self.fix_call(parent, ctx, qn)
@@ -73,6 +80,8 @@ class ApiUse(Rule):
         found = [(a, canonical(f"{node.module}.{a.name}")) for a in node.names]
         found = [(a, qn) for a, qn in found if qn in self.names]
         if not found or compat_fallback(node, ctx):
+            return
+        if all_uses_silenced({a.asname or a.name for a, _ in found}, ctx, self.warning_category, self.warning_text):
             return
         edits: list[Edit] = []
         targets = {(self.names[qn] or "").rpartition(".")[0] for _, qn in found}

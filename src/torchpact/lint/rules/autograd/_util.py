@@ -197,7 +197,7 @@ def name_key(expr: ast.AST) -> str | None:
 def grad_leaf(ctx: FileContext, expr: ast.AST) -> bool:
     """Every binding of the name ``expr`` makes it a leaf that requires grad."""
     key = name_key(expr)
-    if key is None or key not in _leaf_keys(ctx):
+    if key is None or key not in leaf_keys(ctx):
         return False
     binds = ctx.bindings(expr)
     if not binds:
@@ -216,10 +216,10 @@ def grad_leaf(ctx: FileContext, expr: ast.AST) -> bool:
     return True
 
 
-def _leaf_keys(ctx: FileContext) -> set[str]:
+def leaf_keys(ctx: FileContext) -> set[str]:
     """Every name (``w``, ``self.w``) that some binding of the file may make a leaf requiring grad: the
     target of a value that ``creates_grad_leaf`` (or a tuple of values holding one), or a loop over
-    ``.parameters()``. ``grad_leaf`` needs one such binding, so any other name is answered at once,
+    ``.parameters()``. ``grad_leaf`` and TP202 need one such binding, so any other name is answered at once,
     without the dataflow of its scope."""
     found = ctx.memo.get("leaf_keys")
     if found is not None:

@@ -19,7 +19,9 @@ class GraphKeptInContainer(Rule):
     ## What it does
     Flags `losses.append(loss)`, `preds.append(model(x))`, `history.extend([...])`,
     `outs[step] = out` (and tuples or dicts holding such tensors) inside a training loop — one that
-    calls `backward()` or `optimizer.step()` — when the value was computed with gradients enabled
+    calls `backward()` or `optimizer.step()` on a module that is the same object in every iteration,
+    not a loop over models or configurations that builds or takes a new module in each iteration (one
+    graph per model, as many as there are models) — when the value was computed with gradients enabled
     and still carries its `grad_fn` (`.cpu()`, `.to()`, `.float()` keep it), and the container is
     created outside the loop. Containers that are emptied or re-created inside the loop, bounded
     `deque(maxlen=...)`s, containers whose contents are later back-propagated in the same

@@ -17,6 +17,7 @@ from torchpact.lint.context import (
     keyword,
 )
 from torchpact.lint.project import ZERO_GRAD
+from torchpact.lint.rules.memory._model_loops import iterates_models
 
 _OPTIMIZER_NAME = re.compile(r"^(opt|optim|optimizer|optimiser)s?(_\w+)?$|_(opt|optim|optimizer|optimiser)$")
 _ZERO_HELPER = re.compile(r"(zero|clear|reset|free)_?\w*grad", re.IGNORECASE)
@@ -163,10 +164,15 @@ def trains(ctx: FileContext, root) -> ast.AST | None:
     return reaches(ctx, root, lambda n: is_backward(ctx, n))
 
 
-def innermost_training_loop(ctx: FileContext, node: ast.AST) -> ast.AST | None:
-    """The innermost loop around ``node`` whose iterations also call ``backward()``."""
+def innermost_training_loop(ctx: FileContext, node: ast.AST, same_model: bool = False) -> ast.AST | None:
+    """The innermost loop around ``node`` whose iterations also call ``backward()``; with
+    ``same_model``, on a module that is the same object in every iteration (a loop that builds or
+    takes a new model in each iteration is skipped: what one iteration leaves in ``.grad`` or in the
+    module's mode does not meet the next model)."""
     for loop in ctx.enclosing_loops(node):
         if trains(ctx, loop_nodes(loop)) is not None:
+            if same_model and iterates_models(loop, ctx):
+                continue
             return loop
     return None
 

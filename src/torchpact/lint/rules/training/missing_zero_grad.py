@@ -26,7 +26,12 @@ class MissingZeroGrad(Rule):
     model (any `set_to_none`), no `p.grad = None` / `del p.grad` / `p.grad.zero_()`, not even in a
     helper function of the same file that the loop calls. Gradient accumulation
     (`if (i + 1) % k == 0: optimizer.step(); optimizer.zero_grad()`) clears them in the loop and is
-    not flagged. Loops that build a fresh optimizer each iteration are not flagged either.
+    not flagged. Loops that build a fresh optimizer each iteration are not flagged either, nor loops
+    over models: when each iteration back-propagates through a module bound anew in it (a
+    constructor, a factory, `copy.deepcopy`, an item of the models or configs it iterates), each
+    model's `.grad` starts empty and receives one backward. Models iterated round-robin inside an
+    epoch loop are the same objects every epoch: their gradients add up across epochs, and the epoch
+    loop is flagged.
 
     ## Why is this bad?
     `backward()` adds into `.grad`; it never overwrites it. On torch 2.13, after two
@@ -105,6 +110,26 @@ for x, y in loader:
         return loss
     optimizer.step(closure)
 """,
+        """
+import torch
+
+def first_step_moves_weights(members, x, opt):
+    for member in members:
+        before = [p.detach().clone() for p in member.parameters()]
+        member(x).sum().backward()
+        opt.step()
+        assert any(not torch.equal(b, p) for b, p in zip(before, member.parameters()))
+""",
+        """
+import torch
+
+def sweep(specs, batch, shared_opt):
+    for name, spec in specs.items():
+        head = build_head(spec)
+        shared_opt.add_param_group({"params": head.parameters()})
+        head(batch).mean().backward()
+        shared_opt.step()
+""",
     ]
     invalid = [
         Invalid("""
@@ -154,13 +179,22 @@ def fit(model, loader):
         opt.step()
         after_step(model, opt)
 """, severity=Severity.INFO, evidence=Evidence.UNRESOLVED),  # after_step may zero the gradients
+        Invalid("""
+import torch
+
+def train_ensemble(members, batch, opt, epochs):
+    for epoch in range(epochs):
+        for m in members:
+            m(batch).sum().backward()
+            opt.step()
+""", severity=Severity.INFO, evidence=Evidence.UNRESOLVED),  # `opt` is an optimizer by its name only
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         optimizer = stepped_optimizer(ctx, node)
         if optimizer is None:
             return
-        loop = innermost_training_loop(ctx, node)
+        loop = innermost_training_loop(ctx, node, same_model=True)
         if loop is None:
             return
         body = loop_nodes(loop)
