@@ -25,6 +25,7 @@ from torchpact.watch.dynamo import DynamoGuard
 from torchpact.watch.frames import user_location
 from torchpact.watch.naming import Names
 from torchpact.watch.root_calls import RootCalls
+from torchpact.userframes import passes_through
 from torchpact.watch.watcher import Check, Watcher
 
 INTERNAL_CODE = "TP002"
@@ -484,7 +485,7 @@ class Session:
                 self._deliver(self._step_subscribers("on_step_pre"), "on_step_pre", optimizer)
             return loss
 
-        return closure_then_step_pre
+        return passes_through(closure_then_step_pre)
 
     def _step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
         if self._nested_step(optimizer, entering=False):

@@ -33,6 +33,7 @@ import weakref
 from typing import Any, NamedTuple
 
 from torchpact.findings import Category, Severity
+from torchpact.userframes import passes_through
 from torchpact.watch.frames import user_location
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers._local import local, real_view
@@ -321,6 +322,7 @@ class OutOfStep(Watcher):
                         watcher._spy_hits.append((op, *user_location(2), target))
                 return func(*args, **(kwargs or {}))
 
+        passes_through(_WriteSpy.__torch_function__)
         self._armed += 1
         self._spy = _WriteSpy()
         self._spy.__enter__()
