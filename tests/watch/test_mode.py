@@ -360,3 +360,14 @@ def test_no_grad_calls_without_active_dropout_are_silent():
 
     for run in (rollouts, teacher_and_mc_dropout, no_dropout_in_this_pass):
         assert watched(run, WATCHER) == [], run.__name__
+
+
+def test_a_sanity_check_before_training_does_not_hide_the_validation_passes_after_it():
+    def run():
+        model = DropNet("module")
+        torch.manual_seed(0)
+        with torch.no_grad():
+            model(torch.randn(64, 8))  # before the first step: info on its own
+        _fit_and_validate(model)       # then evaluated between the training steps, still in train mode
+
+    assert [(f.code, f.severity.value) for f in watched(run, WATCHER)] == [("TP453", "warning")]

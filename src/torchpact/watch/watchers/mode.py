@@ -192,6 +192,7 @@ class ModeWatcher(Watcher):
         self._pass: _Pass | None = None       # the no-grad forward in train mode running now
         self._dropped: dict[int, set[str]] = {}  # root id -> dropout functions that dropped in its no-grad passes
         self._single: dict[int, tuple] = {}      # one no-grad pass with dropout, decided at the next step or at close
+        self._early: dict[int, tuple] = {}       # such a pass before the model's first step: info at close
         self._listening = False
 
     def attach(self, session: Any) -> None:
@@ -232,7 +233,7 @@ class ModeWatcher(Watcher):
         if calls >= VALIDATION_CALLS:
             self._single.pop(key, None)
             self._no_grad_in_train_mode(module)
-        elif current.dropped:
+        elif current.dropped and key not in self._single:  # (a teacher's: kept until the end, judged once)
             self._no_grad_in_train_mode(module, single=True)
 
     def _heard(self, function: str, p: float, mode_given: bool, frame: Any) -> None:
@@ -262,7 +263,7 @@ class ModeWatcher(Watcher):
             _dropout_calls.unsubscribe(self._heard)
         if self._pending:
             self._resolve_pending()
-        if self._single:
+        if self._single or self._early:
             self._resolve_single(closing=True)
 
     # ------------------------------------------------------------------ helpers
@@ -354,9 +355,7 @@ class ModeWatcher(Watcher):
         described = f"{context} in train mode: its {described}"
         name = self._model_name(root, site[2])
         if single:  # one pass: how it sits between the training steps decides (see _resolve_single)
-            if id(root) not in self._single:
-                self._single[id(root)] = (site, described, name, type(root).__name__, param_ids,
-                                          self._trained(param_ids))
+            self._single[id(root)] = (site, described, name, type(root).__name__, param_ids, self._trained(param_ids))
         elif self._trained(param_ids):
             self._report_no_grad(id(root), site, described, name, type(root).__name__)
         else:  # before the first step, or a model no optimizer trains (EMA, teacher): decide at the steps
@@ -364,9 +363,11 @@ class ModeWatcher(Watcher):
 
     def _resolve_single(self, closing: bool) -> None:
         """A single no-grad pass with dropout is an evaluation during training when a step of an optimizer
-        that trains the model came before it and another comes after it (a warning); one before the first
-        step or after the last is info; one of a model no optimizer trains is nothing."""
-        for key, (site, described, name, class_name, param_ids, trained_before) in list(self._single.items()):
+        that trains the model came before it and another comes after it (a warning). One before the first
+        step (a sanity check) or after the last (a final evaluation, a sample) is info, reported at the end
+        unless a warning about the model came since; one of a model no optimizer trains is nothing."""
+        for key, entry in list(self._single.items()):
+            site, described, name, class_name, param_ids, trained_before = entry
             if closing:
                 del self._single[key]
                 if trained_before:
@@ -374,9 +375,15 @@ class ModeWatcher(Watcher):
                                          when=" after the last training step")
             elif self._trained(param_ids):
                 del self._single[key]
-                self._report_no_grad(key, site, described, name, class_name,
-                                     severity=None if trained_before else Severity.INFO,
-                                     when="" if trained_before else " before the first training step")
+                if trained_before:
+                    self._report_no_grad(key, site, described, name, class_name)
+                else:
+                    self._early.setdefault(key, entry)
+        if closing:
+            for key, (site, described, name, class_name, _, _) in self._early.items():
+                self._report_no_grad(key, site, described, name, class_name, severity=Severity.INFO,
+                                     when=" before the first training step")
+            self._early.clear()
 
     def _resolve_pending(self) -> None:
         for key, (site, described, name, class_name, param_ids) in list(self._pending.items()):
