@@ -7,7 +7,6 @@ Ctrl-C — the hooks are removed, the findings are returned and the script's exi
 
 from __future__ import annotations
 
-import contextlib
 import os
 import runpy
 import signal
@@ -15,11 +14,10 @@ import sys
 import threading
 import time
 import traceback
-import warnings
-from collections.abc import Iterator
 from typing import Any, Iterable
 
 from torchpact.findings import Finding
+from torchpact.launch.warning_origin import as_without_torchpact
 from torchpact.watch import Sampler, Session, watch
 from torchpact.watch.frames import user_location
 
@@ -106,27 +104,6 @@ def format_user_exception(exc: BaseException) -> str:
     return "".join(top.format())
 
 
-@contextlib.contextmanager
-def warnings_at_user_lines() -> Iterator[None]:
-    """Warnings that torch raises under torchpact's own frames (a watcher's ``__torch_function__`` calls the
-    user's torch function, so a ``stacklevel`` lands there) are shown at the user's line, as without torchpact."""
-    previous = warnings.showwarning
-
-    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-        if is_torchpact_frame(filename):
-            path, at = user_location(1)
-            if path is not None:
-                filename, lineno, line = path, at, None
-        previous(message, category, filename, lineno, file, line)
-
-    warnings.showwarning = show
-    try:
-        yield
-    finally:
-        if warnings.showwarning is show:  # the script may have installed its own (logging.captureWarnings)
-            warnings.showwarning = previous
-
-
 def _without_torchpact(stack: list[traceback.FrameSummary]) -> list[traceback.FrameSummary]:
     """``stack`` without torchpact's frames, nor the dispatch into a watcher's ``__torch_function__`` mode:
     ``F.cross_entropy`` -> ``torch/overrides.py`` -> torchpact -> ``F.cross_entropy`` shows as one call."""
@@ -210,7 +187,7 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
     session.start()
     previous_sigterm = _catch_sigterm()
     try:
-        with warnings_at_user_lines():
+        with as_without_torchpact():
             runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         outcome.exit_code = _exit_code(exc.code)
