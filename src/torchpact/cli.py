@@ -22,15 +22,17 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 # torchpact.watch.Sampler's schedule and budget (not imported: lint starts without it)
 SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE, SAMPLED_CHARGE = 10, 20, 2000, 0.01, 12
 FORMAT_CHOICES = ("text", "json", "sarif", "github")
+DOCUMENT_FORMATS = ("json", "sarif")  # one document that a stray line makes unreadable (github: line by line)
 
 
 class UsageError(Exception):
     """Bad arguments or input to torchpact itself: one line on stderr, exit 2."""
 
 
-def _add_output_options(p: argparse.ArgumentParser, default_fail_on: str) -> None:
+def _add_output_options(p: argparse.ArgumentParser, default_fail_on: str,
+                        output_help: str = "write the report to FILE instead of stdout") -> None:
     p.add_argument("--format", choices=FORMAT_CHOICES, default="text", help="report format (default: text)")
-    p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    p.add_argument("--output", "-o", metavar="FILE", help=output_help)
     p.add_argument("--fail-on", choices=[s.value for s in Severity], default=default_fail_on,
                    help=f"exit 1 when a finding is at or above this severity (default: {default_fail_on})")
 
@@ -84,7 +86,8 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--profile-dir", default="torchpact-profile", metavar="DIR",
                      help="where the trace goes, for TensorBoard / Perfetto (default: torchpact-profile)")
     _add_html_option(run)
-    _add_output_options(run, "error")
+    _add_output_options(run, "error", output_help="write the report to FILE instead of stdout (needed for json and "
+                                                  "sarif: stdout is the script's)")
 
 
 def _audit_command(name: str, what: str) -> tuple[str, str, Callable[[argparse.ArgumentParser], None]]:
@@ -330,6 +333,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.sample_first < 0 or args.sample_every < 1:
         raise UsageError("--sample-first must be >= 0 and --sample-every >= 1")
     sampler = Sampler(args.sample_first, args.sample_every)
+    if args.format in DOCUMENT_FORMATS and not args.output:
+        # The script's stdout is the user's: a document on the same stream would not parse.
+        raise UsageError(f"run --format {args.format} needs --output FILE: stdout belongs to the script, whose "
+                         "own output would corrupt the report (text and github reports may go to stdout)")
     for path in (args.output, args.html):  # before the script runs: not after hours of training
         check_writable(path)
     watchers: list[Any] | None = _split(args.watchers) or None
@@ -396,6 +403,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not write_report(args.output, render(args.format, outcome.findings, meta)):
             sys.stdout.write(render("text", outcome.findings, {**meta, "footer": footer, "color": False}))
     else:
+        if args.format == "github":
+            sys.stdout.write("\n")  # each annotation on a line of its own, whatever the script printed last
         emit(render(args.format, outcome.findings, meta), None)
     return code
 

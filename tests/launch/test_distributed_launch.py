@@ -36,10 +36,11 @@ dist.destroy_process_group()
 def _run(tmp_path, *args, source=SCRIPT, env=None):
     script = tmp_path / "ddp.py"
     script.write_text(textwrap.dedent(source))
+    report = tmp_path / "report.json"
     out = subprocess.run([sys.executable, "-m", "torchpact", "run", "--quiet", "--nproc", "2", "--format", "json",
-                          str(script), *args], capture_output=True, text=True, timeout=300,
+                          "--output", str(report), str(script), *args], capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, **(env or {})))
-    return out, json.loads(out.stdout)
+    return out, json.loads(report.read_text())
 
 
 def test_crashing_rank_is_reported_and_job_fails_promptly(tmp_path):
