@@ -1,7 +1,8 @@
 """Command line: argument parsing, reporter choice and exit codes; nothing else.
 
 Exit codes: 0 no finding at or above ``--fail-on``; 1 findings at or above it; 2 usage error or bad
-input to torchpact itself.
+input to torchpact itself. ``run`` keeps the exit code of a script that failed: its own, or 128 + N
+for a script (or, with ``--nproc``, the first rank) killed by signal N, as a shell shows it.
 """
 
 from __future__ import annotations
@@ -163,6 +164,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line. Without ``argv`` this is the program (``torchpact``, ``python -m torchpact``): `run`
+    then runs the script in a child process and reports from this one, which outlives it (see
+    ``launch.supervise``). With ``argv``, called from Python, every command runs in the calling process."""
+    own_process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
@@ -170,7 +175,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "lint":
             return cmd_lint(args)
         if args.command == "run":
-            return cmd_run(args)
+            return cmd_run(args, supervised=own_process)
         if args.command == "rule":
             return cmd_rule(args)
         if args.command == "rules":
@@ -325,7 +330,8 @@ def cmd_lint(args: argparse.Namespace) -> int:
     return exit_code(findings, args.fail_on)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: argparse.Namespace, supervised: bool = False) -> int:
+    from torchpact.launch import supervise
     from torchpact.launch.single import LaunchError, run_script
     from torchpact.report import render
     from torchpact.watch import Sampler
@@ -370,15 +376,16 @@ def cmd_run(args: argparse.Namespace) -> int:
                                       node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
                                       watchers=_split(args.watchers) or None, sampler=sampler,
                                       quiet=args.quiet)
+        elif supervised and supervise.available():
+            outcome = supervise.run_supervised(args.script, args.args, watchers=watchers, sampler=sampler,
+                                               live=not args.quiet)
         else:
             outcome = run_script(args.script, args.args, watchers=watchers, sampler=sampler, live=not args.quiet)
     except LaunchError as exc:
         raise UsageError(str(exc)) from None
-    import torch
-
     meta: dict[str, Any] = {
         "command": "run " + " ".join([args.script, *args.args]),
-        "torch": torch.__version__,
+        "torch": outcome.torch or installed_torch_version(),  # this process may never have imported torch
         "summary": outcome.summary(),
         "color": args.format == "text" and not args.output and use_color_stdout(),
     }

@@ -237,7 +237,7 @@ def run_distributed(script: str, argv: Iterable[str], *, nproc: int, nnodes: int
     if first_failure is not None:
         rank, failure = first_failure
         code = failure.exitcode
-        exit_code = code if code and code > 0 else 1
+        exit_code = 128 - code if code < 0 else (code or 1)  # killed by signal N: 128 + N, as a shell shows it
         stopped = sorted(r for r, d in ((d["rank"], d) for d in docs) if d.get("exit_code") in (143, None) and r != rank)
         how = f"exit code {code}" if code >= 0 else f"signal {-code}"
         message = f"rank {rank} failed ({how}); the launcher stopped the other ranks"
@@ -261,8 +261,10 @@ def run_distributed(script: str, argv: Iterable[str], *, nproc: int, nnodes: int
                                 message=f"rank {r} left no report: it was killed before the script started",
                                 rank=r))
     steps = max((d.get("steps", 0) for d in docs), default=0)
+    import torch
+
     outcome = RunOutcome(script=script, exit_code=exit_code, findings=findings,
-                         seconds=time.perf_counter() - start, steps=steps)
+                         seconds=time.perf_counter() - start, steps=steps, torch=torch.__version__)
     outcome.error = "; ".join(f"rank {d['rank']}: {d['error']}" for d in docs if d.get("error")) or None
     outcome.ranks = [{k: d.get(k) for k in ("rank", "exit_code", "steps", "seconds", "error", "finished")}
                      | {"step_time_median": _median(d.get("step_times") or []),

@@ -50,7 +50,7 @@ class RunOutcome:
     def __init__(self, script: str, exit_code: int, findings: list[Finding] | None = None, seconds: float = 0.0,
                  steps: int = 0, step_times: list[float] | None = None, error: str | None = None,
                  session: Session | None = None, ranks: list[dict[str, Any]] | None = None,
-                 data: dict[str, Any] | None = None) -> None:
+                 data: dict[str, Any] | None = None, torch: str | None = None) -> None:
         self.script = script
         self.exit_code = exit_code
         self.findings: list[Finding] = [] if findings is None else findings
@@ -61,6 +61,7 @@ class RunOutcome:
         self.session = session
         self.ranks = ranks  # per-rank facts of a distributed run
         self.data: dict[str, Any] = {} if data is None else data  # watcher name -> plain data (series) for reports
+        self.torch = torch  # the version the script ran with
 
     def summary(self) -> dict[str, Any]:
         out = {"script": self.script, "exit_code": self.exit_code, "seconds": round(self.seconds, 3),
@@ -187,9 +188,8 @@ def _report_crash(session: Session, exc: BaseException, script: str) -> None:
                    error=f"{type(exc).__name__}: {first_line}"[:1000])
 
 
-def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str] | None = None,
-               sampler: Sampler | None = None, live: bool = True, **session_options: Any) -> RunOutcome:
-    """Run ``script`` with ``argv`` under the watchers; never raises for the script's own errors."""
+def check_script(script: str) -> None:
+    """A :class:`LaunchError` when ``script`` cannot be run: missing, a folder, unreadable."""
     path = os.path.abspath(script)
     if not os.path.exists(path):
         raise LaunchError(f"no such script: {script}")
@@ -197,6 +197,13 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
         raise LaunchError(f"{script} is a folder; give the training script's .py file")
     if not os.access(path, os.R_OK):
         raise LaunchError(f"cannot read {script}")
+
+
+def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[Any] | None = None,
+               sampler: Sampler | None = None, live: bool = True, **session_options: Any) -> RunOutcome:
+    """Run ``script`` with ``argv`` under the watchers; never raises for the script's own errors."""
+    check_script(script)
+    path = os.path.abspath(script)
     try:
         session = watch(watchers, sampler=sampler, live=live, **session_options)
     except ValueError as exc:
@@ -243,7 +250,8 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
     outcome.steps = session.step
     outcome.step_times = list(session.step_times)
     outcome.data = session.data()
+    outcome.torch = getattr(sys.modules.get("torch"), "__version__", None)
     return outcome
 
 
-__all__ = ["LaunchError", "RunOutcome", "Terminated", "run_script", "user_location"]
+__all__ = ["LaunchError", "RunOutcome", "Terminated", "check_script", "run_script", "user_location"]
