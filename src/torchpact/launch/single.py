@@ -158,7 +158,7 @@ def _print_user_traceback(exc: BaseException) -> None:
 def _crash_location(exc: BaseException, script: str) -> tuple[str | None, int | None]:
     """The innermost frame of the user's own code in the traceback (for a syntax error: the offending line)."""
     found: tuple[str | None, int | None] = (None, None)
-    script_dir = os.path.dirname(script)
+    script_dir = os.path.dirname(script) + os.sep  # /x/proj, not /x/proj2
 
     def own(filename: str) -> bool:
         filename = os.path.abspath(filename)
