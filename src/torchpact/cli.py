@@ -61,8 +61,12 @@ def _lint_options(lint: argparse.ArgumentParser) -> None:
 
 
 def _run_options(run: argparse.ArgumentParser) -> None:
-    run.add_argument("script", metavar="SCRIPT")
-    run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+    run.usage = "%(prog)s [options] SCRIPT [ARGS ...]\n       %(prog)s [options] -m MODULE [ARGS ...]"
+    run.add_argument("script", metavar="SCRIPT", nargs="?", help="the training script (a .py file)")
+    run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's own arguments")
+    run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
+                     help="run a module as `python -m MODULE ARGS...` does (the last torchpact option: what follows "
+                          "is the module's); sys.path[0] is the working directory")
     run.add_argument("--quiet", "-q", action="store_true", help="no live findings on stderr")
     run.add_argument("--nproc", type=int, metavar="N",
                      help="launch N ranks per node through torch.distributed.run (gloo on CPU, NCCL on GPU)")
@@ -128,7 +132,8 @@ def _facts_options(facts: argparse.ArgumentParser) -> None:
 COMMANDS: dict[str, tuple[str, str | None, Callable[[argparse.ArgumentParser], None]]] = {
     "lint": ("static checks of PyTorch code (never imports torch)", None, _lint_options),
     "run": ("run a training script under the watchers",
-            "Runs SCRIPT unmodified as __main__ with its own ARGS, under torchpact's watchers.", _run_options),
+            "Runs SCRIPT (or MODULE, as python -m does) unmodified as __main__ with its own ARGS, under "
+            "torchpact's watchers.", _run_options),
     "export-check": _audit_command("export-check", "trace / script / torch.export / ONNX parity on varied inputs"),
     "compile-check": _audit_command("compile-check", "torch.compile graph breaks, recompiles, latency per mode, parity"),
     "report": ("render a saved JSON report again (--html page, or another --format)",
@@ -336,6 +341,16 @@ def cmd_run(args: argparse.Namespace, supervised: bool = False) -> int:
     from torchpact.report import render
     from torchpact.watch import Sampler
 
+    module = args.module is not None
+    if module:
+        if args.script is not None:
+            raise UsageError("give a SCRIPT or -m MODULE, not both (options for torchpact come before -m)")
+        if not args.module:
+            raise UsageError("-m needs a module name: torchpact run -m package.module ARGS...")
+        args.script, args.args = args.module[0], args.module[1:]
+    elif args.script is None:
+        raise UsageError("run needs a SCRIPT (or -m MODULE): torchpact run train.py ARGS...")
+
     if args.sample_first < 0 or args.sample_every < 1:
         raise UsageError("--sample-first must be >= 0 and --sample-every >= 1")
     sampler = Sampler(args.sample_first, args.sample_every)
@@ -375,16 +390,17 @@ def cmd_run(args: argparse.Namespace, supervised: bool = False) -> int:
             outcome = run_distributed(args.script, args.args, nproc=args.nproc, nnodes=args.nnodes,
                                       node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
                                       watchers=_split(args.watchers) or None, sampler=sampler,
-                                      quiet=args.quiet)
+                                      quiet=args.quiet, module=module)
         elif supervised and supervise.available():
             outcome = supervise.run_supervised(args.script, args.args, watchers=watchers, sampler=sampler,
-                                               live=not args.quiet)
+                                               live=not args.quiet, module=module)
         else:
-            outcome = run_script(args.script, args.args, watchers=watchers, sampler=sampler, live=not args.quiet)
+            outcome = run_script(args.script, args.args, watchers=watchers, sampler=sampler, live=not args.quiet,
+                                 module=module)
     except LaunchError as exc:
         raise UsageError(str(exc)) from None
     meta: dict[str, Any] = {
-        "command": "run " + " ".join([args.script, *args.args]),
+        "command": "run " + " ".join([*(["-m"] if module else []), args.script, *args.args]),
         "torch": outcome.torch or installed_torch_version(),  # this process may never have imported torch
         "summary": outcome.summary(),
         "color": args.format == "text" and not args.output and use_color_stdout(),

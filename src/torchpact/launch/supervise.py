@@ -170,9 +170,11 @@ def fork_and_wait(child: Callable[[], None]) -> int:
 
 # ------------------------------------------------------------------------------------------- the run
 def run_supervised(script: str, argv: Iterable[str] = (), *, watchers: Iterable[Any] | None = None,
-                   sampler: Sampler | None = None, live: bool = True) -> RunOutcome:
-    """``run_script`` in a child process; the outcome is assembled here, also when the child died hard."""
-    check_script(script)
+                   sampler: Sampler | None = None, live: bool = True, module: bool = False) -> RunOutcome:
+    """``run_script`` in a child process; the outcome is assembled here, also when the child died hard.
+    A module (``module``) is looked for in the child: finding it imports its packages, as python -m does."""
+    if not module:
+        check_script(script)
     if watchers is not None:
         watchers = list(watchers)
         if not all(isinstance(w, Watcher) for w in watchers):
@@ -188,7 +190,7 @@ def run_supervised(script: str, argv: Iterable[str] = (), *, watchers: Iterable[
         journal = Journal(fd, steps)
         chosen = [*(watchers if watchers is not None else make_watchers(None)), StepCounter(steps)]
         try:
-            outcome = run_script(script, list(argv), watchers=chosen, sampler=sampler, live=live,
+            outcome = run_script(script, list(argv), watchers=chosen, sampler=sampler, live=live, module=module,
                                  sink=journal.sink)
         except LaunchError as exc:
             journal.write({"end": {"launch_error": str(exc)}})
@@ -207,7 +209,8 @@ def run_supervised(script: str, argv: Iterable[str] = (), *, watchers: Iterable[
     if end is not None and "launch_error" in end:
         raise LaunchError(end["launch_error"])
     seconds = time.perf_counter() - start
-    outcome = RunOutcome(script=script, exit_code=code, findings=findings, seconds=seconds, steps=done)
+    outcome = RunOutcome(script=f"-m {script}" if module else script, exit_code=code, findings=findings,
+                         seconds=seconds, steps=done)
     if end is not None:
         outcome.seconds, outcome.steps, outcome.error = end["seconds"], end["steps"], end["error"]
         outcome.torch, outcome.data = end.get("torch"), end.get("data") or {}
