@@ -229,3 +229,38 @@ def _gone(pid: int) -> bool:
             return fh.read().rsplit(")", 1)[1].split()[0] == "Z"  # a zombie nobody reaps (PID 1 in containers)
     except OSError:
         return True
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_dataloader_workers_leave_the_report_alone(tmp_path, context):
+    # forked workers inherit the journal: only the script's own process writes to it
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(f'''
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+
+        def main():
+            data = TensorDataset(torch.randn(64, 4), torch.randn(64, 1))
+            model = torch.nn.Linear(4, 1)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            total = 0
+            loader = DataLoader(data, batch_size=4, num_workers=2, multiprocessing_context={context!r})
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                total += loss  # TP101
+
+        if __name__ == "__main__":
+            main()
+    '''))
+    report = tmp_path / "r.json"
+    out = subprocess.run([sys.executable, "-m", "torchpact", "run", "-q", "--format", "json", "--output", str(report),
+                          str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, out.stderr[-3000:]
+    doc = json.loads(report.read_text())
+    codes = [f["code"] for f in doc["findings"]]
+    assert codes.count("TP101") == 1 and not {"TP002", "TP003"} & set(codes), codes
+    assert doc["summary"]["steps"] == 16
+    assert doc["summary"]["exit_code"] == 0 and doc["summary"]["error"] is None

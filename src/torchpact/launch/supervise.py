@@ -3,10 +3,10 @@
 A script can end without Python seeing it: SIGKILL (what the kernel's OOM killer sends), a crash in
 native code (a segfault), ``os._exit()``. No ``finally`` runs then, so a report written by the
 script's own process would be lost with it. Instead the command line's process forks before torch
-is imported: the child runs the script exactly as ``run_script`` does in-process (same pid-less
-semantics: ``__main__``, argv, ``sys.path[0]``, exit code, interpreter shutdown with atexit and
-non-daemon threads), and appends each finding to a journal the moment it is reported; the parent
-only waits, then assembles the report from the journal, whether the child finished it or died.
+is imported: the child runs the script exactly as ``run_script`` does in-process (``__main__``, argv,
+``sys.path[0]``, exit code, then the interpreter's own shutdown: atexit handlers, non-daemon
+threads), and appends each finding to a journal the moment it is reported; the parent only waits,
+then assembles the report from the journal, whether the child finished it or died.
 
 Cost: a fork of the small process that parsed the command line (no second Python start, no torch
 in the parent), one ``write`` per finding, one 8-byte store in shared memory per optimizer step.
@@ -62,6 +62,8 @@ class Journal:
         self._lock = threading.Lock()  # a watcher's thread may report while the main thread does
 
     def write(self, record: dict[str, Any]) -> None:
+        if os.getpid() != self.pid:
+            return  # a process the script forked (a DataLoader worker, os.fork()): its copy is not the run's
         data = (json.dumps(record) + "\n").encode()
         while data:
             data = data[os.write(self.fd, data):]
@@ -69,7 +71,7 @@ class Journal:
     def sink(self, session: Any) -> None:
         """``Session.sink``: append the findings not written yet."""
         if os.getpid() != self.pid:
-            return  # a forked DataLoader worker: its copy of the session is not the run's
+            return
         with self._lock:
             new = session.findings[self._written:]
             self._written += len(new)
