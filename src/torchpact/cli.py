@@ -1,7 +1,8 @@
 """Command line: argument parsing, reporter choice and exit codes; nothing else.
 
 Exit codes: 0 no finding at or above ``--fail-on``; 1 findings at or above it; 2 usage error or bad
-input to torchpact itself.
+input to torchpact itself. ``run`` keeps the exit code of a script that failed: its own, or 128 + N
+for a script (or, with ``--nproc``, the first rank) killed by signal N, as a shell shows it.
 """
 
 from __future__ import annotations
@@ -21,15 +22,17 @@ EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 # torchpact.watch.Sampler's schedule and budget (not imported: lint starts without it)
 SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE, SAMPLED_CHARGE = 10, 20, 2000, 0.01, 12
 FORMAT_CHOICES = ("text", "json", "sarif", "github")
+DOCUMENT_FORMATS = ("json", "sarif")  # one document that a stray line makes unreadable (github: line by line)
 
 
 class UsageError(Exception):
     """Bad arguments or input to torchpact itself: one line on stderr, exit 2."""
 
 
-def _add_output_options(p: argparse.ArgumentParser, default_fail_on: str) -> None:
+def _add_output_options(p: argparse.ArgumentParser, default_fail_on: str,
+                        output_help: str = "write the report to FILE instead of stdout") -> None:
     p.add_argument("--format", choices=FORMAT_CHOICES, default="text", help="report format (default: text)")
-    p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    p.add_argument("--output", "-o", metavar="FILE", help=output_help)
     p.add_argument("--fail-on", choices=[s.value for s in Severity], default=default_fail_on,
                    help=f"exit 1 when a finding is at or above this severity (default: {default_fail_on})")
 
@@ -60,8 +63,12 @@ def _lint_options(lint: argparse.ArgumentParser) -> None:
 
 
 def _run_options(run: argparse.ArgumentParser) -> None:
-    run.add_argument("script", metavar="SCRIPT")
-    run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS")
+    run.usage = "%(prog)s [options] SCRIPT [ARGS ...]\n       %(prog)s [options] -m MODULE [ARGS ...]"
+    run.add_argument("script", metavar="SCRIPT", nargs="?", help="the training script (a .py file)")
+    run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS", help="the script's own arguments")
+    run.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE",
+                     help="run a module as `python -m MODULE ARGS...` does (the last torchpact option: what follows "
+                          "is the module's); sys.path[0] is the working directory")
     run.add_argument("--quiet", "-q", action="store_true", help="no live findings on stderr")
     run.add_argument("--nproc", type=int, metavar="N",
                      help="launch N ranks per node through torch.distributed.run (gloo on CPU, NCCL on GPU)")
@@ -86,7 +93,8 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--profile-dir", default="torchpact-profile", metavar="DIR",
                      help="where the trace goes, for TensorBoard / Perfetto (default: torchpact-profile)")
     _add_html_option(run)
-    _add_output_options(run, "error")
+    _add_output_options(run, "error", output_help="write the report to FILE instead of stdout (needed for json and "
+                                                  "sarif: stdout is the script's)")
 
 
 def _audit_command(name: str, what: str) -> tuple[str, str, Callable[[argparse.ArgumentParser], None]]:
@@ -126,7 +134,8 @@ def _facts_options(facts: argparse.ArgumentParser) -> None:
 COMMANDS: dict[str, tuple[str, str | None, Callable[[argparse.ArgumentParser], None]]] = {
     "lint": ("static checks of PyTorch code (never imports torch)", None, _lint_options),
     "run": ("run a training script under the watchers",
-            "Runs SCRIPT unmodified as __main__ with its own ARGS, under torchpact's watchers.", _run_options),
+            "Runs SCRIPT (or MODULE, as python -m does) unmodified as __main__ with its own ARGS, under "
+            "torchpact's watchers.", _run_options),
     "export-check": _audit_command("export-check", "trace / script / torch.export / ONNX parity on varied inputs"),
     "compile-check": _audit_command("compile-check", "torch.compile graph breaks, recompiles, latency per mode, parity"),
     "report": ("render a saved JSON report again (--html page, or another --format)",
@@ -162,6 +171,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The command line. Without ``argv`` this is the program (``torchpact``, ``python -m torchpact``): `run`
+    then runs the script in a child process and reports from this one, which outlives it (see
+    ``launch.supervise``). With ``argv``, called from Python, every command runs in the calling process."""
+    own_process = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     args = parser.parse_args(argv)
@@ -169,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "lint":
             return cmd_lint(args)
         if args.command == "run":
-            return cmd_run(args)
+            return cmd_run(args, supervised=own_process)
         if args.command == "rule":
             return cmd_rule(args)
         if args.command == "rules":
@@ -349,14 +362,29 @@ def cmd_lint(args: argparse.Namespace) -> int:
     return exit_code(findings, args.fail_on)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
+def cmd_run(args: argparse.Namespace, supervised: bool = False) -> int:
+    from torchpact.launch import supervise
     from torchpact.launch.single import LaunchError, run_script
     from torchpact.report import render
     from torchpact.watch import Sampler
 
+    module = args.module is not None
+    if module:
+        if args.script is not None:
+            raise UsageError("give a SCRIPT or -m MODULE, not both (options for torchpact come before -m)")
+        if not args.module:
+            raise UsageError("-m needs a module name: torchpact run -m package.module ARGS...")
+        args.script, args.args = args.module[0], args.module[1:]
+    elif args.script is None:
+        raise UsageError("run needs a SCRIPT (or -m MODULE): torchpact run train.py ARGS...")
+
     if args.sample_first < 0 or args.sample_every < 1:
         raise UsageError("--sample-first must be >= 0 and --sample-every >= 1")
     sampler = Sampler(args.sample_first, args.sample_every)
+    if args.format in DOCUMENT_FORMATS and not args.output:
+        # The script's stdout is the user's: a document on the same stream would not parse.
+        raise UsageError(f"run --format {args.format} needs --output FILE: stdout belongs to the script, whose "
+                         "own output would corrupt the report (text and github reports may go to stdout)")
     for path in (args.output, args.html):  # before the script runs: not after hours of training
         check_writable(path)
     watchers: list[Any] | None = _split(args.watchers) or None
@@ -389,16 +417,18 @@ def cmd_run(args: argparse.Namespace) -> int:
             outcome = run_distributed(args.script, args.args, nproc=args.nproc, nnodes=args.nnodes,
                                       node_rank=args.node_rank, rdzv_endpoint=args.rdzv_endpoint,
                                       watchers=_split(args.watchers) or None, sampler=sampler,
-                                      quiet=args.quiet)
+                                      quiet=args.quiet, module=module)
+        elif supervised and supervise.available():
+            outcome = supervise.run_supervised(args.script, args.args, watchers=watchers, sampler=sampler,
+                                               live=not args.quiet, module=module)
         else:
-            outcome = run_script(args.script, args.args, watchers=watchers, sampler=sampler, live=not args.quiet)
+            outcome = run_script(args.script, args.args, watchers=watchers, sampler=sampler, live=not args.quiet,
+                                 module=module)
     except LaunchError as exc:
         raise UsageError(str(exc)) from None
-    import torch
-
     meta: dict[str, Any] = {
-        "command": "run " + " ".join([args.script, *args.args]),
-        "torch": torch.__version__,
+        "command": "run " + " ".join([*(["-m"] if module else []), args.script, *args.args]),
+        "torch": outcome.torch or installed_torch_version(),  # this process may never have imported torch
         "summary": outcome.summary(),
         "color": args.format == "text" and not args.output and use_color_stdout(),
     }
@@ -423,6 +453,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if not write_report(args.output, render(args.format, outcome.findings, meta)):
             sys.stdout.write(render("text", outcome.findings, {**meta, "footer": footer, "color": False}))
     else:
+        if args.format == "github":
+            sys.stdout.write("\n")  # each annotation on a line of its own, whatever the script printed last
         emit(render(args.format, outcome.findings, meta), None)
     return code
 

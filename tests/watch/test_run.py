@@ -65,12 +65,12 @@ def _plain_and_watched(tmp_path, source: str) -> tuple[dict, dict, dict]:
     script.write_text(source)
     plain = tmp_path / "plain.pt"
     subprocess.run([sys.executable, str(script), str(plain)], check=True, timeout=120)
-    watched = tmp_path / "watched.pt"
+    watched, report = tmp_path / "watched.pt", tmp_path / "report.json"
     out = subprocess.run([sys.executable, "-m", "torchpact", "run", "--quiet", "--sample-every", "1",
-                          "--format", "json", str(script), str(watched)],
+                          "--format", "json", "--output", str(report), str(script), str(watched)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    return torch.load(plain), torch.load(watched), json.loads(out.stdout)
+    return torch.load(plain), torch.load(watched), json.loads(report.read_text())
 
 
 def test_training_is_bit_identical_under_watchers(tmp_path):
