@@ -60,6 +60,24 @@ def test_init_without_underscore_warns_and_fills_like_the_underscore_version():
     assert torch.equal(a, b)
 
 
+@pytest.mark.proves("TP414")
+def test_a_reference_to_a_deprecated_function_warns_only_when_called():
+    # Looking the name up, keeping it in a dict, or saving it to patch nn.init and restore it runs
+    # nothing; only the call warns.
+    saved, text = warned(lambda: {"normal": nn.init.normal, "orig": nn.init.uniform})
+    assert text == ""
+    nn.init.uniform = lambda tensor, *args, **kwargs: tensor
+    try:
+        _, text = warned(lambda: nn.init.uniform(torch.empty(3)))
+        assert text == ""  # the patch runs, not the deprecated function
+    finally:
+        nn.init.uniform = saved["orig"]
+    _, text = warned(lambda: saved["normal"](torch.empty(3)), FutureWarning)
+    assert "nn.init.normal` is now deprecated" in text
+    # "fixing" the saved original to the underscore name would restore another function
+    assert nn.init.uniform is saved["orig"] and saved["orig"] is not nn.init.uniform_
+
+
 @pytest.mark.proves("TP415")
 def test_clip_grad_norm_without_underscore_warns_and_clips_the_same():
     def grads():
