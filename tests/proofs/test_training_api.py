@@ -3,6 +3,8 @@ names, with real torch training steps."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -115,6 +117,32 @@ def test_tensor_methods_as_statements_leave_the_tensor_unchanged():
     m = nn.Linear(2, 2)
     m.to(torch.float64)  # modules, by contrast, convert in place
     assert m.weight.dtype == torch.float64
+
+
+@pytest.mark.proves("TP417")
+def test_objects_that_are_not_tensors_convert_in_place(tmp_path):
+    # What torch.load / torch.jit.load / quantize_dynamic return may be a whole module, whose .to()
+    # and .half() convert it in place; a numpy array's .fill() fills it in place.
+    import numpy as np
+
+    torch.save(nn.Linear(2, 2), tmp_path / "whole.pt")
+    whole = torch.load(tmp_path / "whole.pt", weights_only=False)
+    whole.double()
+    assert isinstance(whole, nn.Module) and whole.weight.dtype == torch.float64
+    scripted_path = tmp_path / "scripted.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.save(torch.jit.script(nn.Linear(2, 2)), scripted_path)
+    scripted = torch.jit.load(scripted_path)
+    scripted.double()
+    assert scripted.weight.dtype == torch.float64
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # quantize_dynamic's own deprecation notes
+        quantized = torch.quantization.quantize_dynamic(nn.Sequential(nn.Linear(2, 2)), {nn.Linear})
+    assert quantized.to("cpu") is quantized
+    grid = np.empty(4)
+    grid.fill(0.5)
+    assert grid.tolist() == [0.5] * 4
 
 
 @pytest.mark.proves("TP458")
