@@ -4,7 +4,7 @@ import ast
 from typing import Iterator
 
 from torchpact.findings import Category, Severity
-from torchpact.lint.context import FileContext, is_const, keyword
+from torchpact.lint.context import MODULE, FileContext, is_const, keyword
 from torchpact.lint.rule import Hit, Invalid, Rule
 
 _CUDAGRAPH_MODES = {"reduce-overhead", "max-autotune"}
@@ -17,7 +17,9 @@ class CudagraphCompileMode(Rule):
     Flags `torch.compile(...)` and `module.compile(...)` with `mode="reduce-overhead"` or
     `mode="max-autotune"`, and `options={"triton.cudagraphs": True}`. Advice only: CUDA graphs are
     often what these modes are chosen for; `"max-autotune-no-cudagraphs"` and the default mode are
-    not flagged.
+    not flagged. `x.compile(...)` is `nn.Module.compile` (which calls `torch.compile` on the module)
+    only when `x` is known to be a module; another object's `compile` method (a project's trainer,
+    another framework's model) is not flagged.
 
     ## Why is this bad?
     On torch 2.13 both modes set `triton.cudagraphs=True` (`torch._inductor.list_mode_options`;
@@ -64,6 +66,14 @@ def build(model, mode):
     return torch.compile(model, mode=mode)           # chosen by the caller
 opts = torch.compile(model, options={"triton.cudagraphs": False, "max_autotune": True})
 """,
+        """
+import torch
+
+class Pipeline:
+    def prepare(self, engine):
+        engine.compile(mode="max-autotune")
+        self.runner.compile(mode="reduce-overhead")
+""",
     ]
     invalid = [
         """
@@ -87,7 +97,8 @@ class Trainer:
         qn = ctx.call_name(node)
         if qn != "torch.compile" and not (
                 qn is None and isinstance(node.func, ast.Attribute) and node.func.attr == "compile"
-                and ctx.imports_torch and (keyword(node, "mode") is not None or keyword(node, "options") is not None)):
+                and MODULE in ctx.kinds(node.func.value)
+                and (keyword(node, "mode") is not None or keyword(node, "options") is not None)):
             return
         mode = keyword(node, "mode")
         if isinstance(mode, ast.Constant) and mode.value in _CUDAGRAPH_MODES:
