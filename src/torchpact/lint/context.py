@@ -70,6 +70,20 @@ FUNCTIONAL_LOSSES = {
     "multi_margin_loss", "soft_margin_loss", "triplet_margin_loss",
     "triplet_margin_with_distance_loss",
 }
+# nn modules without parameters (default arguments): their output is attached to a graph only when
+# their input is (tests/proofs/test_autograd.py builds each one).
+PARAMETER_FREE_MODULES = frozenset(f"torch.nn.{name}" for name in (
+    "ReLU", "ReLU6", "LeakyReLU", "RReLU", "ELU", "CELU", "SELU", "GELU", "SiLU", "Mish", "GLU", "Sigmoid",
+    "Tanh", "Softmax", "Softmax2d", "Softmin", "LogSoftmax", "LogSigmoid", "Softplus", "Softsign",
+    "Softshrink", "Hardshrink", "Hardtanh", "Hardswish", "Hardsigmoid", "Tanhshrink", "Threshold",
+    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+    "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "LPPool1d", "LPPool2d",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+    "AdaptiveMaxPool3d", "Flatten", "Unflatten", "Identity", "Upsample", "UpsamplingNearest2d",
+    "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d",
+    "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
+    "CosineSimilarity", "PairwiseDistance", "Fold", "Unfold", "LocalResponseNorm",
+))
 # Methods that return a tensor still attached to the graph of their receiver.
 GRAPH_PRESERVING_METHODS = {
     "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "mean", "sum", "view", "reshape",
@@ -671,8 +685,17 @@ class FileContext:
         if LOSS_FN in callee:
             return frozenset({LOSS, GRAPH, TENSOR})
         if MODULE in callee:
+            if self._parameter_free(func) and not any(
+                    self.kinds(a, hints) & {GRAPH, GRAD_LEAF} for a in [*call.args, *(k.value for k in call.keywords)]):
+                return frozenset({OUTPUT, TENSOR})  # no parameter, no attached input: no graph
             return frozenset({OUTPUT, GRAPH, TENSOR})
         return frozenset()
+
+    def _parameter_free(self, module: ast.AST) -> bool:
+        """Whether every value ``module`` may hold is one of PARAMETER_FREE_MODULES, built here."""
+        values = [module] if isinstance(module, ast.Call) else [v for _, v in self.bindings(module)]
+        return bool(values) and all(isinstance(v, ast.Call) and self.call_name(v) in PARAMETER_FREE_MODULES
+                                    for v in values)
 
     def backward_names(self, scope: ast.AST) -> frozenset[str]:
         """Names on which ``.backward()`` is called (directly or via ``scaler.scale(x)``) in ``scope``."""

@@ -28,7 +28,10 @@ class GraphKeptInContainer(Rule):
     boundary), empties or trims it (`buf.clear()`, `buf.pop(0)`, `del buf[:]`, `buf[:] = []`), or
     calls a helper of this file that does (a method that resets `self.buf`, a function given `buf`
     that clears it, one that re-binds it `global`); it then holds the graphs of the iterations
-    between two resets, which the loop controls. Such containers, bounded `deque(maxlen=...)`s, containers whose contents are later back-propagated in the same
+    between two resets, which the loop controls. A value carries a graph when it was computed with
+    gradients on from something attached: a module call's output is attached when the module has
+    parameters or its input is attached, so a parameter-free module (pooling, an activation,
+    `Dropout`) applied to the batch itself stores no graph. Such containers, bounded `deque(maxlen=...)`s, containers whose contents are later back-propagated in the same
     function (`torch.stack(losses).sum().backward()`), and containers the function creates and
     returns (`return sum(losses)`: they live for one call, and the caller back-propagates them) are
     not flagged.
@@ -211,6 +214,20 @@ for epoch_step, (u, v) in enumerate(pairs):
     snapshots[epoch_step] = y
     if epoch_step % 10 == 0:
         rotate()
+""",
+        """
+import torch
+from torch import nn
+def fit(net, loader, opt, crit):
+    shrink = nn.AdaptiveAvgPool2d(1)
+    thumbnails = []
+    for images, labels in loader:
+        loss = crit(net(images), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        thumbnails.append(shrink(images))
+    return len(thumbnails)
 """,
     ]
     invalid = [
@@ -410,6 +427,37 @@ def fit(net, source, opt):
             summary = scores[:]
 """,
         ),
+        Invalid("""
+import torch
+from torch import nn
+def fit(loader, opt, crit):
+    backbone = nn.Conv2d(3, 8, 3)
+    shrink = nn.AdaptiveAvgPool2d(1)
+    pooled = []
+    for images, labels in loader:
+        feats = backbone(images)
+        loss = crit(feats.mean((2, 3)), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        pooled.append(shrink(feats))
+    print(len(pooled))
+""", fixed="""
+import torch
+from torch import nn
+def fit(loader, opt, crit):
+    backbone = nn.Conv2d(3, 8, 3)
+    shrink = nn.AdaptiveAvgPool2d(1)
+    pooled = []
+    for images, labels in loader:
+        feats = backbone(images)
+        loss = crit(feats.mean((2, 3)), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        pooled.append(shrink(feats).detach())
+    print(len(pooled))
+"""),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
