@@ -80,6 +80,25 @@ def test_a_reference_to_a_deprecated_function_warns_only_when_called():
     assert nn.init.uniform is saved["orig"] and saved["orig"] is not nn.init.uniform_
 
 
+@pytest.mark.proves("TP414")
+def test_code_python_never_evaluates_does_not_warn():
+    # Postponed annotations, a local variable's annotation and a TYPE_CHECKING block hold deprecated
+    # calls that never run; the same call in an evaluated parameter annotation warns at def time.
+    never = [
+        "from __future__ import annotations\nfrom torch import nn\nimport torch\n"
+        "def f(w: nn.init.normal(torch.empty(1))): pass\n",
+        "from torch import nn\nimport torch\ndef f():\n    w: nn.init.normal(torch.empty(1)) = 0\nf()\n",
+        "from typing import TYPE_CHECKING\nfrom torch import nn\nimport torch\n"
+        "if TYPE_CHECKING:\n    nn.init.normal(torch.empty(1))\n",
+    ]
+    for code in never:
+        _, text = warned(lambda: exec(compile(code, "<case>", "exec", dont_inherit=True), {}))
+        assert text == "", code
+    evaluated = "from torch import nn\nimport torch\ndef f(w: nn.init.normal(torch.empty(1))): pass\n"
+    _, text = warned(lambda: exec(compile(evaluated, "<case>", "exec", dont_inherit=True), {}), FutureWarning)
+    assert "nn.init.normal` is now deprecated" in text
+
+
 @pytest.mark.proves("TP415")
 def test_clip_grad_norm_without_underscore_warns_and_clips_the_same():
     def grads():
@@ -133,7 +152,7 @@ def test_objects_that_are_not_tensors_convert_in_place(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         torch.jit.save(torch.jit.script(nn.Linear(2, 2)), scripted_path)
-    scripted = torch.jit.load(scripted_path)
+        scripted = torch.jit.load(scripted_path)
     scripted.double()
     assert scripted.weight.dtype == torch.float64
     with warnings.catch_warnings():

@@ -7,7 +7,9 @@ called (``torch.cuda.amp.autocast(...)``, ``amp.GradScaler()``), applied as a de
 (``@torch.cuda.amp.custom_fwd``), subclassed (the subclass's construction runs it), or handed to
 ``functools.partial``. A reference that is not called (kept in a dict, saved to patch ``torch.x``
 and restore it, an ``isinstance`` test, an annotation) runs nothing and is not flagged, nor is an
-assignment to the name. A rule about a private name (``references_count``) flags every reference:
+assignment to the name. Code Python never evaluates (under ``if TYPE_CHECKING:``, annotations under ``from __future__ import
+annotations``, a local variable's annotation) is never a use. A rule about a private name
+(``references_count``) flags every reference:
 the name itself may vanish. An import (``from torch.cuda.amp import autocast``) is flagged when the
 file runs the imported name, or does not use it at all (a re-export); bare uses of a name imported
 that way are not flagged a second time. The autofix renames the written name when the replacement can be
@@ -40,8 +42,10 @@ _CALL_RULE = (
     "up. A use is a call, a decorator, a base class (constructing the subclass runs it), a "
     "`functools.partial` of it, or a name bound to it that the file calls. A reference that is not "
     "called — kept in a dict, saved to patch `torch.x` and restore it, an `isinstance` test, an "
-    "annotation — and an assignment to the name are not flagged. An import is flagged when the file "
-    "runs the imported name or does not use it at all (a re-export).")
+    "annotation — and an assignment to the name are not flagged. Nor is code Python never evaluates: "
+    "imports and statements under `if TYPE_CHECKING:`, annotations under `from __future__ import "
+    "annotations`, string annotations, annotations of a function's local variables. An import is "
+    "flagged when the file runs the imported name or does not use it at all (a re-export).")
 _REFERENCE_RULE = (
     "What counts as a use: every reference to the name, called or not (kept in a dict, passed on, "
     "imported), since the name itself may vanish; an assignment to it is not flagged.")
@@ -89,6 +93,8 @@ class ApiUse(Rule):
         parent = ctx.parent(node)
         if isinstance(parent, ast.Attribute) and parent.value is node:
             return  # part of a longer dotted name; that one is judged
+        if never_runs(node, ctx):
+            return
         how = runs(node, ctx) if isinstance(node.ctx, ast.Load) else None
         if how is None and not (self.references_count and isinstance(node.ctx, ast.Load)):
             return  # ``torch.x = patched``, ``saved = torch.x``: nothing of the old API runs here
@@ -109,7 +115,7 @@ class ApiUse(Rule):
         yield self.hit(node, subject=qn, message=self.describe(qn), fix_hint=self.hint(qn), edits=edits)
 
     def _check_import(self, node: ast.ImportFrom, ctx: FileContext) -> Iterator[Hit]:
-        if node.module is None or node.level:
+        if node.module is None or node.level or never_runs(node, ctx):
             return
         found = [(a, canonical(f"{node.module}.{a.name}")) for a in node.names]
         found = [(a, qn) for a, qn in found if qn in self.names]
@@ -199,8 +205,37 @@ def runs(node: ast.expr, ctx: FileContext, follow: bool = True) -> str | None:
 
 def _uses(name: str, ctx: FileContext, follow: bool = True) -> list[str | None]:
     """For each read of the bare ``name`` in the file: how it runs the object (see ``runs``)."""
-    return [runs(n, ctx, follow) for n in ctx.nodes(ast.Name)  # type: ignore[arg-type]
+    return [None if never_runs(n, ctx) else runs(n, ctx, follow) for n in ctx.nodes(ast.Name)  # type: ignore[arg-type]
             if n.id == name and isinstance(n.ctx, ast.Load)]  # type: ignore[attr-defined]
+
+
+def never_runs(node: ast.AST, ctx: FileContext) -> bool:
+    """Whether Python never evaluates ``node``: it sits under ``if TYPE_CHECKING:``, or in an annotation
+    that is not evaluated (every annotation under ``from __future__ import annotations``, and those of
+    local variables in a function body)."""
+    deferred = _postponed_annotations(ctx)
+    child: ast.AST = node
+    for anc in ctx.ancestors(node):
+        if isinstance(anc, ast.If) and child in anc.body and _is_type_checking(anc.test, ctx):
+            return True
+        if child is getattr(anc, "annotation", None) or child is getattr(anc, "returns", None):
+            if deferred or (isinstance(anc, ast.AnnAssign) and ctx.enclosing_function(anc) is not None):
+                return True
+        child = anc
+    return False
+
+
+def _is_type_checking(test: ast.expr, ctx: FileContext) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or ctx.resolve(test) == "typing.TYPE_CHECKING"
+
+
+def _postponed_annotations(ctx: FileContext) -> bool:
+    found = ctx.memo.get("postponed_annotations")
+    if found is None:
+        found = ctx.memo["postponed_annotations"] = any(
+            node.module == "__future__" and any(a.name == "annotations" for a in node.names)
+            for node in ctx.tree.body if isinstance(node, ast.ImportFrom))
+    return found  # type: ignore[return-value]
 
 
 def compat_fallback(node: ast.AST, ctx: FileContext) -> bool:

@@ -39,6 +39,22 @@ nn.init.xavier_uniform_(layer.weight)
 nn.init.zeros_(layer.bias)
 """,
         """
+from __future__ import annotations
+from typing import Annotated
+import torch
+from torch import nn
+def reset(weight: Annotated[torch.Tensor, nn.init.normal(torch.empty(1))]) -> None:
+    nn.init.normal_(weight)
+""",
+        """
+from typing import Annotated
+import torch
+from torch import nn
+def reset(weight):
+    filled: Annotated[torch.Tensor, nn.init.uniform(torch.empty(1))] = nn.init.uniform_(weight)
+    return filled
+""",
+        """
 import torch.nn as nn
 _saved_normal = nn.init.normal
 
@@ -87,6 +103,19 @@ small_uniform = functools.partial(nn.init.uniform, a=-0.01, b=0.01)
 import functools
 from torch import nn
 small_uniform = functools.partial(nn.init.uniform_, a=-0.01, b=0.01)
+"""),
+        Invalid("""
+from typing import Annotated
+import torch
+from torch import nn
+def reset(weight: Annotated[torch.Tensor, nn.init.normal(torch.empty(1))]) -> None:
+    nn.init.normal_(weight)
+""", fixed="""
+from typing import Annotated
+import torch
+from torch import nn
+def reset(weight: Annotated[torch.Tensor, nn.init.normal_(torch.empty(1))]) -> None:
+    nn.init.normal_(weight)
 """),
         Invalid("""
 from torch.nn.init import orthogonal

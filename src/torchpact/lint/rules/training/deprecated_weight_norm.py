@@ -42,8 +42,24 @@ def apply_weight_norm(layer):
     if hasattr(nn.utils.parametrizations, "weight_norm"):
         weight_norm = nn.utils.parametrizations.weight_norm
     weight_norm(layer)
+""", """
+from __future__ import annotations
+import typing
+import torch
+if typing.TYPE_CHECKING:
+    from torch.nn.utils import weight_norm
+
+def describe(wrapper: weight_norm) -> str:
+    return wrapper.__name__
 """]
     invalid = ["""
 from torch import nn
 conv = nn.utils.weight_norm(nn.Conv1d(16, 16, 3))
+""", """
+import typing
+import torch
+if typing.TYPE_CHECKING:
+    from torch.nn.utils import weight_norm
+import torch.nn.utils as nn_utils
+conv = nn_utils.weight_norm(torch.nn.Conv1d(4, 4, 3))
 """]
