@@ -214,6 +214,33 @@ def test_optimizer_recreated_each_step_loses_adam_state():
     assert kept != pytest.approx(recreated)
 
 
+@pytest.mark.proves("TP460")
+def test_plain_sgd_keeps_no_state_so_recreating_it_changes_nothing():
+    def train(make, recreate):
+        torch.manual_seed(0)
+        net = nn.Linear(4, 1)
+        data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(5)]
+        opt = make(net.parameters())
+        for x, y in data:
+            if recreate:
+                opt = make(net.parameters())
+            opt.zero_grad()
+            F.mse_loss(net(x), y).backward()
+            opt.step()
+        return [p.detach().clone() for p in net.parameters()], opt
+
+    for make in (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: torch.optim.SGD(ps, 0.1, 0, weight_decay=0.01)):
+        fresh, opt = train(make, True)
+        kept, _ = train(make, False)
+        assert all(torch.equal(a, b) for a, b in zip(fresh, kept))  # bit for bit
+        assert len(opt.state) == 0  # nothing to lose
+    with_momentum = lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)  # noqa: E731
+    fresh, _ = train(with_momentum, True)
+    kept, opt = train(with_momentum, False)
+    assert not all(torch.equal(a, b) for a, b in zip(fresh, kept))
+    assert all("momentum_buffer" in state for state in opt.state.values())
+
+
 @pytest.mark.proves("TP420")
 def test_scheduler_stepped_first_skips_the_first_learning_rate():
     factors = [1.0, 0.5, 0.25, 0.125]
