@@ -112,7 +112,8 @@ class ApiUse(Rule):
             text = self.renamed(node, ctx, qn)
             if text is not None:
                 edits = [ctx.locator.replace(node, text)]
-        yield self.hit(node, subject=qn, message=self.describe(qn), fix_hint=self.hint(qn), edits=edits)
+        message = self.describe_call(parent, ctx, qn) if isinstance(parent, ast.Call) and parent.func is node else None
+        yield self.hit(node, subject=qn, message=message or self.describe(qn), fix_hint=self.hint(qn), edits=edits)
 
     def _check_import(self, node: ast.ImportFrom, ctx: FileContext) -> Iterator[Hit]:
         if node.module is None or node.level or never_runs(node, ctx):
@@ -158,6 +159,10 @@ class ApiUse(Rule):
 
     def describe(self, qn: str) -> str | None:
         """The finding's message for a use of ``qn``; None keeps the rule's ``message``."""
+        return None
+
+    def describe_call(self, call: ast.Call, ctx: FileContext, qn: str) -> str | None:
+        """The message for this call of ``qn``, where its arguments change what is true; None: ``describe``."""
         return None
 
     def hint(self, qn: str) -> str | None:
