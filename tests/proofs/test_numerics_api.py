@@ -142,6 +142,20 @@ def test_exp_minus_one_of_small_x_cancels_where_expm1_is_exact():
     assert torch.allclose(torch.exp(y) - 1, torch.expm1(y), atol=1e-6)
 
 
+@pytest.mark.proves("TP319", "TP320")
+def test_whole_numbers_do_not_round_in_one_plus_x_or_cancel_in_exp_minus_one():
+    whole = torch.arange(0, 2000, dtype=torch.float32)
+    assert torch.equal((1 + whole) - 1, whole)  # 1 + x is exact: log(1 + x) has nothing to lose
+    assert torch.allclose(torch.log(1 + whole), torch.log1p(whole), rtol=1e-6, atol=0)
+    counts = torch.randint(0, 50, (100,))
+    assert torch.allclose(torch.log(1 + counts), torch.log1p(counts), rtol=1e-6, atol=0)
+    assert torch.allclose(torch.log(1 + torch.floor(whole / 7)), torch.log1p(torch.floor(whole / 7)), rtol=1e-6)
+    steps = torch.arange(-20, 21, dtype=torch.float32)  # |x| is 0 or at least 1: no cancellation
+    assert torch.allclose(torch.exp(steps) - 1, torch.expm1(steps), rtol=1e-6, atol=1e-7)
+    tiny = torch.tensor([1e-10])  # the fraction the rules are about, for contrast
+    assert (torch.log(1 + tiny) == 0).all() and (torch.exp(tiny) - 1 == 0).all()
+
+
 @pytest.mark.proves("TP321")
 def test_cuda_amp_custom_fwd_and_bwd_warn_and_amp_versions_work_on_cpu():
     _, text = warned(lambda: torch.cuda.amp.custom_fwd(lambda ctx, x: x), FutureWarning)
