@@ -30,7 +30,11 @@ class LoadWithoutWeightsOnly(Rule):
     floor the file's closest project declares (e.g. `"torch>=2.1"` in `[project] dependencies`,
     `setup.cfg`, `setup.py`'s `install_requires` or `requirements*.txt`), or that of the file's own inline
     script metadata (a PEP 723 `# /// script` block). With none of these the code is assumed to run
-    on the installed torch (2.13) and the rule is silent. Calls passing
+    on the installed torch (2.13) and the rule is silent. Only a lower bound or a pin of the
+    distribution `torch` itself states a floor (`>=`, `>`, `==`, `~=`; not `torch-audiomentations>=0.12`
+    nor `torch_geometric`): an unpinned `torch` (or `torch<3`) lets the installer take the newest
+    torch, so it is read as the installed torch, not as a floor of 0.0, and the closest project that
+    names torch decides even then (an outer folder's floor does not apply to it). Calls passing
     `pickle_module` or `**kwargs` are left to TP951 / not judged. Not flagged either: loads in test
     modules (`test_*.py`, `tests/`: they read fixtures the repository itself ships or writes, and a
     malicious file there would already be malicious code there), a load of a file the same code has
