@@ -6,6 +6,7 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, is_const, keyword
 from torchpact.lint.rule import Hit, Invalid, Rule, last_names
+from torchpact.lint.rules.security._sources import downloaded
 
 TORCH_LOAD = {"torch.load", "torch.serialization.load"}
 LOAD_FROM_URL = {"torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url"}
@@ -18,7 +19,9 @@ class LoadWithFullPickle(Rule):
     Flags `torch.load(..., weights_only=False)` (unless the same function has just written that file
     with `torch.save`, directly, through `with open(path, "wb")` or through a helper of the file),
     as an `info`: spelled out, full unpickling is a decision, and the finding is a reminder to keep
-    it for trusted files; `torch.load(..., pickle_module=...)` without
+    it for trusted files — but as a `warning` where the same code fetched the file from the network
+    (its path or bytes come from `hf_hub_download`, `cached_path`, `urlretrieve`, `requests.get`,
+    a URL, or `download_url_to_file`'s destination; in a test module as anywhere else); `torch.load(..., pickle_module=...)` without
     `weights_only`, whose default is then `False` (with `weights_only=True` as well, torch raises
     "Can not safely load weights when explicit pickle_module is specified"); and `torch.hub.load_state_dict_from_url(...)`
     (also `torch.utils.model_zoo.load_url`) unless it passes `weights_only=True`: on torch 2.13
@@ -112,6 +115,19 @@ def restore(path):
 import torch.hub
 state_dict = torch.hub.load_state_dict_from_url("https://example.com/resnet.pth", progress=False)
 """,
+        """
+import torch
+from huggingface_hub import hf_hub_download
+def fetch(repo):
+    path = hf_hub_download(repo, "training_args.bin")
+    return torch.load(path, weights_only=False)
+""",
+        """
+import torch
+def fetch(url, dst):
+    torch.hub.download_url_to_file(url, dst)
+    return torch.load(dst, map_location="cpu", weights_only=False)
+""",
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -127,6 +143,11 @@ state_dict = torch.hub.load_state_dict_from_url("https://example.com/resnet.pth"
         shown = ctx.locator.source(node.func)
         if weights_only is not None:
             if is_const(weights_only, False) and not round_trip(node, ctx):
+                if downloaded(node, ctx):
+                    yield self.hit(node, subject=shown, message=(
+                        "a file this code downloads is fully unpickled (`weights_only=False`): whoever "
+                        "serves it runs arbitrary code the moment it is loaded"))
+                    return
                 # spelled out, full unpickling is a decision: a reminder, not a likely mistake
                 yield self.hit(node, subject=shown, severity=Severity.INFO)
             return
