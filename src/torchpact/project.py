@@ -27,7 +27,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 # The distribution ``torch`` itself: not ``torch-audiomentations``, ``torch_geometric`` or ``torchvision``
 # (PEP 508 names continue with letters, digits, ``-``, ``_`` or ``.``; PEP 503 compares them case-blind).
-_TORCH = re.compile(r"\s*torch(?![A-Za-z0-9._-])\s*(\[[^\]]*\])?\s*(.*)$", re.I)
+_TORCH = re.compile(r"\s*torch(?![A-Za-z0-9._-])\s*(\[[^\]]*\])?\s*(.*)$", re.IGNORECASE)
 
 
 def parse_version(text: str) -> tuple[int, int] | None:

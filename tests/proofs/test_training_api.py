@@ -85,17 +85,21 @@ def test_code_python_never_evaluates_does_not_warn():
     # Postponed annotations, a local variable's annotation and a TYPE_CHECKING block hold deprecated
     # calls that never run; the same call in an evaluated parameter annotation warns at def time.
     never = [
-        "from __future__ import annotations\nfrom torch import nn\nimport torch\n"
-        "def f(w: nn.init.normal(torch.empty(1))): pass\n",
+        ("from __future__ import annotations\nfrom torch import nn\nimport torch\n"
+         "def f(w: nn.init.normal(torch.empty(1))): pass\n"),
         "from torch import nn\nimport torch\ndef f():\n    w: nn.init.normal(torch.empty(1)) = 0\nf()\n",
-        "from typing import TYPE_CHECKING\nfrom torch import nn\nimport torch\n"
-        "if TYPE_CHECKING:\n    nn.init.normal(torch.empty(1))\n",
+        ("from typing import TYPE_CHECKING\nfrom torch import nn\nimport torch\n"
+         "if TYPE_CHECKING:\n    nn.init.normal(torch.empty(1))\n"),
     ]
+
+    def run(code):
+        exec(compile(code, "<case>", "exec", dont_inherit=True), {})  # noqa: S102 - the test's own code
+
     for code in never:
-        _, text = warned(lambda: exec(compile(code, "<case>", "exec", dont_inherit=True), {}))
+        _, text = warned(lambda code=code: run(code))
         assert text == "", code
     evaluated = "from torch import nn\nimport torch\ndef f(w: nn.init.normal(torch.empty(1))): pass\n"
-    _, text = warned(lambda: exec(compile(evaluated, "<case>", "exec", dont_inherit=True), {}), FutureWarning)
+    _, text = warned(lambda: run(evaluated), FutureWarning)
     assert "nn.init.normal` is now deprecated" in text
 
 
@@ -234,7 +238,9 @@ def test_plain_sgd_keeps_no_state_so_recreating_it_changes_nothing():
         kept, _ = train(make, False)
         assert all(torch.equal(a, b) for a, b in zip(fresh, kept))  # bit for bit
         assert len(opt.state) == 0  # nothing to lose
-    with_momentum = lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9)  # noqa: E731
+    def with_momentum(ps):
+        return torch.optim.SGD(ps, lr=0.1, momentum=0.9)
+
     fresh, _ = train(with_momentum, True)
     kept, opt = train(with_momentum, False)
     assert not all(torch.equal(a, b) for a, b in zip(fresh, kept))

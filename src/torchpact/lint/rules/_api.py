@@ -4,19 +4,21 @@ Such a rule lists the qualified names it is about (``names``: old name -> drop-i
 None where the replacement is not a rename). torch warns (or raises) when a deprecated or removed
 function runs, not when its name is looked up, so a use is flagged only where it runs the object:
 called (``torch.cuda.amp.autocast(...)``, ``amp.GradScaler()``), applied as a decorator
-(``@torch.cuda.amp.custom_fwd``), subclassed (the subclass's construction runs it), or handed to
-``functools.partial``. A reference that is not called (kept in a dict, saved to patch ``torch.x``
-and restore it, an ``isinstance`` test, an annotation) runs nothing and is not flagged, nor is an
-assignment to the name. Code Python never evaluates (under ``if TYPE_CHECKING:``, annotations under ``from __future__ import
-annotations``, a local variable's annotation) is never a use. A rule about a private name
-(``references_count``) flags every reference:
+(``@torch.cuda.amp.custom_fwd``), subclassed (the subclass's construction runs it), handed to
+``functools.partial``, or bound to a name the file calls. A reference that is not called (kept in a
+dict, saved to patch ``torch.x`` and restore it, an ``isinstance`` test, an annotation) runs
+nothing and is not flagged, nor is an assignment to the name, nor code Python never evaluates
+(under ``if TYPE_CHECKING:``, annotations under ``from __future__ import annotations``, a local
+variable's annotation). A rule about a private name (``references_count``) flags every reference:
 the name itself may vanish. An import (``from torch.cuda.amp import autocast``) is flagged when the
 file runs the imported name, or does not use it at all (a re-export); bare uses of a name imported
-that way are not flagged a second time. The autofix renames the written name when the replacement can be
-spelled from the same import (``torch.ger`` -> ``torch.outer``), rewrites an import whose names all
-have drop-in replacements in one module, and a rule may build a call-level fix (``fix_call``) where
-the arguments change too. An import is rewritten only when every use of its name runs it: renaming a
-name that is also kept as a reference would change what that reference holds (what a patch restores).
+that way are not flagged a second time.
+
+The autofix renames the written name where it is called and the replacement can be spelled from
+the same import (``torch.ger`` -> ``torch.outer``), rewrites an import whose names all have drop-in
+replacements in one module when every use of those names is a call, and a rule may build a
+call-level fix (``fix_call``) where the arguments change too. Renaming a name that is also kept as a
+reference would change what that reference holds (what a patch restores), so no fix is offered there.
 """
 
 from __future__ import annotations
@@ -223,9 +225,9 @@ def never_runs(node: ast.AST, ctx: FileContext) -> bool:
     for anc in ctx.ancestors(node):
         if isinstance(anc, ast.If) and child in anc.body and _is_type_checking(anc.test, ctx):
             return True
-        if child is getattr(anc, "annotation", None) or child is getattr(anc, "returns", None):
-            if deferred or (isinstance(anc, ast.AnnAssign) and ctx.enclosing_function(anc) is not None):
-                return True
+        annotation = child is getattr(anc, "annotation", None) or child is getattr(anc, "returns", None)
+        if annotation and (deferred or (isinstance(anc, ast.AnnAssign) and ctx.enclosing_function(anc) is not None)):
+            return True
         child = anc
     return False
 

@@ -22,8 +22,9 @@ class GraphAccumulatedAcrossIterations(Rule):
     without the graph (`running = 0`, `running = torch.zeros(())`, `running = running.detach()`),
     deleted (`del running`), or re-bound by a helper the loop calls (a function that declares it
     `global`). Such a total is not flagged, whether the reset runs on every iteration (`running = 0`
-    at the top of each step) or on some (at the optimizer-step boundary, `if (i + 1) % accum == 0:
-    ... running = 0`, or after logging): it holds the graphs of the iterations between two resets.
+    at the top of each step) or on some (at the optimizer-step boundary,
+    `if (i + 1) % accum == 0: ... running = 0`, or after logging): it holds the graphs of the
+    iterations between two resets.
     A total reset only by an enclosing loop (per epoch) is a bounded leak that can still be long,
     reported as `info`; one that no loop resets is an `error`.
 
@@ -452,9 +453,9 @@ def _reset_inside(name: str, loop: ast.AST, accumulation: ast.AST, ctx: FileCont
             return True
         if isinstance(other, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and other.value is not None:
             targets = other.targets if isinstance(other, ast.Assign) else [other.target]
-            if any(isinstance(t, ast.Name) and t.id == name for tg in targets for t in ast.walk(tg)):
-                if not _mentions(other.value, name) or GRAPH not in ctx.kinds(other.value):
-                    return True
+            rebound = any(isinstance(t, ast.Name) and t.id == name for tg in targets for t in ast.walk(tg))
+            if rebound and (not _mentions(other.value, name) or GRAPH not in ctx.kinds(other.value)):
+                return True
         if isinstance(other, ast.Call) and isinstance(other.func, ast.Name):
             helpers += ctx.functions.get(other.func.id, [])
     return any(_rebinds_global(fn, name) for fn in helpers)

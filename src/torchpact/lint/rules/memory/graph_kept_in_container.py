@@ -622,7 +622,7 @@ def _resets(nodes, forms: tuple[ast.AST, ...], node: ast.AST | None, rebinding: 
             targets = [t.value if isinstance(t, ast.Subscript) else t for t in other.targets]
         elif isinstance(other, ast.Call) and isinstance(other.func, ast.Attribute) and other.func.attr in _SHRINKERS:
             targets = [other.func.value]
-        mutation = isinstance(other, ast.Delete) or isinstance(other, ast.Call) or (
+        mutation = isinstance(other, (ast.Delete, ast.Call)) or (
             isinstance(other, ast.Assign) and any(_whole_slice(t) for t in other.targets))
         if not (rebinding or mutation):
             continue

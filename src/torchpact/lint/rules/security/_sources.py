@@ -36,9 +36,10 @@ def downloaded(load: ast.Call, ctx: FileContext) -> bool:
     scope = ctx.scope(load)
     body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]
     for node in ctx.walk_scope(body):
-        if isinstance(node, ast.Call) and node.lineno <= load.lineno and node is not load and _is_download(node, ctx):
-            if any(ast.dump(a) == wanted for a in [*node.args, *(k.value for k in node.keywords)]):
-                return True  # download_url_to_file(url, dst) ... torch.load(dst)
+        if not (isinstance(node, ast.Call) and node.lineno <= load.lineno and node is not load):
+            continue
+        if _is_download(node, ctx) and any(ast.dump(a) == wanted for a in [*node.args, *(k.value for k in node.keywords)]):
+            return True  # download_url_to_file(url, dst) ... torch.load(dst)
     return False
 
 
