@@ -18,8 +18,11 @@ GOLDEN = Path(__file__).parent / "golden"
 LEAKY = FIXTURES / "leaky_train.py"
 
 
-def run_cli(args, capsys):
-    code = main([str(a) for a in args])
+def run_cli(args, capsys, preview=True):
+    args = [str(a) for a in args]
+    if preview and args[:1] == ["lint"]:
+        args.insert(1, "--preview")  # these tests are about what lint reports, not about the default set
+    code = main(args)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -181,7 +184,7 @@ def test_lint_never_imports_torch(leaky):
     notebook.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "!ls\n%time x = 1\n"}]}))
     script = (
         "import sys\nfrom torchpact.cli import main\n"
-        f"code = main(['lint', {str(leaky)!r}, {str(notebook)!r}, '--format', 'json', '-o', '/dev/null', '-j', '1'])\n"
+        f"code = main(['lint', '--preview', {str(leaky)!r}, {str(notebook)!r}, '--format', 'json', '-o', '/dev/null', '-j', '1'])\n"
         "assert 'torch' not in sys.modules, 'lint imported torch'\n"
         "assert 'IPython' not in sys.modules, 'lint imported IPython: it must work without it'\n"
         "print(code)\n")
@@ -191,7 +194,7 @@ def test_lint_never_imports_torch(leaky):
 
 
 def test_console_script_and_module_entry(leaky):
-    out = subprocess.run([sys.executable, "-m", "torchpact", "lint", str(leaky), "--format", "json"],
+    out = subprocess.run([sys.executable, "-m", "torchpact", "lint", "--preview", str(leaky), "--format", "json"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and json.loads(out.stdout)["findings"][0]["code"] == "TP101"
 
@@ -388,3 +391,20 @@ def test_run_help_states_the_samplers_real_schedule_and_budget():
     text = " ".join(run.format_help().split())
     assert f"at most {default.calls} module calls plus {default.share * 100:g}% of all" in text
     assert f"each sampled step counted {default.charge} calls more" in text
+
+
+def test_the_torch_version_in_reports_is_importlib_metadata_s():
+    from importlib import metadata
+
+    from torchpact.cli import installed_torch_version
+
+    assert installed_torch_version() == metadata.version("torch")
+
+
+def test_a_pyproject_without_a_torchpact_table_is_not_parsed(tmp_path, monkeypatch, capsys):
+    # another project's file, even a broken one, is none of lint's business
+    (tmp_path / "pyproject.toml").write_text("[tool.other\nkey = = 1\n")
+    (tmp_path / "a.py").write_text("import torch\nx = torch.range(0, 3)\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(["lint", "--no-cache", "a.py"], capsys)
+    assert code == 1 and "TP313" in out

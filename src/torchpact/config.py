@@ -7,6 +7,8 @@ Keys (all optional)::
     ignore = ["TP905"]
     per-file-ignores = {"tests/*" = ["TP402"]}
     severity = {TP905 = "warning"}  # severity overrides
+    preview = true                   # also report findings whose blind precision is not yet
+                                     # measured above the bar (see torchpact.lint.preview)
     exclude = ["build/*"]            # extra paths lint skips (gitignore syntax, relative to this file)
     min-torch = "2.4"               # oldest torch the code must run on; default: what the closest
                                      # project declares (see torchpact.project), else torch 2.13
@@ -19,23 +21,16 @@ all files. Unknown keys and selectors are errors, with the closest valid name.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import fnmatch
 import os
 import re
-import sys
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torchpact.findings import Category, Finding, Severity
-from torchpact.project import declared_torch, parse_version, torch_requirement
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from torchpact.project import declared_torch, load_toml, parse_version, torch_requirement
 
 
 class ConfigError(Exception):
@@ -57,6 +52,8 @@ class Config:
     min_torch: tuple[int, int] | None = None  # stated in [tool.torchpact] or on the command line
     declared_torch: tuple[int, int] | None = None  # what the project's dependencies declare
     root: Path | None = None
+    # Report preview findings too (error/warning findings of codes not yet measured stable).
+    preview: bool = False
 
     def is_enabled(self, code: str, category: str, path: str | None = None) -> bool:
         """Whether a rule runs: selected, not ignored, not ignored for this file."""
@@ -131,11 +128,13 @@ class Codes(Collection[str]):
         return len(self._first) + len(self.rest())
 
 
-KEYS = ("select", "ignore", "per-file-ignores", "severity", "exclude", "min-torch")
+KEYS = ("select", "ignore", "per-file-ignores", "severity", "exclude", "min-torch", "preview")
 
 
 def closest(name: str, valid: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the valid name closest to a typo, or nothing."""
+    import difflib  # only for a mistake
+
     matches = difflib.get_close_matches(name, list(valid), n=10, cutoff=0.5)
     if not matches:
         return ""
@@ -168,8 +167,10 @@ def _has_section(pyproject: Path) -> bool:
         raw = pyproject.read_bytes()
     except OSError:
         return False
+    if b"torchpact" not in raw:
+        return False  # another project's file, whatever it holds: not parsed
     try:
-        tool = tomllib.loads(raw.decode("utf-8")).get("tool", {})
+        tool = load_toml(raw.decode("utf-8")).get("tool", {})
     except ValueError:
         tool = None
     if isinstance(tool, dict):
@@ -187,8 +188,8 @@ def load_config(pyproject: Path | None, codes: Collection[str] | None = None) ->
         return cfg
     cfg.root = pyproject.parent.resolve()
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        data = load_toml(pyproject.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # a TOMLDecodeError is a ValueError
         raise ConfigError(f"cannot read {pyproject}: {exc}") from None
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
@@ -237,6 +238,10 @@ def load_config(pyproject: Path | None, codes: Collection[str] | None = None) ->
         for code in cfg.severity:
             if code not in codes:
                 raise ConfigError(f"unknown code {code!r} in {where}.severity{closest(code, codes)}")
+    if "preview" in section:
+        if not isinstance(section["preview"], bool):
+            raise ConfigError(f"{pyproject}: tool.torchpact.preview must be true or false")
+        cfg.preview = section["preview"]
     if "min-torch" in section:
         cfg.min_torch = parse_version(str(section["min-torch"]))
         if cfg.min_torch is None:
@@ -252,11 +257,12 @@ class Overrides:
     select: list[str] | None = None
     ignore: list[str] = field(default_factory=list)
     min_torch: tuple[int, int] | None = None
+    preview: bool = False
 
     def apply(self, cfg: Config) -> Config:
         return dataclasses.replace(
             cfg, select=self.select if self.select else cfg.select, ignore=cfg.ignore + self.ignore,
-            min_torch=self.min_torch or cfg.min_torch)
+            min_torch=self.min_torch or cfg.min_torch, preview=self.preview or cfg.preview)
 
 
 class Settings:

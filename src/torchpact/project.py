@@ -12,18 +12,12 @@ Stdlib only: lint never imports torch, nor runs user code.
 from __future__ import annotations
 
 import ast
-import configparser
 import os
 import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 # The distribution ``torch`` itself: not ``torch-audiomentations``, ``torch_geometric`` or ``torchvision``
 # (PEP 508 names continue with letters, digits, ``-``, ``_`` or ``.``; PEP 503 compares them case-blind).
@@ -54,6 +48,16 @@ def torch_requirement(deps: Iterable[Any]) -> tuple[bool, tuple[int, int] | None
     return False, None
 
 
+def load_toml(text: str) -> dict[str, Any]:
+    """``tomllib.loads``, its module loaded by the first file that needs it (a parse error is a
+    ValueError)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    return tomllib.loads(text)
+
+
 def declared_torch(folder: Path) -> tuple[bool, tuple[int, int] | None]:
     """(whether the project in ``folder`` names torch, its floor) from the first file that names it."""
     try:
@@ -63,7 +67,7 @@ def declared_torch(folder: Path) -> tuple[bool, tuple[int, int] | None]:
     for reader in (_pyproject, _setup_cfg, _setup_py, _requirements):
         try:
             deps = reader(folder, names)
-        except (OSError, ValueError, TypeError, SyntaxError, RecursionError, MemoryError, configparser.Error):
+        except (OSError, ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
             continue  # an unreadable declaration states nothing; the rules still run
         found, floor = torch_requirement(deps)
         if found:
@@ -74,8 +78,10 @@ def declared_torch(folder: Path) -> tuple[bool, tuple[int, int] | None]:
 def _pyproject(folder: Path, names: set[str]) -> list[Any]:
     if "pyproject.toml" not in names:
         return []
-    path = folder / "pyproject.toml"
-    project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
+    text = (folder / "pyproject.toml").read_text(encoding="utf-8")
+    if "torch" not in text:
+        return []  # names no torch: not worth parsing
+    project = load_toml(text).get("project", {})
     deps = project.get("dependencies") if isinstance(project, dict) else None
     return deps if isinstance(deps, list) else []
 
@@ -83,9 +89,16 @@ def _pyproject(folder: Path, names: set[str]) -> list[Any]:
 def _setup_cfg(folder: Path, names: set[str]) -> list[str]:
     if "setup.cfg" not in names:
         return []
-    path = folder / "setup.cfg"
+    text = (folder / "setup.cfg").read_text(encoding="utf-8")
+    if "torch" not in text:
+        return []
+    import configparser
+
     parser = configparser.ConfigParser(interpolation=None)
-    parser.read_string(path.read_text(encoding="utf-8"))
+    try:
+        parser.read_string(text)
+    except configparser.Error as exc:
+        raise ValueError(str(exc)) from None
     return parser.get("options", "install_requires", fallback="").splitlines()
 
 

@@ -50,6 +50,30 @@ def test_weight_norm_warns_and_the_parametrization_renames_the_state():
     assert {"weight_g", "weight_v"} <= set(old.state_dict())
     assert {"parametrizations.weight.original0", "parametrizations.weight.original1"} <= set(new.state_dict())
 
+    # the rule's warning_category / warning_text are torch's own, and a scoped filter matches as lint
+    # assumes: by category (or a base class), or by a message regex matched at the start of the text
+    from torchpact.lint.rules.training.deprecated_weight_norm import DeprecatedWeightNorm as rule
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.nn.utils.weight_norm(nn.Linear(3, 3))
+    [w] = caught
+    assert (w.category.__name__, str(w.message)) == (rule.warning_category, rule.warning_text)
+    for install in (lambda: warnings.filterwarnings("ignore", message=r".*deprecated in favor of"),
+                    lambda: warnings.simplefilter("ignore", FutureWarning)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            install()
+            torch.nn.utils.weight_norm(nn.Linear(3, 3))
+        assert caught == []
+    for install in (lambda: warnings.filterwarnings("ignore", message="weight_norm is deprecated"),
+                    lambda: warnings.simplefilter("ignore", DeprecationWarning)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            install()
+            torch.nn.utils.weight_norm(nn.Linear(3, 3))
+        assert len(caught) == 1
+
 
 @pytest.mark.proves("TP414")
 def test_init_without_underscore_warns_and_fills_like_the_underscore_version():

@@ -89,8 +89,8 @@ def test_lint_on_a_terminal_and_under_no_color(tmp_path):
     target = tmp_path / "train.py"
     target.write_text(LEAKY.read_text())
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | {"COLUMNS": "100"}
-    tty = _under_pty(["lint", str(target)], env)
+    tty = _under_pty(["lint", "--preview", str(target)], env)
     assert ANSI.search(tty) and "memory · 1" in ANSI.sub("", tty)
-    plain = _under_pty(["lint", str(target)], env | {"NO_COLOR": "1"})
+    plain = _under_pty(["lint", "--preview", str(target)], env | {"NO_COLOR": "1"})
     assert not ANSI.search(plain)
     assert f"{target}:14:5: TP101 error" in plain and "   14 |     total += loss" in plain.replace("\r\n", "\n")

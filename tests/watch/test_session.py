@@ -376,3 +376,15 @@ def test_a_default_run_does_not_import_the_watchers_that_are_off_by_default():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert not any(f"'{name}'" in loaded for name in OFF_BY_DEFAULT)
     assert "'nonfinite'" in loaded
+
+
+def test_a_finding_carries_the_evidence_its_check_states():
+    from torchpact.findings import Evidence
+    from torchpact.watch.session import Session
+    from torchpact.watch.watchers.chance_loss import CHANCE_LOSS
+    from torchpact.watch.watchers.nonfinite import FORWARD
+
+    session = Session([])
+    inferred = session.report(CHANCE_LOSS, "loss at ln(C)")
+    observed = session.report(FORWARD, "NaN out of a finite input", subject="fc")
+    assert (inferred.evidence, observed.evidence) == (Evidence.INFERRED, Evidence.OBSERVED)

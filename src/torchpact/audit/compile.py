@@ -127,7 +127,8 @@ CUDAGRAPH_NOTE = ("reduce-overhead and max-autotune use CUDA graphs, which are r
 def _finding(check: Check, message: str, severity: Severity | None = None, path: str | None = None,
              line: int | None = None, subject: str | None = None, fix: str | None = None) -> Finding:
     return Finding(code=check.code, category=check.category, severity=severity or check.severity,
-                   message=message, path=C.short_path(path), line=line, subject=subject, fix=fix)
+                   message=message, path=C.short_path(path), line=line, subject=subject, fix=fix,
+                   evidence=check.evidence)
 
 
 @dataclass

@@ -202,7 +202,8 @@ CHECKS = (TRACE_BRANCH, TRAINING_MODE, TRACE_SHAPE, EXPORT_SPECIALISED, OUTPUT_T
 def _finding(check: Check, message: str, severity: Severity | None = None, path: str | None = None,
              line: int | None = None, subject: str | None = None, fix: str | None = None) -> Finding:
     return Finding(code=check.code, category=check.category, severity=severity or check.severity,
-                   message=message, path=C.short_path(path), line=line, subject=subject, fix=fix)
+                   message=message, path=C.short_path(path), line=line, subject=subject, fix=fix,
+                   evidence=check.evidence)
 
 
 # Results -----------------------------------------------------------------------------------------

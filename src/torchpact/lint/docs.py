@@ -5,7 +5,8 @@
 
 from __future__ import annotations
 
-from torchpact.findings import INPUT_CODE
+from torchpact.findings import INPUT_CODE, Severity
+from torchpact.lint import preview
 from torchpact.lint.rule import Rule
 
 _SPECIAL = {
@@ -37,6 +38,30 @@ your code: please report it with the file.
 No fix; `--ignore` the rule for the file meanwhile.
 """,
 }
+
+
+_POLICY = {
+    Severity.ERROR: ("Reported as `error` where every path the analysis sees is wrong and everything it relied on "
+                     "was resolved (evidence `must`); as `warning` where only some paths are (`may`); as `info` "
+                     "where it depends on something the analysis could not see (`unresolved`: a callee, an "
+                     "attribute, a value known by its name only)."),
+    Severity.WARNING: ("Reported as `warning` where the analysis found what it relies on (evidence `must` or "
+                       "`may`), as `info` where it depends on something it could not see (`unresolved`: a "
+                       "callee, an attribute, a value known by its name only)."),
+    Severity.INFO: "Reported as `info`; the report says what its evidence is (`must`, `may` or `unresolved`).",
+}
+
+
+def evidence_section(rule: type[Rule]) -> list[str]:
+    """What severity a finding gets from its evidence, what the rule relies on, and which of its
+    severities are on by default (lint/preview.py)."""
+    lines = ["## Evidence and default", _POLICY[rule.severity], ""]
+    if rule.requires:
+        lines += ["It relies on:", ""] + [f"- {fact}" for fact in rule.requires] + [""]
+    lines += ["By default (`--preview`, `preview = true` or naming the code in `select` shows preview findings):", ""]
+    lines += [f"- `{s.value}`: {preview.status(rule.code, s)}" for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)
+              if s <= rule.severity]
+    return lines + [""]
 
 
 def special_codes() -> dict[str, str]:
@@ -73,6 +98,7 @@ def rule_markdown(rule: type[Rule], runtime: tuple[str, str] | None = None) -> s
     for title, body in sections.items():
         if title not in ("What it does", "Why is this bad?", "Fix safety"):
             lines += [f"## {title}", body, ""]
+    lines += evidence_section(rule)
     if rule.facts:
         from torchpact.facts import claim_of  # the catalogue's modules import no torch
 

@@ -9,11 +9,13 @@ import warnings
 from dataclasses import dataclass, field
 
 from torchpact.config import Config, is_suppressed
-from torchpact.findings import Category, Finding, Severity, input_finding
+from torchpact.findings import LINT_EVIDENCE, Category, Finding, Severity, input_finding, severity_cap
 from torchpact.lint.context import BudgetExceeded, FileContext
+from torchpact.lint.kinds import MAY, MUST
+from torchpact.lint.preview import Gate
 from torchpact.lint.edits import Edit
 from torchpact.lint.project import ProjectFacts, mentions_facts, summarize_tree
-from torchpact.lint.registry import all_rules
+from torchpact.lint.registry import RuleSpec, rule_specs
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.source import Source, SourceError, read_source
 from torchpact.lint.tree_index import index_tree
@@ -37,20 +39,24 @@ class FileResult:
     # Facts of this file's functions for the other files, and what its rules asked about theirs.
     summary: dict = field(default_factory=dict)
     asked: list = field(default_factory=list)
+    # Findings the preview gate kept out (lint/preview.py).
+    hidden: int = 0
 
 
 # (select, ignore) -> the rules they enable, for configurations without per-file ignores.
-_ENABLED: dict[tuple, list[type[Rule]]] = {}
+_ENABLED: dict[tuple, list[RuleSpec]] = {}
 
 
-def enabled_rules(config: Config, path: str) -> list[Rule]:
+def enabled_rules(config: Config, path: str) -> list[RuleSpec]:
+    """The rules ``config`` enables for ``path``, as the manifest has them: a rule's module is
+    imported, and the rule made, only once a file gives it nodes to check (``lint_source``)."""
     if config.per_file_ignores:
-        return [r() for r in all_rules() if config.is_enabled(r.code, r.category.value, path)]
+        return [r for r in rule_specs() if config.is_enabled(r.code, r.category.value, path)]
     key = (tuple(config.select), tuple(config.ignore))
-    classes = _ENABLED.get(key)
-    if classes is None:
-        classes = _ENABLED[key] = [r for r in all_rules() if config.is_enabled(r.code, r.category.value)]
-    return [r() for r in classes]
+    specs = _ENABLED.get(key)
+    if specs is None:
+        specs = _ENABLED[key] = [r for r in rule_specs() if config.is_enabled(r.code, r.category.value)]
+    return specs
 
 
 def parse(source: Source) -> ast.Module:
@@ -191,7 +197,7 @@ def _select(index: dict[str, list[tuple[int, ast.AST]]], names: frozenset[str]) 
     return [n for _, n in sorted({i: n for bucket in found for i, n in bucket}.items())]
 
 
-def rule_nodes(rule: Rule, ctx: FileContext, names: NameIndex) -> list[ast.AST]:
+def rule_nodes(rule: Rule | RuleSpec, ctx: FileContext, names: NameIndex) -> list[ast.AST]:
     """The nodes the engine hands ``rule``: of its types, through its ``calls``/``attrs``/``imported``
     pre-filters, in walk order for each type."""
     calls, attrs, imported = rule.calls, rule.attrs, rule.imported
@@ -210,7 +216,7 @@ def rule_nodes(rule: Rule, ctx: FileContext, names: NameIndex) -> list[ast.AST]:
     return out
 
 
-def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, config: Config) -> Finding:
+def _to_finding(rule: Rule, hit: Hit, ctx: FileContext) -> Finding:
     node, end = hit.node, hit.end_node or hit.node
     line = getattr(node, "lineno", None)
     col = getattr(node, "col_offset", None)
@@ -229,10 +235,17 @@ def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, config: Config) -> Findi
             end_cell, end_line = ctx.source.locate(end_line)
             if end_cell != cell:
                 end_line = end_column = None
+    # the weaker of what the rule claims (``may`` unless it says) and what the analysis noted
+    recorded = ctx.evidence
+    level = min(hit.evidence.rank if hit.evidence is not None else MAY, recorded.level)
+    evidence = LINT_EVIDENCE[level]
+    extra: dict = {"fixable": True} if hit.edits else {}
+    if recorded.level < MUST:
+        extra["evidence_reasons"] = recorded.rendered()
     finding = Finding(
         code=rule.code,
         category=rule.category,
-        severity=hit.severity or rule.severity,
+        severity=min(hit.severity or rule.severity, severity_cap(evidence)),
         message=hit.message or rule.message,
         path=ctx.path,
         line=line,
@@ -242,9 +255,10 @@ def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, config: Config) -> Findi
         subject=hit.subject,
         fix=hit.fix_hint or rule.fix_hint,
         cell=cell,
-        extra={"fixable": True} if hit.edits else {},
+        evidence=evidence,
+        extra=extra,
     )
-    return config.apply(finding)
+    return finding
 
 
 def _suppressed(ctx: FileContext, code: str, node: ast.AST) -> bool:
@@ -266,16 +280,18 @@ def _internal_finding(ctx: FileContext, node: ast.AST | None, severity: Severity
                    path=ctx.path, line=line, cell=cell)
 
 
-def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
+def lint_source(source: Source, config: Config, rules: list[Rule | RuleSpec] | None = None,
                 project: ProjectFacts | None = None, notes: dict | None = None) -> tuple[list[Finding], list[Edit]]:
     """Findings and fix edits for one source text. ``notes`` (when given) receives the file's
-    function ``summary`` and the project facts its rules ``asked`` about."""
+    function ``summary``, the project facts its rules ``asked`` about, and how many findings the
+    preview gate ``hidden`` (lint/preview.py); their fixes are not applied either. ``rules`` are
+    rules or the manifest's specs of them (made here, once per file, for the rules that get nodes)."""
     if rules is None:
         rules = enabled_rules(config, source.path)
     text = source.text
     found: dict[str, bool] = {}  # each trigger searched once per file, however many rules share it
 
-    def triggered(rule: Rule) -> bool:
+    def triggered(rule: Rule | RuleSpec) -> bool:
         for t in rule.triggers:
             hit = found.get(t)
             if hit is None:
@@ -307,6 +323,8 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
     findings: list[Finding] = []
     edits: list[Edit] = []
     names = NameIndex(ctx)
+    gate = Gate(config.preview, config.select)
+    hidden = 0
     for rule in candidates:
         if (rule.needs_torch_import and not ctx.imports_torch) or (
                 rule.needs_import is not None and not ctx.imports(rule.needs_import)):
@@ -315,14 +333,23 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
         nodes = rule_nodes(rule, ctx, names)
         if not nodes or not triggered(rule):
             continue
+        if type(rule) is RuleSpec:
+            rule = rule()
         ctx.start_budget(RULE_BUDGET_S)
         node: ast.AST | None = None
+        recorded = ctx.evidence
         try:
             for i, node in enumerate(nodes):
+                if recorded.level < MUST:
+                    recorded.reset()
                 for hit in rule.check(node, ctx):
                     if _suppressed(ctx, rule.code, hit.node):
                         continue
-                    findings.append(_to_finding(rule, hit, ctx, config))
+                    finding = _to_finding(rule, hit, ctx)
+                    if gate.hides(finding):  # before the configured severity: the measure is of torchpact's own
+                        hidden += 1
+                        continue
+                    findings.append(config.apply(finding))
                     if hit.edits:
                         edits.extend(hit.edits)
                 if not i & 127 and ctx.out_of_time():
@@ -341,6 +368,7 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
             ctx.deadline = None
     if notes is not None:
         notes["asked"] = sorted(ctx.asked)
+        notes["hidden"] = hidden
     return findings, edits
 
 
@@ -377,6 +405,7 @@ def lint_file(path: str, config: Config, fix: bool = False, display_path: str | 
                 result.findings = [_input_finding(shown, exc)]
                 return result
             result.findings = bad_cells + findings
+            result.hidden = notes.get("hidden", 0)
             if attempt == 0:
                 result.summary, result.asked = notes.get("summary", {}), notes.get("asked", [])
             if not (fix and edits):

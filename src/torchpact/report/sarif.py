@@ -94,7 +94,9 @@ def render_sarif(findings: list[Finding], meta: dict[str, Any]) -> str:
         if f.path:
             result["locations"] = [_location(f, notebooks)]
         props = {k: v for k, v in (("subject", f.subject), ("rank", f.rank), ("step", f.step), ("cell", f.cell),
-                                   ("cellLine", f.line if f.cell else None)) if v is not None}
+                                   ("cellLine", f.line if f.cell else None),
+                                   ("evidence", f.evidence.value if f.evidence is not None else None),
+                                   ("evidenceReasons", f.extra.get("evidence_reasons"))) if v is not None}
         if props:
             result["properties"] = props
         results.append(result)

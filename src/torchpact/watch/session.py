@@ -544,7 +544,7 @@ class Session:
         finding = Finding(
             code=check.code, category=check.category, severity=severity or check.severity,
             message=message, path=path, line=line, subject=subject, fix=fix,
-            step=self.step if step is None else step, rank=self.rank, extra=extra)
+            step=self.step if step is None else step, rank=self.rank, evidence=check.evidence, extra=extra)
         self.report_raw(finding)
         return finding
 

@@ -28,9 +28,11 @@ import re
 import textwrap
 from typing import ClassVar, Iterator
 
+from torchpact.findings import Evidence
 from torchpact.lint.context import FileContext, canonical
 from torchpact.lint.edits import Edit
 from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rules._silenced import silenced
 
 
 # A test that picks code by torch version or feature: `if _TORCH_GREATER_EQUAL_2_4`,
@@ -68,7 +70,13 @@ class ApiUse(Rule):
     names: ClassVar[dict[str, str | None]] = {}
     # True for a private name, where the reference itself is the hazard (it may vanish in any release).
     references_count: ClassVar[bool] = False
+    # The warning torch 2.13 emits for these names (its category and text), where known: a use
+    # inside a `warnings.catch_warnings()` block that ignores that warning is deliberate, not flagged.
+    warning_category: ClassVar[str | None] = None
+    warning_text: ClassVar[str | None] = None
     nodes = (ast.Attribute, ast.ImportFrom)
+    requires = ("the name resolves to one of the torch names above through the file's imports, outside "
+                "version-guarded compatibility code",)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -103,6 +111,8 @@ class ApiUse(Rule):
         qn = ctx.resolve(node)
         if qn not in self.names or not self.applies(node, ctx) or compat_fallback(node, ctx):
             return
+        if silenced(node, ctx, self.warning_category, self.warning_text):
+            return  # the author ignores this very warning, in a scoped block: deliberate
         edits: list[Edit] = []
         if isinstance(parent, ast.Call) and parent.func is node:
             text = self.fix_call(parent, ctx, qn)
@@ -114,8 +124,10 @@ class ApiUse(Rule):
             text = self.renamed(node, ctx, qn)
             if text is not None:
                 edits = [ctx.locator.replace(node, text)]
-        message = self.describe_call(parent, ctx, qn) if isinstance(parent, ast.Call) and parent.func is node else None
-        yield self.hit(node, subject=qn, message=message or self.describe(qn), fix_hint=self.hint(qn), edits=edits)
+        called = isinstance(parent, ast.Call) and parent.func is node
+        message = self.describe_call(parent, ctx, qn) if called else None
+        yield self.hit(node, subject=qn, message=message or self.describe(qn), fix_hint=self.hint(qn), edits=edits,
+                       evidence=self.evidence(ctx, qn, called))
 
     def _check_import(self, node: ast.ImportFrom, ctx: FileContext) -> Iterator[Hit]:
         if node.module is None or node.level or never_runs(node, ctx):
@@ -125,12 +137,12 @@ class ApiUse(Rule):
         if not found or compat_fallback(node, ctx):
             return
         uses = {a.asname or a.name: _uses(a.asname or a.name, ctx) for a, _ in found}
-        if not self.references_count:
-            # only references that run nothing (a dict entry, a saved original, an annotation)
-            found = [(a, qn) for a, qn in found
-                     if not uses[a.asname or a.name] or any(uses[a.asname or a.name])]
-            if not found:
-                return
+        # flagged where a use that runs the old API (any reference, for a private name) is not under a
+        # scoped ignore of its warning, or where nothing uses the name (a re-export); references that
+        # run nothing (a dict entry, a saved original, an annotation) do not count
+        found = [(a, qn) for a, qn in found if self._import_flagged(a.asname or a.name, ctx)]
+        if not found:
+            return
         edits: list[Edit] = []
         targets = {(self.names[qn] or "").rpartition(".")[0] for _, qn in found}
         every_use_runs = all(how == CALLED for u in uses.values() for how in u)
@@ -142,9 +154,19 @@ class ApiUse(Rule):
                 local = alias.asname or alias.name
                 parts.append(new if new == local else f"{new} as {local}")
             edits = [ctx.locator.replace(node, f"from {module} import {', '.join(parts)}")]
-        for i, (_, qn) in enumerate(found):
+        for i, (alias, qn) in enumerate(found):
+            local = alias.asname or alias.name
+            called = any(isinstance(c.func, ast.Name) and c.func.id == local for c in ctx.nodes(ast.Call))
             yield self.hit(node, subject=qn, message=self.describe(qn), fix_hint=self.hint(qn),
-                           edits=edits if i == 0 else ())
+                           edits=edits if i == 0 else (), evidence=self.evidence(ctx, qn, called))
+
+    def _import_flagged(self, name: str, ctx: FileContext) -> bool:
+        reads = [n for n in ctx.nodes(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)]  # type: ignore[attr-defined]
+        if not reads:
+            return True
+        if not self.references_count:
+            reads = [n for n in reads if not never_runs(n, ctx) and runs(n, ctx) is not None]
+        return any(not silenced(n, ctx, self.warning_category, self.warning_text) for n in reads)
 
     @classmethod
     def _last_parts(cls) -> frozenset[str]:
@@ -158,6 +180,11 @@ class ApiUse(Rule):
     def applies(self, node: ast.Attribute, ctx: FileContext) -> bool:
         """Whether this use is flagged (a rule may look at the call's arguments)."""
         return True
+
+    def evidence(self, ctx: FileContext, qn: str, called: bool) -> Evidence | None:
+        """What a use proves (``called``: the name is called there, or, for an import, somewhere in
+        the file); None is ``may``. A rule whose consequence is the call's sets ``must`` for calls."""
+        return None
 
     def describe(self, qn: str) -> str | None:
         """The finding's message for a use of ``qn``; None keeps the rule's ``message``."""

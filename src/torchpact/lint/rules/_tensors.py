@@ -17,6 +17,7 @@ import ast
 
 from torchpact.lint.context import LOADER, TENSOR, FileContext
 from torchpact.lint.dataflow import _Iterated, _Unpacked
+from torchpact.lint.kinds import annotation_kinds
 
 # Namespaces whose lower-case functions return tensors.
 _TENSOR_NAMESPACES = ("torch.", "torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.")
@@ -96,7 +97,7 @@ def _judge(expr: ast.AST, ctx: FileContext, depth: int) -> bool:
 
 def _definition(owner: ast.AST, value: ast.AST | None, ctx: FileContext, depth: int) -> bool:
     annotation = getattr(owner, "annotation", None)
-    if annotation is not None and TENSOR in ctx.annotation_kinds(annotation):
+    if annotation is not None and TENSOR in annotation_kinds(ctx, annotation):
         return True  # ``x: Tensor`` / ``mask: Optional[torch.Tensor]``
     return value is not None and _resolved(value, ctx, depth)
 

@@ -21,7 +21,7 @@ import os
 import time
 from typing import Any
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.median import median
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers.ddp_common import Exchange, group_ranks, is_ddp
@@ -38,7 +38,7 @@ PHASES = ("data", "forward", "optimizer")
 STRAGGLER = Check(
     code="TP654",
     category=Category.PERFORMANCE,
-    severity=Severity.WARNING,
+    severity=Severity.WARNING, evidence=Evidence.INFERRED,
     summary="One rank is slower than the others in one phase of the step, and every rank waits for it.",
     doc="""## What it does
 On sampled steps, splits each rank's training step into data loading (from the end of one optimizer

@@ -38,7 +38,7 @@ import math
 import weakref
 from typing import Any, NamedTuple
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.median import median
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers._batched import grad_norms
@@ -57,7 +57,7 @@ MAX_POINTS = 512        # per layer in `series`; older points are thinned out be
 EXPLODING = Check(
     code="TP353",
     category=Category.NUMERICS,
-    severity=Severity.WARNING,
+    severity=Severity.WARNING, evidence=Evidence.INFERRED,
     summary="A layer's gradient norm jumped by orders of magnitude over its own recent history and stayed there.",
     doc="""## What it does
 On sampled steps, reads every layer's gradient norm in the optimizer's step pre-hook (the gradients
@@ -87,7 +87,7 @@ attention logit without scaling, a normalisation-free deep stack).""",
 VANISHING = Check(
     code="TP354",
     category=Category.NUMERICS,
-    severity=Severity.WARNING,
+    severity=Severity.WARNING, evidence=Evidence.INFERRED,
     severity_note="`info` when the optimizer rescales each update (Adam-like) and its eps does not dominate: the layer still moves",
     summary="A layer's gradients are a thousandth or less of the median layer's, step after step.",
     doc="""## What it does

@@ -19,7 +19,7 @@ import math
 import weakref
 from typing import Any
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.watch.watcher import Check
 from torchpact.watch.watchers import _sites
 from torchpact.watch.watchers._batched import by_device
@@ -84,7 +84,7 @@ Print `scheduler.get_last_lr()` for the first steps and fix the factor (`s / war
 LARGE_UPDATES = Check(
     code="TP463",
     category=Category.TRAINING,
-    severity=Severity.INFO,
+    severity=Severity.INFO, evidence=Evidence.INFERRED,
     summary="Each optimizer step changes a weight matrix by a large fraction of its norm.",
     doc=f"""## What it does
 At runtime, on sampled steps, measures the update-to-weight ratio ‖w_after − w_before‖ / ‖w_before‖

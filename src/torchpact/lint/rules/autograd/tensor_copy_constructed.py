@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import GRAD_LEAF, GRAPH, FileContext, argument
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule
 
 TENSOR_FACTORIES = {"torch.tensor", "torch.as_tensor"}
 ATTACHED = {GRAPH, GRAD_LEAF}  # a module's output is attached only when it has parameters or an attached input
@@ -40,6 +40,10 @@ class TensorCopyConstructed(Rule):
     code = "TP215"
     category = Category.AUTOGRAD
     severity = Severity.WARNING
+    requires = (
+        "the argument of `torch.tensor(...)` is graph-attached by local dataflow: a model output, a loss, a "
+        "parameter",
+    )
     message = ("`torch.tensor(t)` on a graph-attached tensor returns a detached copy: gradients stop there "
                "(torch 2.13 warns)")
     fix_hint = "use `t.clone()` to keep the graph, or `t.detach().clone()` to leave it on purpose"
@@ -97,12 +101,12 @@ while frames:
 """,
     ]
     invalid = [
-        """
+        Invalid("""
 import torch
 out = model(x)
 scores = torch.tensor(out)
 loss = criterion(scores, y)
-""",
+""", severity=Severity.INFO),
         """
 import torch
 from torch import nn
@@ -124,12 +128,12 @@ from torch import nn
 w = torch.randn(3, requires_grad=True)
 squashed = torch.tensor(nn.Tanh()(w))
 """,
-        """
+        Invalid("""
 import torch
 from torch import nn
 up = nn.Upsample(scale_factor=2)
 big = torch.tensor(up(input=model(canvas)))
-""",
+""", severity=Severity.INFO),
         """
 import torch
 from torch import nn

@@ -50,6 +50,9 @@ class BatchnormWithoutSync(Rule):
     code = "TP605"
     category = Category.DISTRIBUTED
     severity = Severity.INFO
+    requires = (
+        "the model wrapped in DDP builds BatchNorm layers and the file never mentions SyncBatchNorm",
+    )
     facts = ("batchnorm-under-ddp-uses-local-statistics",)
     message = "a model with BatchNorm is wrapped in DDP without SyncBatchNorm: each rank normalises with its own batch statistics and the running stats come from rank 0's data only"
     fix_hint = "convert before wrapping: `model = nn.SyncBatchNorm.convert_sync_batchnorm(model)` (or keep per-rank BN on purpose)"

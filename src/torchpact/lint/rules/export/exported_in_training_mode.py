@@ -70,6 +70,10 @@ class ExportedInTrainingMode(Rule):
     code = "TP702"
     category = Category.EXPORT
     severity = Severity.WARNING
+    requires = (
+        "the exported model is built in this file with Dropout or BatchNorm and never put in eval mode before"
+        " the export",
+    )
     facts = ("new-module-is-in-training-mode", "export-in-training-mode-records-training-ops")
     message = ("a model with Dropout/BatchNorm is exported in training mode: the exported graph keeps "
                "training-mode dropout and batch statistics")

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import GRAPH, LOSS, OUTPUT, FileContext
 from torchpact.lint.rule import Hit, Invalid, Rule
 
@@ -50,6 +50,11 @@ class GraphAccumulatedAcrossIterations(Rule):
     nodes = (ast.AugAssign, ast.Assign)
     fixable = True
     facts = ("graph-kept-by-accumulator",)
+    requires = (
+        "the accumulated value is a graph-attached loss or model output (resolved through dataflow)",
+        "a loop around the accumulation calls `.backward()`",
+        "the running total is not reset inside that loop, nor back-propagated",
+    )
 
     valid = [
         """
@@ -195,6 +200,8 @@ for x, y in loader:
     optimizer.step()
     total += loss.detach()
 """,
+            severity=Severity.WARNING,  # the loss is graph-attached because `.backward()` is called on it
+            evidence=Evidence.MAY,
         ),
         Invalid(
             """
@@ -215,6 +222,7 @@ for x, y in loader:
     loss.backward()
     running = running + (loss * x.size(0)).detach()
 """,
+            severity=Severity.WARNING,
         ),
         Invalid(
             """
@@ -237,6 +245,7 @@ for batch in loader:
     optimizer.step()
     total += loss.detach()
 """,
+            severity=Severity.WARNING,
         ),
         Invalid(
             """
@@ -292,6 +301,43 @@ def fit(net, batches, opt, accum_steps):
             report(acc_loss)
             count = 0
 """,
+            severity=Severity.WARNING,
+            evidence=Evidence.MAY,
+        ),
+        # Evidence: every value resolved through dataflow (error); the model on one branch only
+        # (warning); the model a parameter known by its name only (info).
+        Invalid(
+            """
+import torch
+import torch.nn as nn
+net = nn.Linear(4, 1)
+criterion = nn.MSELoss()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+total = 0
+for step in range(10):
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    opt.zero_grad()
+    loss = criterion(net(x), y)
+    loss.backward()
+    opt.step()
+    total += loss
+""",
+            fixed="""
+import torch
+import torch.nn as nn
+net = nn.Linear(4, 1)
+criterion = nn.MSELoss()
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+total = 0
+for step in range(10):
+    x, y = torch.randn(8, 4), torch.randn(8, 1)
+    opt.zero_grad()
+    loss = criterion(net(x), y)
+    loss.backward()
+    opt.step()
+    total += loss.detach()
+""",
+            evidence=Evidence.MUST,
         ),
         Invalid(
             """
@@ -324,6 +370,8 @@ def fit(net, stream, opt):
         window = window + err.detach()
         seen += 1
 """,
+            severity=Severity.WARNING,
+            evidence=Evidence.MAY,
         ),
         Invalid(
             """
@@ -358,6 +406,8 @@ for k, (a, b) in enumerate(pairs):
     if k % 50 == 49:
         flush(epoch_sum)
 """,
+            severity=Severity.WARNING,
+            evidence=Evidence.MAY,
         ),
         Invalid(
             """
@@ -384,6 +434,62 @@ def fit(lm, chunks, opt):
         if carry > 100:
             carry = carry * 0.5
 """,
+            severity=Severity.WARNING,
+            evidence=Evidence.MAY,
+        ),
+        Invalid(
+            """
+import torch
+import torch.nn as nn
+def train(batches, wide, opt):
+    head = nn.Linear(4, 1) if wide else load_head()
+    seen = 0
+    for x in batches:
+        score = head(x).mean()
+        score.backward()
+        opt.step()
+        seen += head(x)
+""",
+            fixed="""
+import torch
+import torch.nn as nn
+def train(batches, wide, opt):
+    head = nn.Linear(4, 1) if wide else load_head()
+    seen = 0
+    for x in batches:
+        score = head(x).mean()
+        score.backward()
+        opt.step()
+        seen += head(x).detach()
+""",
+            severity=Severity.WARNING,
+            evidence=Evidence.MAY,
+        ),
+        Invalid(
+            """
+import torch
+def train(model, loader, optimizer, criterion):
+    score_sum = 0
+    for x, y in loader:
+        scores = model(x)
+        loss = criterion(scores, y)
+        loss.backward()
+        optimizer.step()
+        score_sum += scores.mean()
+""",
+            fixed="""
+import torch
+def train(model, loader, optimizer, criterion):
+    score_sum = 0
+    for x, y in loader:
+        scores = model(x)
+        loss = criterion(scores, y)
+        loss.backward()
+        optimizer.step()
+        score_sum += scores.mean().detach()
+""",
+            severity=Severity.INFO,
+            evidence=Evidence.UNRESOLVED,
         ),
     ]
 
@@ -430,11 +536,12 @@ def fit(lm, chunks, opt):
         replacement = f"{text}.detach()" if simple else f"({text}).detach()"
         if bounded:
             yield self.hit(node, subject=target.id, edits=[ctx.locator.replace(value, replacement)], severity=Severity.INFO,
+                           evidence=Evidence.MUST,
                            message=("a graph-attached tensor is accumulated across iterations: every step's autograd graph "
                                     "stays alive until the total is reset in the enclosing loop, so peak memory grows with "
                                     "that loop's length"))
             return
-        yield self.hit(node, subject=target.id, edits=[ctx.locator.replace(value, replacement)])
+        yield self.hit(node, subject=target.id, edits=[ctx.locator.replace(value, replacement)], evidence=Evidence.MUST)
 
 
 def _calls_backward(loop: ast.AST, ctx: FileContext) -> bool:

@@ -19,7 +19,9 @@ class GraphKeptInContainer(Rule):
     ## What it does
     Flags `losses.append(loss)`, `preds.append(model(x))`, `history.extend([...])`,
     `outs[step] = out` (and tuples or dicts holding such tensors) inside a training loop — one that
-    calls `backward()` or `optimizer.step()` — when the value was computed with gradients enabled
+    calls `backward()` or `optimizer.step()` on a module that is the same object in every iteration,
+    not a loop over models or configurations that builds or takes a new module in each iteration (one
+    graph per model, as many as there are models) — when the value was computed with gradients enabled
     and still carries its `grad_fn` (`.cpu()`, `.to()`, `.float()` keep it), and the container is
     created outside the loop and nothing in the loop bounds it.
 
@@ -56,6 +58,12 @@ class GraphKeptInContainer(Rule):
     code = "TP102"
     category = Category.MEMORY
     severity = Severity.WARNING
+    requires = (
+        "the stored value is a graph-attached loss or model output computed with gradients on (resolved "
+        "through dataflow)",
+        "the loop back-propagates or steps an optimizer every iteration, and the container outlives the "
+        "iteration",
+    )
     message = ("a graph-attached tensor is kept in a container across training iterations: every "
                "step's autograd graph (and, until backward runs through it, its saved activations) "
                "stays alive and memory grows every step")
@@ -306,8 +314,7 @@ class Trainer:
             outputs.loss.backward()
             self.optimizer.step()
             self.all_logits[i] = outputs
-""",
-        ),
+""", severity=Severity.INFO),
         Invalid(
             """
 import torch.nn.functional as F
@@ -374,7 +381,7 @@ def fit(net, batches, opt):
             rebind_param(recent)
 """,
         ),
-        """
+        Invalid("""
 import torch.nn.functional as F
 class Loop:
     def restart_log(self):
@@ -390,7 +397,7 @@ class Loop:
             self.seen_outputs.append(logits)
             if t % 64 == 0:
                 self.restart_log()
-""",
+""", severity=Severity.INFO),
         Invalid(
             """
 import torch

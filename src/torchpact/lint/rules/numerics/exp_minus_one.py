@@ -33,6 +33,9 @@ class ExpMinusOne(Rule):
     code = "TP320"
     category = Category.NUMERICS
     severity = Severity.INFO
+    requires = (
+        "the `exp` resolves to `torch.exp`, and 1 is subtracted from it",
+    )
     message = "`torch.exp(x) - 1` cancels to 0 for small x"
     fix_hint = "use `torch.expm1(x)`"
     nodes = (ast.BinOp,)

@@ -36,6 +36,9 @@ class StftWithoutReturnComplex(Rule):
     code = "TP323"
     category = Category.NUMERICS
     severity = Severity.WARNING
+    requires = (
+        "the call is `torch.stft` or a tensor's `.stft()` without `return_complex`",
+    )
     message = "`torch.stft` without `return_complex` raises RuntimeError for real inputs on torch 2.13"
     fix_hint = "pass `return_complex=True` and use `torch.view_as_real(spec)` where the old real layout is needed"
     nodes = (ast.Call,)

@@ -40,6 +40,9 @@ class DataloaderWithoutWorkers(Rule):
     code = "TP920"
     category = Category.PERFORMANCE
     severity = Severity.INFO
+    requires = (
+        "the loader resolves to `torch.utils.data.DataLoader` and gets no `num_workers` above 0",
+    )
     message = "the DataLoader loads every batch in the training process (`num_workers=0`), between steps"
     fix_hint = "set `num_workers` (e.g. 4-8, with `pin_memory=True` and `persistent_workers=True` on GPU)"
     nodes = (ast.Call,)

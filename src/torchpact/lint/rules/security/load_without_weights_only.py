@@ -67,6 +67,10 @@ class LoadWithoutWeightsOnly(Rule):
     code = "TP952"
     category = Category.SECURITY
     severity = Severity.WARNING
+    requires = (
+        "the call resolves to `torch.load` without `weights_only`, and the project's oldest torch is below "
+        "2.6",
+    )
     facts = ("load-defaults-to-weights-only",)
     message = ("`torch.load` without `weights_only` fully unpickles the file on torch < 2.6, which this "
                "project supports: a malicious checkpoint runs arbitrary code there")

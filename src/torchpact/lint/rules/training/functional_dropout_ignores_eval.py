@@ -33,6 +33,9 @@ class FunctionalDropoutIgnoresEval(Rule):
     code = "TP458"  # shared with the run check of the same pattern (watch/watchers)
     category = Category.TRAINING
     severity = Severity.WARNING
+    requires = (
+        "the call resolves to a `torch.nn.functional` dropout and sits in an `nn.Module` class of this file",
+    )
     message = "functional dropout defaults to `training=True`: it keeps dropping activations after `model.eval()`"
     fix_hint = "pass `training=self.training` (or use an `nn.Dropout` submodule)"
     nodes = (ast.Call,)

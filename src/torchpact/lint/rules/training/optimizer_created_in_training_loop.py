@@ -66,6 +66,10 @@ class OptimizerCreatedInTrainingLoop(Rule):
     code = "TP460"  # shared with the run check of the same pattern (watch/watchers)
     category = Category.TRAINING
     severity = Severity.WARNING
+    requires = (
+        "the optimizer is built by a resolved `torch.optim` class inside a loop that back-propagates and "
+        "steps it",
+    )
     message = "the optimizer is re-created on every training iteration: its momentum / Adam state is reset each step"
     fix_hint = "construct the optimizer once, before the training loop"
     nodes = (ast.Call,)

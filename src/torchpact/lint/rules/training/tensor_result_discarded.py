@@ -58,6 +58,10 @@ class TensorResultDiscarded(Rule):
     code = "TP417"
     category = Category.TRAINING
     severity = Severity.WARNING
+    requires = (
+        "the receiver is a tensor by local dataflow (a batch, a model output, a factory's result), not a "
+        "module",
+    )
     message = "this tensor method returns a new tensor and leaves the original unchanged: the result is discarded"
     fix_hint = "assign the result (`x = x.to(device)`) or use the in-place variant (`x.clamp_(...)`)"
     nodes = (ast.Expr,)
@@ -119,7 +123,7 @@ for images, labels in loader:
     images.to(device)
     labels.cuda()
     logits = model(images)
-""", count=2),
+""", count=2, severity=Severity.INFO),
         Invalid("""
 import torch
 weights = torch.zeros(3, 4)
