@@ -261,6 +261,29 @@ def test_tp952_reads_the_torch_floor_wherever_it_is_declared(tmp_path, capsys, m
         assert [code for _, code, _ in _codes(out) if code != "TP001"] == expected, (version, out)
 
 
+
+@pytest.mark.parametrize("files, expected", [
+    # an unpinned torch lets the installer take the newest: no floor, not a floor of 0.0
+    ({"requirements.txt": "numpy\ntorch\n"}, []),
+    ({"requirements.txt": "torch<3  # any 2.x\n"}, []),
+    ({"pyproject.toml": '[project]\nname = "p"\ndependencies = ["torch"]\n', "requirements.txt": "torch>=1.8\n"}, []),
+    # the closest project that names torch decides, even without a floor
+    ({"pyproject.toml": '[project]\nname = "root"\ndependencies = ["torch>=1.13"]\n',
+      "pkg/requirements.txt": "torch\n"}, []),
+    ({"pyproject.toml": '[project]\nname = "root"\ndependencies = ["torch>=1.13"]\n[tool.torchpact]\n',
+      "pkg/requirements.txt": "torch\n"}, []),
+    # other distributions whose names start with "torch" state nothing about torch
+    ({"pyproject.toml": '[project]\nname = "p"\ndependencies = ["torch-audiomentations>=0.12", "torch>=2.8"]\n'}, []),
+    ({"setup.cfg": "[options]\ninstall_requires =\n    torch_geometric>=2.0\n    Torch>=2.1\n"}, ["TP952"]),
+    ({"requirements.txt": "torch[opt-einsum]>=1.13 ; python_version >= '3.8'\n"}, ["TP952"]),
+])
+def test_tp952_only_a_lower_bound_of_torch_itself_is_a_floor(tmp_path, capsys, monkeypatch, files, expected):
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path, {**files, "pkg/load.py": LOAD})
+    _, out, _ = run_cli(["lint", ".", "--format", "json", "--select", "TP952"], capsys)
+    assert [code for _, code, _ in _codes(out) if code != "TP001"] == expected, out
+
 @pytest.mark.parametrize("args, pyproject, expected", [
     (["--select", "TP1011"], None, "unknown selector 'TP1011' in --select (did you mean 'TP101'?)"),
     (["--ignore", "memroy"], None, "unknown selector 'memroy' in --ignore (did you mean 'memory'?)"),

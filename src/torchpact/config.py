@@ -278,7 +278,7 @@ class Settings:
         self._by_file: dict[Path, Config] = {}
         self._by_folder: dict[str, Config] = {}
         self._found: dict[Path, Path | None] = {}
-        self._floors: dict[Path, tuple[int, int] | None] = {}
+        self._floors: dict[Path, tuple[bool, tuple[int, int] | None]] = {}
 
     def for_folder(self, folder: str) -> Config:
         """The configuration of the files directly in ``folder``."""
@@ -297,7 +297,9 @@ class Settings:
                     self._by_file[found] = cfg
         cfg = self.overrides.apply(cfg)
         if cfg.min_torch is None:
-            cfg = dataclasses.replace(cfg, declared_torch=self._floor(where) or cfg.declared_torch)
+            found, floor = self._floor(where)
+            # the closest project that names torch decides, also when it names no floor (bare ``torch``)
+            cfg = dataclasses.replace(cfg, declared_torch=floor if found else cfg.declared_torch)
         self._by_folder[folder] = cfg
         return cfg
 
@@ -312,13 +314,14 @@ class Settings:
                 self._found[folder] = None if folder.parent == folder else self._pyproject(folder.parent)
         return self._found[folder]
 
-    def _floor(self, folder: Path) -> tuple[int, int] | None:
-        """The torch floor of the closest folder at or above ``folder`` whose project names torch;
-        the search ends at a repository root (``.git``). Remembered per folder."""
+    def _floor(self, folder: Path) -> tuple[bool, tuple[int, int] | None]:
+        """(whether a project names torch, its floor) for the closest folder at or above ``folder``
+        whose project names torch; the search ends at a repository root (``.git``). Remembered per
+        folder."""
         if folder not in self._floors:
             found, floor = declared_torch(folder)
             if found or folder.parent == folder or (folder / ".git").exists():
-                self._floors[folder] = floor
+                self._floors[folder] = (found, floor)
             else:
                 self._floors[folder] = self._floor(folder.parent)
         return self._floors[folder]
