@@ -100,3 +100,63 @@ def test_unscale_before_backward_raises_or_steps_with_scaled_gradients():
     plain.load_state_dict(state)
     F.mse_loss(plain(x), y).backward()
     assert torch.allclose(grad, 1024.0 * plain.weight.grad, rtol=1e-4)  # 1024 times the real gradient
+
+
+def _init_weights(m: nn.Module) -> None:
+    if isinstance(m, nn.Linear):
+        nn.init.xavier_uniform_(m.weight)
+        nn.init.zeros_(m.bias)
+
+
+def _epochs(reinit: str, epochs: int = 4) -> list[float]:
+    """The loss at the end of each epoch of an Adam-trained linear regression, with the weights
+    re-initialised never, at each epoch's start, or before each step."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    w_true = torch.randn(4, 1, generator=g)
+    batches = [(x, x @ w_true) for x in (torch.randn(16, 4, generator=g) for _ in range(10))]
+    model = nn.Sequential(nn.Linear(4, 1))
+    model.apply(_init_weights)
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    ends = []
+    for _ in range(epochs):
+        if reinit == "epoch":
+            torch.manual_seed(0)  # the same random start each time, to compare like with like
+            model.apply(_init_weights)
+        for x, y in batches:
+            if reinit == "step":
+                torch.manual_seed(0)
+                model.apply(_init_weights)
+            opt.zero_grad()
+            loss = F.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+        ends.append(F.mse_loss(model(torch.cat([b[0] for b in batches])), torch.cat([b[1] for b in batches])).item())
+    return ends
+
+
+@pytest.mark.proves("TP456")
+def test_weights_reinitialised_in_the_loop_undo_the_training():
+    kept = _epochs("never")
+    assert kept[-1] < 0.5 * kept[0]  # keeps improving epoch after epoch
+    per_epoch = _epochs("epoch")
+    assert per_epoch[-1] > 10 * kept[-1]  # every epoch restarts from random weights
+    assert max(per_epoch[1:]) > 0.3 * per_epoch[0]  # and gets no further than about one epoch does
+    per_step = _epochs("step")
+    assert min(per_step) > per_epoch[0]  # never past one step of training
+
+
+@pytest.mark.proves("TP460")
+def test_optimizer_recreated_each_epoch_restarts_its_state_at_each_epoch():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(5)]
+    counts = []
+    for _ in range(3):
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        for x, y in data:
+            opt.zero_grad()
+            F.mse_loss(model(x), y).backward()
+            opt.step()
+        counts.append(opt.state[model.weight]["step"].item())
+    assert counts == [5, 5, 5]  # Adam's step count (and its moments) start again every epoch

@@ -37,8 +37,8 @@ class SoftmaxIntoNllLoss(Rule):
     is flat instead of `-1/p` — a badly wrong prediction gets no stronger push than a good one.
     Given raw scores it is `-score[target]`: nothing ties the classes together, the objective has no
     minimum, and training only pushes the target scores up without bound — in the proof, 200 SGD
-    steps of a linear classifier drive the "loss" to about -7 and 400 steps to about -14, while the
-    real cross-entropy of that model ends worse than with `log_softmax` in between. The run check
+    steps of a linear classifier drive the "loss" to -7.8 and 400 steps to -16.1, while the real
+    cross-entropy of that model rises from 2.1 to 3.9 (0.99 when trained with `log_softmax`). The run check
     of the same code sees both at run time.
 
     ## Fix safety
