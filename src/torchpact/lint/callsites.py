@@ -183,3 +183,20 @@ def _build(ctx: FileContext) -> _Index:
         if isinstance(value, str) and value in plain_defs:
             plain[value] = (plain.get(value, ([], False))[0], True)  # ``__all__ = ["train"]``, getattr
     return _Index(plain, methods, plain_defs)
+
+
+def passed_values(ctx: FileContext, expr: ast.AST) -> list[ast.AST] | None:
+    """What the call sites pass for ``expr`` when it is a plain name bound only as a parameter: the
+    values, or None when that is not the case or some site passes something not seen."""
+    if not isinstance(expr, ast.Name):
+        return None
+    binds = ctx.bindings(expr)
+    if not binds or not all(type(owner) is ast.arg and value is None for owner, value in binds):
+        return None
+    out: list[ast.AST] = []
+    for owner, _ in binds:
+        sources = parameter_sources(ctx, owner)  # type: ignore[arg-type]
+        if sources is None or not sources.values or any(v is None for v in sources.values):
+            return None
+        out.extend(sources.values)  # type: ignore[arg-type]
+    return out

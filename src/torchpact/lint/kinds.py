@@ -29,7 +29,7 @@ import ast
 import re
 from typing import TYPE_CHECKING, Iterable
 
-from torchpact.lint.callsites import parameter_sources
+from torchpact.lint.callsites import parameter_sources, passed_values
 from torchpact.lint.dataflow import _Iterated, _Unpacked
 
 if TYPE_CHECKING:
@@ -535,8 +535,10 @@ def _call_kinds(ctx: FileContext, call: ast.Call, hints: bool) -> Kinds:
 
 
 def _parameter_free(ctx: FileContext, module: ast.AST) -> bool:
-    """Whether every value ``module`` may hold is one of PARAMETER_FREE_MODULES, built here."""
-    values = [module] if isinstance(module, ast.Call) else [v for _, v in ctx.bindings(module)]
+    """Whether every value ``module`` may hold is one of PARAMETER_FREE_MODULES, built here (for a
+    parameter: what this file's calls of its function pass)."""
+    values = [module] if isinstance(module, ast.Call) else passed_values(ctx, module) or [
+        v for _, v in ctx.bindings(module)]
     return bool(values) and all(isinstance(v, ast.Call) and ctx.call_name(v) in PARAMETER_FREE_MODULES
                                 for v in values)
 

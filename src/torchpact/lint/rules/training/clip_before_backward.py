@@ -32,7 +32,8 @@ class ClipBeforeBackward(Rule):
     Flags `torch.nn.utils.clip_grad_norm_` / `clip_grad_value_` and `scaler.unscale_(optimizer)` when,
     following the statements forward from the call — through the rest of the loop body and around to
     the start of the next iteration when it is in a training loop, to the end of the function
-    otherwise — a `backward()` comes before the next `optimizer.step()` / `scaler.step(optimizer)`.
+    otherwise, leaving out the other branch of an `if` the call is in — a `backward()` comes before
+    the next `optimizer.step()` / `scaler.step(optimizer)`.
     The condition it needs: the gradients that step applies are (at least partly) made after the
     clipping, so the clipping never saw them. The rotated loop `clip; step; zero_grad; backward`
     (each step applies the gradients clipped just before it) and clipping after `backward()` are not
@@ -133,6 +134,22 @@ def loop(model, loader, opt):
 """,
         """
 import torch
+def update(model, loss, opt, scaler, amp):
+    opt.zero_grad()
+    if amp:
+        scaler.scale(loss).backward()
+        scaler.unscale_(opt)
+    else:
+        loss.backward()  # the other branch: never after the unscale_ on one pass
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    if amp:
+        scaler.step(opt)
+        scaler.update()
+    else:
+        opt.step()
+""",
+        """
+import torch
 def report_grad_norm(model):
     # measuring, not training: no backward follows before a step here
     return torch.nn.utils.clip_grad_norm_(model.parameters(), float("inf"))
@@ -219,6 +236,8 @@ def loop(model, loader):
             if index < 0:
                 return
             ahead = events[index + 1:]
+        # what runs after it on the same pass (not the other branch of an ``if`` it is in)
+        ahead = [(kind, event) for kind, event in ahead if not ctx.exclusive(node, event)]
         first = next(((kind, event) for kind, event in ahead if kind != "clip"), None)
         if first is None or first[0] != "backward":
             return
