@@ -188,15 +188,25 @@ def _build(ctx: FileContext) -> _Index:
 def passed_values(ctx: FileContext, expr: ast.AST) -> list[ast.AST] | None:
     """What the call sites pass for ``expr`` when it is a plain name bound only as a parameter: the
     values, or None when that is not the case or some site passes something not seen."""
+    found = passed(ctx, expr)
+    return found[0] if found is not None else None
+
+
+def passed(ctx: FileContext, expr: ast.AST) -> tuple[list[ast.AST], list[str]] | None:
+    """``passed_values`` and the functions among them that other modules may call too (what holds
+    for their calls here holds on some paths only)."""
     if not isinstance(expr, ast.Name):
         return None
     binds = ctx.bindings(expr)
     if not binds or not all(type(owner) is ast.arg and value is None for owner, value in binds):
         return None
     out: list[ast.AST] = []
+    open_functions: list[str] = []
     for owner, _ in binds:
         sources = parameter_sources(ctx, owner)  # type: ignore[arg-type]
         if sources is None or not sources.values or any(v is None for v in sources.values):
             return None
         out.extend(sources.values)  # type: ignore[arg-type]
-    return out
+        if not sources.closed:
+            open_functions.append(sources.function)
+    return out, open_functions

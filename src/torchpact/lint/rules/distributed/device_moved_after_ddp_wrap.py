@@ -132,6 +132,16 @@ def export_after_training(loader):
     net.to("cuda")
     torch.save(net.state_dict(), "net.pt")
 """,
+        """
+import torch
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+def worker(rank, loader):
+    model = DDP(nn.Linear(4, 2))
+    model.to(f"cpu:{rank}")
+    for x in loader:
+        model(x).sum().backward()
+""",
     ]
     invalid = [
         """
@@ -201,6 +211,16 @@ def run(args, loader):
     for x in loader:
         ddp(x).sum().backward()
 """, severity=Severity.WARNING, evidence=Evidence.MAY),  # moved on the --gpu path only
+        """
+import torch
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+def worker(rank, loader):
+    model = DDP(nn.Linear(4, 2))
+    model.to(f"cuda:{rank}")
+    for x in loader:
+        model(x).sum().backward()
+""",
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -271,6 +291,9 @@ def _device_value(value: ast.AST, name: ast.AST, ctx: FileContext) -> bool | Non
         if isinstance(value.value, str):
             return None if value.value.split(":")[0] == "cpu" else True
         return None
+    if isinstance(value, ast.JoinedStr) and value.values and isinstance(value.values[0], ast.Constant):
+        head = str(value.values[0].value)  # f"cuda:{rank}"
+        return None if head.split(":")[0] == "cpu" else True if ":" in head else False
     if isinstance(value, ast.Call) and ctx.call_name(value) == "torch.device" and value.args:
         return _device_value(value.args[0], name, ctx)
     qn = ctx.resolve(value)

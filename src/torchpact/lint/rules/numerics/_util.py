@@ -12,7 +12,7 @@ import ast
 from dataclasses import dataclass
 
 from torchpact.findings import Evidence
-from torchpact.lint.callsites import parameter_sources
+from torchpact.lint.callsites import parameter_sources, passed
 from torchpact.lint.context import (DDP_WRAPPERS, LOOP_TYPES, MODULE, MODULE_RETURNING_METHODS, FileContext,
                                     argument)
 
@@ -72,11 +72,20 @@ def is_module_of(ctx: FileContext, func: ast.AST, act: Activation) -> bool:
     return is_instance_of(ctx, func, act.modules)
 
 
-def is_instance_of(ctx: FileContext, func: ast.AST, classes: set[str] | frozenset[str]) -> bool:
+def is_instance_of(ctx: FileContext, func: ast.AST, classes: set[str] | frozenset[str], depth: int = 0) -> bool:
     """Whether ``func`` (what is called) is an instance of one of ``classes``, inline or by every binding."""
     if isinstance(func, ast.Call):
         return ctx.call_name(func) in classes
     if isinstance(func, (ast.Name, ast.Attribute)):
+        found = passed(ctx, func) if depth < 4 else None
+        if found is not None:  # a parameter: what this file's calls of its function pass
+            values, open_functions = found
+            if not all(is_instance_of(ctx, v, classes, depth + 1) for v in values):
+                return False
+            for name in open_functions:
+                ctx.note(Evidence.MAY, f"`{ctx.segment(func)}` is what this file passes to `{name}`, which other "
+                                       "modules may call with something else")
+            return True
         name = func.attr if isinstance(func, ast.Attribute) else func.id
         if name not in _instance_names(ctx, classes):
             return False

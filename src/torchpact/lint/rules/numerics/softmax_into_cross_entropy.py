@@ -53,7 +53,8 @@ class SoftmaxIntoCrossEntropy(Rule):
     category = Category.NUMERICS
     severity = Severity.ERROR
     requires = (
-        "the loss is `F.cross_entropy` / `nn.CrossEntropyLoss` (an instance by every binding), resolved through its import",
+        "the loss is `F.cross_entropy` / `nn.CrossEntropyLoss` (an instance by every binding, or passed by every call of "
+        "its function in this file), resolved through its import",
         "its input holds a softmax output on the one definition that reaches it: a torch softmax call, a tensor's "
         "`.softmax()`, an `nn.Softmax` instance, or a model of this file ending in one (`nn.Sequential`, a class whose `forward` returns it)",
         "a model that is a parameter: by its annotation, or by every call of its function in this file (for `error`, a "
@@ -176,6 +177,19 @@ def _train(model, x, y):
 _predict(Probs(), inputs)
 _train(Probs(), inputs, labels)
 """,
+        """
+import torch.nn as nn
+class Probs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+    def forward(self, x):
+        return self.fc(x).softmax(-1)
+def _fit(model, batches, criterion):
+    for x, y in batches:
+        criterion(model(x), y).backward()
+_fit(Probs(), data, nn.MSELoss())
+""",
     ]
     invalid = [
         """
@@ -283,6 +297,28 @@ def main(rank):
         return F.cross_entropy(student(x), y)
     step(torch.compile(Probs().to(rank)), batch, labels)
 """,
+        Invalid("""
+import torch
+import torch.nn as nn
+class Probs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        self.sm = nn.Softmax(dim=1)
+    def forward(self, x):
+        x = self.fc(x)
+        return self.sm(x)
+def train(model, loader, criterion, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad()
+        out = model(x)
+        loss = criterion(out, y)
+        loss.backward()
+        optimizer.step()
+if __name__ == "__main__":
+    net = Probs()
+    train(net, [], nn.CrossEntropyLoss(), torch.optim.Adam(net.parameters()))
+""", severity=Severity.WARNING, evidence=Evidence.MAY),  # the model and the loss both arrive as parameters
         Invalid("""
 import torch.nn as nn
 import torch.nn.functional as F

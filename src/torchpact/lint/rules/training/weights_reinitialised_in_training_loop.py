@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 from torchpact.findings import Category, Evidence, Severity
@@ -13,6 +14,9 @@ from torchpact.lint.rules.training._util import local_callees, parameter_owners,
 
 _PARAMETER_ITERATORS = frozenset({"parameters", "named_parameters", "modules", "named_modules", "children",
                                   "named_children"})
+# an initialiser known by its name only: ``weights_init``, ``init_weights``, ``reset_parameters``; not
+# ``reset_running_stats`` (BatchNorm statistics, no weights) nor ``freeze_bn``
+_INIT_NAME = re.compile(r"(^|_)(init|initiali[sz]e)(_|$)|(^|_)reset_(param|weight)", re.I)
 # torch.nn.init's in-place initialisers (their last names, for the engine's pre-filter)
 _INITIALISERS = ("constant_", "dirac_", "eye_", "kaiming_normal_", "kaiming_uniform_", "normal_", "ones_",
                  "orthogonal_", "sparse_", "trunc_normal_", "uniform_", "xavier_normal_", "xavier_uniform_", "zeros_")
@@ -26,7 +30,8 @@ class WeightsReinitialisedInTrainingLoop(Rule):
     Flags a re-initialisation of a module that the loop trains, where it runs on every iteration of
     that loop:
     - `model.apply(fn)` where `fn` (a function or lambda of this file, followed two calls deep)
-      calls a `torch.nn.init` function or `reset_parameters()`;
+      calls a `torch.nn.init` function or `reset_parameters()` — or, as `info`, a function defined
+      elsewhere whose name says it initialises (`weights_init`, `init_weights`, `reset_parameters`);
     - `torch.nn.init.<name>_(t)` on a parameter of the model (`model.fc.weight`, a `p` of
       `model.parameters()`, an `m.weight` of `model.modules()`);
     - `model.reset_parameters()` (or a submodule's).
@@ -53,8 +58,8 @@ class WeightsReinitialisedInTrainingLoop(Rule):
     category = Category.TRAINING
     severity = Severity.ERROR
     requires = (
-        "an initialiser this file shows (`torch.nn.init.*`, `reset_parameters()`, `apply` of a function calling one) "
-        "runs on every iteration of a loop that trains the module it resets",
+        "an initialiser this file shows (`torch.nn.init.*`, `reset_parameters()`, `apply` of a function calling one; "
+        "one known by its name only is `info`) runs on every iteration of a loop that trains the module it resets",
         "for `error`, that loop itself steps the optimizer (every step); a loop around it (every epoch) is at most "
         "`warning`, and is left alone when the same iteration builds a new optimizer",
     )
@@ -66,6 +71,19 @@ class WeightsReinitialisedInTrainingLoop(Rule):
     triggers = ("init", "reset_parameters")
 
     valid = [
+        """
+import torch
+import torch.nn as nn
+from utils import freeze_batchnorm, reset_running_stats
+model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.Linear(8, 1))
+opt = torch.optim.Adam(model.parameters())
+for x, y in loader:
+    model.apply(freeze_batchnorm)
+    model.apply(reset_running_stats)
+    opt.zero_grad()
+    nn.functional.mse_loss(model(x), y).backward()
+    opt.step()
+""",
         """
 import torch
 import torch.nn as nn
@@ -212,6 +230,31 @@ def fit(model: nn.Module, loader, epochs):
             model(x).sub(y).abs().mean().backward()
             opt.step()
 """, severity=Severity.WARNING, evidence=Evidence.MAY),
+        Invalid("""
+import torch
+import torch.nn as nn
+from utils import weights_init
+netG = nn.Sequential(nn.ConvTranspose2d(100, 64, 4), nn.Tanh())
+optG = torch.optim.Adam(netG.parameters(), lr=2e-4)
+for noise in batches:
+    netG.apply(weights_init)
+    optG.zero_grad()
+    netG(noise).mean().backward()
+    optG.step()
+""", severity=Severity.INFO, evidence=Evidence.UNRESOLVED),  # an initialiser by its name only
+        Invalid("""
+import torch
+import helpers
+def fit(net, data):
+    optim = torch.optim.SGD(net.parameters(), lr=0.1)
+    for epoch in range(5):
+        for inp, tgt in data:
+            net.apply(helpers.init_params)
+            optim.zero_grad()
+            torch.nn.functional.l1_loss(net(inp), tgt).backward()
+            optim.step()
+fit(torch.nn.Linear(3, 1), [])
+""", severity=Severity.INFO, evidence=Evidence.UNRESOLVED),  # the same, through a module attribute
         """
 import torch
 import torch.nn as nn
@@ -316,6 +359,11 @@ def _initialiser(fn: ast.expr, ctx: FileContext) -> bool:
     elif isinstance(fn, ast.Name) and ctx.functions.get(fn.id):
         roots = list(ctx.functions[fn.id])
     else:
+        name = fn.id if isinstance(fn, ast.Name) else fn.attr if isinstance(fn, ast.Attribute) else ""
+        if _INIT_NAME.search(name) and not ctx.kinds(fn):
+            # ``model.apply(weights_init)`` with the initialiser imported from elsewhere
+            ctx.note(Evidence.UNRESOLVED, f"`{name}` is taken for a weight initialiser by its name")
+            return True
         return False
     return ctx.reaches(roots, lambda n: _initialises(n, ctx), depth=_DEPTH) is not None
 
