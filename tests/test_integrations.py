@@ -61,10 +61,10 @@ def _check_installable(target: str) -> None:
     from packaging.requirements import Requirement
 
     project = _project()
-    if target.endswith("]") and ".whl[" in target:
-        wheel, extras = target[:-1].split("[", 1)
+    if ".whl" in target:
+        wheel, _, extras = target.rstrip("]").partition("[")
         assert Path(wheel).name == f"torchpact-{project['version']}-py3-none-any.whl", target
-        extras_set = set(extras.split(","))
+        extras_set = set(extras.split(",")) - {""}
     else:
         req = Requirement(target)
         assert req.name == "torchpact" and req.url and req.url.startswith("git+https://"), target
@@ -84,6 +84,42 @@ def test_example_workflow_installs_what_exists():
     assert targets, "the workflow installs nothing"
     for target in targets:
         _check_installable(target)
+
+
+def _workflow_steps() -> list[dict[str, str]]:
+    """The example workflow's steps as ``{key: value}`` (flat, one level under ``- ``)."""
+    steps: list[dict[str, str]] = []
+    for line in (ROOT / "docs" / "ci" / "github-actions.yml").read_text().splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#") or ":" not in stripped:
+            continue
+        if stripped.startswith("- "):
+            steps.append({})
+        key, _, value = stripped.lstrip("- ").partition(":")
+        if steps:
+            steps[-1][key.strip()] = value.strip()
+    return steps
+
+
+def test_example_workflow_uploads_with_upload_sarif_v4_and_the_permissions_it_needs():
+    text = (ROOT / "docs" / "ci" / "github-actions.yml").read_text()
+    permissions = text.split("\npermissions:\n", 1)[1].split("\njobs:", 1)[0]
+    granted = dict(_yaml_values_text(permissions, k) and (k, _yaml_values_text(permissions, k)[0])
+                   for k in ("contents", "actions", "security-events"))
+    # actions: read lets upload-sarif read the run in a private repository; security-events: write uploads
+    assert granted == {"contents": "read", "actions": "read", "security-events": "write"}
+    uses = [s["uses"] for s in _workflow_steps() if "uses" in s]
+    assert "github/codeql-action/upload-sarif@v4" in uses
+    assert not any(u.startswith("github/codeql-action/") and not u.endswith("@v4") for u in uses)
+
+
+def test_example_workflow_skips_the_upload_on_a_fork_pull_request_and_still_annotates():
+    steps = _workflow_steps()
+    upload = next(s for s in steps if s.get("uses", "").startswith("github/codeql-action/upload-sarif"))
+    # a fork's pull request runs with a read-only token: code scanning would refuse the upload and fail the job
+    assert "!github.event.pull_request.head.repo.fork" in upload["if"] and "!cancelled()" in upload["if"]
+    annotate = next(s for s in steps if "--format github" in s.get("run", ""))
+    assert "fork" not in annotate.get("if", "") and "!cancelled()" in annotate["if"]
 
 
 def test_readme_says_how_to_install_into_a_project():
