@@ -245,6 +245,12 @@ def lint_settings(args: argparse.Namespace) -> Settings:
             raise UsageError(f"--min-torch must look like 2.4, not {args.min_torch!r}")
     if args.config and not os.path.isfile(args.config):
         raise UsageError(f"config file not found: {args.config}")
+    budget = os.environ.get("TORCHPACT_RULE_BUDGET")
+    if budget:
+        try:
+            float(budget)
+        except ValueError:
+            raise UsageError(f"TORCHPACT_RULE_BUDGET must be a number of seconds, not {budget!r}") from None
     return Settings(config_file=Path(args.config) if args.config else None,
                     overrides=Overrides(select=select or None, ignore=ignore, min_torch=min_torch,
                                         preview=bool(getattr(args, "preview", False))), codes=codes)
@@ -337,12 +343,13 @@ def cmd_lint(args: argparse.Namespace) -> int:
         print(f"{changed} file{'s' * (changed != 1)} would be fixed", file=sys.stderr)
         return EXIT_FINDINGS if changed else EXIT_OK
     findings = result.findings
+    unfinished = unfinished_rules(findings)
     meta: dict[str, Any] = {
         "command": "lint " + " ".join(args.paths or ["."]),
         "torch": installed_torch_version(),
         "summary": {"files": len(result.files), "lines": result.lines,
                     "seconds": round(result.seconds, 3), "fixes_applied": result.fixes_applied,
-                    "preview_hidden": result.hidden},
+                    "preview_hidden": result.hidden, **({"unfinished": unfinished} if unfinished else {})},
         "fixed": args.fix,
         "color": args.format == "text" and not args.output and use_color(),
     }
@@ -357,9 +364,30 @@ def cmd_lint(args: argparse.Namespace) -> int:
         if result.hidden:
             foot += (f"; {result.hidden} preview finding{'s' * (result.hidden != 1)} not shown (not yet measured "
                      "precise enough to be on by default: --preview shows them)")
-        meta["footer"] = [foot]
+        meta["footer"] = [foot] + ([unfinished_line(unfinished)] if unfinished else [])
     emit(render(args.format, findings, meta), args.output)
     return exit_code(findings, args.fail_on)
+
+
+def unfinished_rules(findings: list[Finding]) -> list[dict[str, Any]]:
+    """Each rule that stopped before the end of a file (TP002: out of time, or failed), and where (paths as
+    the reports show them: relative to the working directory when under it)."""
+    from torchpact.findings import relative_path
+
+    return [{"rule": f.extra["rule"], "stopped": f.extra.get("stopped"), "path": relative_path(f.path), "cell": f.cell,
+             "line": f.line} for f in findings if f.code == "TP002" and f.extra.get("rule")]
+
+
+def unfinished_line(unfinished: list[dict[str, Any]], shown: int = 5) -> str:
+    """The summary's line naming the rules that did not finish a file, and where they stopped."""
+    places = []
+    for u in unfinished[:shown]:
+        where = ":".join(str(p) for p in (u["path"], u["cell"] and f"cell {u['cell']}", u["line"]) if p)
+        places.append(f"{u['rule']} at {where} ({u['stopped']})")
+    more = f" and {len(unfinished) - shown} more" if len(unfinished) > shown else ""
+    n = len(unfinished)
+    return (f"{n} rule{'s' * (n != 1)} stopped before the end of a file, so {'their' if n != 1 else 'its'} "
+            f"findings there may be incomplete (TP002): {', '.join(places)}{more}")
 
 
 def cmd_run(args: argparse.Namespace, supervised: bool = False) -> int:

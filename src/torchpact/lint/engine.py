@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import gc
+import os
 import unicodedata
 import warnings
 from dataclasses import dataclass, field
@@ -21,9 +22,25 @@ from torchpact.lint.source import Source, SourceError, read_source
 from torchpact.lint.tree_index import index_tree
 
 MAX_FIX_PASSES = 4
-# Seconds one rule may spend on one file; past it the rule stops there with an info finding.
+# CPU seconds one rule may spend on one file; past it the rule stops there with a TP002 warning
+# (its findings in that file may be incomplete, so a run that lost some must not look clean).
+# ``TORCHPACT_RULE_BUDGET`` (seconds) sets another budget: more for huge generated files, less to test.
 RULE_BUDGET_S = 1.0
+BUDGET_ENV = "TORCHPACT_RULE_BUDGET"
 INTERNAL_CODE = "TP002"
+# extra["stopped"] of a TP002 finding: why its rule did not finish the file
+STOPPED_BUDGET, STOPPED_ERROR = "out of time", "failed"
+
+
+def rule_budget() -> float:
+    """The budget in force: ``TORCHPACT_RULE_BUDGET`` when set (the command line checks it), else RULE_BUDGET_S."""
+    raw = os.environ.get(BUDGET_ENV)
+    if raw:
+        try:
+            return float(raw)
+        except ValueError:
+            pass
+    return RULE_BUDGET_S
 
 
 @dataclass
@@ -270,14 +287,16 @@ def _suppressed(ctx: FileContext, code: str, node: ast.AST) -> bool:
     return any(0 < n <= len(lines) and is_suppressed(lines[n - 1], code) for n in candidates)
 
 
-def _internal_finding(ctx: FileContext, node: ast.AST | None, severity: Severity, message: str) -> Finding:
-    """TP002: torchpact's own analysis failed or ran out of time; never the user's input problem."""
+def _internal_finding(ctx: FileContext, node: ast.AST | None, rule: str, stopped: str, message: str) -> Finding:
+    """TP002: torchpact's own analysis failed or ran out of time; never the user's input problem. A
+    warning: the rule's findings in this file may be incomplete, so the default ``--fail-on warning``
+    does not pass the file as clean (``extra`` names the rule and why it stopped, for the summary)."""
     line = getattr(node, "lineno", None)
     cell = None
     if line is not None and ctx.source.notebook:
         cell, line = ctx.source.locate(line)
-    return Finding(code=INTERNAL_CODE, category=Category.INPUT, severity=severity, message=message,
-                   path=ctx.path, line=line, cell=cell)
+    return Finding(code=INTERNAL_CODE, category=Category.INPUT, severity=Severity.WARNING, message=message,
+                   path=ctx.path, line=line, cell=cell, extra={"rule": rule, "stopped": stopped})
 
 
 def lint_source(source: Source, config: Config, rules: list[Rule | RuleSpec] | None = None,
@@ -325,6 +344,7 @@ def lint_source(source: Source, config: Config, rules: list[Rule | RuleSpec] | N
     names = NameIndex(ctx)
     gate = Gate(config.preview, config.select)
     hidden = 0
+    budget = rule_budget()
     for rule in candidates:
         if (rule.needs_torch_import and not ctx.imports_torch) or (
                 rule.needs_import is not None and not ctx.imports(rule.needs_import)):
@@ -335,7 +355,7 @@ def lint_source(source: Source, config: Config, rules: list[Rule | RuleSpec] | N
             continue
         if type(rule) is RuleSpec:
             rule = rule()
-        ctx.start_budget(RULE_BUDGET_S)
+        ctx.start_budget(budget)
         node: ast.AST | None = None
         recorded = ctx.evidence
         try:
@@ -356,12 +376,12 @@ def lint_source(source: Source, config: Config, rules: list[Rule | RuleSpec] | N
                     raise BudgetExceeded
         except BudgetExceeded:
             findings.append(_internal_finding(
-                ctx, node, Severity.INFO,
-                f"rule {rule.code} ran out of its {RULE_BUDGET_S:g} s budget on this file and stopped; "
-                "its findings here may be incomplete"))
+                ctx, node, rule.code, STOPPED_BUDGET,
+                f"rule {rule.code} ran out of its {budget:g} s CPU budget on this file and stopped here: "
+                f"its findings in this file may be incomplete ({BUDGET_ENV}=SECONDS gives it more)"))
         except Exception as exc:  # a bug in a rule (RecursionError included) must not cost the other findings
             findings.append(_internal_finding(
-                ctx, node, Severity.WARNING,
+                ctx, node, rule.code, STOPPED_ERROR,
                 f"rule {rule.code} failed on this file ({exc.__class__.__name__}: {str(exc)[:200]}); "
                 "other rules still ran — please report this"))
         finally:
