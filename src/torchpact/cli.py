@@ -408,6 +408,7 @@ def cmd_run(args: argparse.Namespace, supervised: bool = False) -> int:
 
     if args.sample_first < 0 or args.sample_every < 1:
         raise UsageError("--sample-first must be >= 0 and --sample-every >= 1")
+    require_torch("run")
     sampler = Sampler(args.sample_first, args.sample_every)
     if args.format in DOCUMENT_FORMATS and not args.output:
         # The script's stdout is the user's: a document on the same stream would not parse.
@@ -625,23 +626,40 @@ def _runtime_severity_line(check: Any, differs: bool) -> str:
 
 
 def bundled_examples() -> Path | None:
-    here = Path(__file__).resolve()
-    for candidate in (here.parents[2] / "examples", Path.cwd() / "examples"):
-        if candidate.is_dir():
-            return candidate
-    return None
+    """The examples shipped inside the package (``examples/`` of a clone links to the same folder)."""
+    folder = Path(__file__).resolve().parent / "examples"
+    if not folder.is_dir():
+        return None
+    link = Path("examples")  # in a clone's root: the shorter name of the same folder
+    return link if link.is_dir() and link.resolve() == folder else folder
+
+
+TORCH_INSTALL = "pip install 'torchpact[torch]'"
+
+
+def has_torch() -> bool:
+    """Whether torch can be imported here, without importing it (lint-only installs have none)."""
+    import importlib.util
+
+    return importlib.util.find_spec("torch") is not None
+
+
+def require_torch(command: str) -> None:
+    """A one-line usage error (exit 2) for a command that needs torch where torch is not installed."""
+    if not has_torch():
+        raise UsageError(f"{command} needs torch, which is not installed for {sys.executable}: {TORCH_INSTALL} "
+                         "(lint, rule, rules, facts --list and report work without it)")
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """export-check / compile-check: load the target (a bad one is a usage error), check, report."""
     from torchpact.report import render
 
-    try:
-        import torch
-        from torchpact.audit import footer
-        from torchpact.audit.target import TargetError, load_target
-    except ImportError as exc:
-        raise UsageError(f"{args.command} needs torch: {exc}") from None
+    require_torch(args.command)
+    import torch
+    from torchpact.audit import footer
+    from torchpact.audit.target import TargetError, load_target
+
     export = args.command == "export-check"
     chosen = _split(args.paths if export else args.modes)
     if export:
@@ -689,21 +707,25 @@ def cmd_demo(args: argparse.Namespace) -> int:
     folder = Path(args.path) if args.path else bundled_examples()
     if folder is None or not folder.is_dir():
         raise UsageError("bundled examples not found; pass the examples folder: torchpact demo PATH")
-    rel = os.path.relpath(folder)
+    rel = _shown(folder)
     # the examples' bugs are found by rules still in preview (their blind precision is not measured yet)
     print(f"== torchpact lint --preview {rel}\n", flush=True)
     code = main(["lint", "--preview", str(rel)])
     if code not in (EXIT_OK, EXIT_FINDINGS):
         return code
+    if not has_torch():
+        print(f"\n(torch is not installed here: the rest of the demo, `torchpact run` and `export-check` on these "
+              f"examples, needs it: {TORCH_INSTALL})")
+        return EXIT_OK
     script = folder / "train_classifier.py"
     if script.is_file():
-        print(f"\n== torchpact run {os.path.relpath(script)}\n", flush=True)
-        code = main(["run", str(os.path.relpath(script))])
+        print(f"\n== torchpact run {_shown(script)}\n", flush=True)
+        code = main(["run", _shown(script)])
         if code not in (EXIT_OK, EXIT_FINDINGS):
             return code
     target = folder / "export_target.py"
     if target.is_file():
-        spec = f"{os.path.relpath(target)}:make"
+        spec = f"{_shown(target)}:make"
         print(f"\n== torchpact export-check {spec}\n", flush=True)
         code = main(["export-check", spec])
         if code not in (EXIT_OK, EXIT_FINDINGS):
@@ -711,6 +733,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("\n(the examples carry these bugs on purpose: every finding above is expected; lint ran with --preview, "
           "which also reports the rules whose blind precision is not yet measured)")
     return EXIT_OK
+
+
+def _shown(path: Path) -> str:
+    """A path relative to the working directory when it is under it (a clone), else absolute (an installed wheel)."""
+    rel = os.path.relpath(path)
+    return str(path) if rel.startswith("..") else rel
 
 
 def cmd_facts(args: argparse.Namespace) -> int:
@@ -740,6 +768,7 @@ def cmd_facts(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(report.listing(selected, links))
         return EXIT_OK
+    require_torch("facts" if not args.id else f"facts {args.id}")  # each experiment runs torch
     progress = sys.stderr.isatty() and not args.json and len(selected) > 1
     if progress:
         print(f"running {len(selected)} experiments...", file=sys.stderr, flush=True)
