@@ -340,7 +340,7 @@ def cmd_lint(args: argparse.Namespace) -> int:
             if r.fixed is not None and r.original is not None:
                 changed += 1
                 sys.stdout.writelines(fix_diff(r.path, r.original, r.fixed))
-        print(f"{changed} file{'s' * (changed != 1)} would be fixed", file=sys.stderr)
+        print(f"{plural(changed, 'file')} would be fixed", file=sys.stderr)
         return EXIT_FINDINGS if changed else EXIT_OK
     findings = result.findings
     unfinished = unfinished_rules(findings)
@@ -358,15 +358,20 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
         meta["rules"] = rule_table(include_runtime=False)  # lint never imports torch
     if args.format == "text":
-        foot = f"{len(result.files)} files, {result.lines} lines in {result.seconds:.2f}s"
+        foot = f"{plural(len(result.files), 'file')}, {plural(result.lines, 'line')} in {result.seconds:.2f}s"
         if args.fix:
-            foot += f"; {result.fixes_applied} fixes applied"
+            foot += f"; {plural(result.fixes_applied, 'fix', 'fixes')} applied"
         if result.hidden:
             foot += (f"; {result.hidden} preview finding{'s' * (result.hidden != 1)} not shown (not yet measured "
                      "precise enough to be on by default: --preview shows them)")
         meta["footer"] = [foot] + ([unfinished_line(unfinished)] if unfinished else [])
     emit(render(args.format, findings, meta), args.output)
     return exit_code(findings, args.fail_on)
+
+
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{n} {word if n == 1 else words or word + 's'}"
 
 
 def unfinished_rules(findings: list[Finding]) -> list[dict[str, Any]]:

@@ -15,7 +15,8 @@ Keys (all optional)::
 
 Each linted file uses the closest ``pyproject.toml`` that has a ``[tool.torchpact]`` table (as ruff
 does), so a monorepo or a folder of projects gets each project's settings; ``--config`` names one for
-all files. Unknown keys and selectors are errors, with the closest valid name.
+all files (and must have the table). Unknown keys and selectors are errors, with the closest valid
+name; so is a string where a list goes (``ignore = "TP101"``), as in ruff.
 """
 
 from __future__ import annotations
@@ -180,9 +181,16 @@ def _has_section(pyproject: Path) -> bool:
     return b"torchpact" in raw
 
 
-def load_config(pyproject: Path | None, codes: Collection[str] | None = None) -> Config:
+def _quoted(text: str) -> str:
+    """A TOML basic string (for the corrected line an error message shows)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def load_config(pyproject: Path | None, codes: Collection[str] | None = None, named: bool = False) -> Config:
     """Read ``[tool.torchpact]`` (and the torch floor the project declares beside it). With ``codes``
-    (the rules' codes), selectors that select nothing are errors too."""
+    (the rules' codes), selectors that select nothing are errors too. ``named``: the file was named
+    (``--config``), so a file without the table is an error rather than the defaults (a wrong path
+    must not silently turn the configuration off)."""
     cfg = Config()
     if pyproject is None:
         return cfg
@@ -194,6 +202,9 @@ def load_config(pyproject: Path | None, codes: Collection[str] | None = None) ->
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise ConfigError(f"{pyproject}: [tool] must be a table")
+    if named and "torchpact" not in tool:
+        raise ConfigError(f"{pyproject} has no [tool.torchpact] table: name a pyproject.toml that has one, "
+                          "or leave --config out to use each file's closest")
     section = tool.get("torchpact", {})
     if not isinstance(section, dict):
         raise ConfigError(f"{pyproject}: [tool.torchpact] must be a table")
@@ -203,8 +214,9 @@ def load_config(pyproject: Path | None, codes: Collection[str] | None = None) ->
 
     def str_list(key: str) -> list[str]:
         value = section.get(key, [])
-        if isinstance(value, str):
-            value = [value]
+        if isinstance(value, str):  # as ruff: one code is still a list (`ignore = "TP101"` is a mistake)
+            raise ConfigError(f"{pyproject}: tool.torchpact.{key} must be a list of strings, not a string: "
+                              f"write {key} = [{_quoted(value)}]")
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{pyproject}: tool.torchpact.{key} must be a list of strings")
         return value
@@ -216,7 +228,11 @@ def load_config(pyproject: Path | None, codes: Collection[str] | None = None) ->
     pfi = section.get("per-file-ignores", {})
     if not isinstance(pfi, dict):
         raise ConfigError(f"{pyproject}: tool.torchpact.per-file-ignores must be a table")
-    cfg.per_file_ignores = {k: [v] if isinstance(v, str) else v for k, v in pfi.items()}
+    for pattern, listed in pfi.items():
+        if isinstance(listed, str):
+            raise ConfigError(f"{pyproject}: tool.torchpact.per-file-ignores values must be lists of codes, not a "
+                              f"string: write {_quoted(pattern)} = [{_quoted(listed)}]")
+    cfg.per_file_ignores = dict(pfi)
     if not all(isinstance(v, list) and all(isinstance(c, str) for c in v) for v in cfg.per_file_ignores.values()):
         raise ConfigError(f"{pyproject}: tool.torchpact.per-file-ignores values must be lists of codes")
     sev = section.get("severity", {})
@@ -274,7 +290,7 @@ class Settings:
                  codes: Collection[str] | None = None):
         self.overrides = overrides or Overrides()
         self.codes = codes
-        self._fixed = load_config(config_file, codes) if config_file is not None else None
+        self._fixed = load_config(config_file, codes, named=True) if config_file is not None else None
         self._by_file: dict[Path, Config] = {}
         self._by_folder: dict[str, Config] = {}
         self._found: dict[Path, Path | None] = {}

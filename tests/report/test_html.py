@@ -15,6 +15,7 @@ from tests.report import chromium
 from torchpact.cli import main
 from torchpact.findings import Category, Finding, Severity
 from torchpact.report import render
+from torchpact.report.html import page
 from torchpact.report.links import rule_url, rules_base
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -242,3 +243,19 @@ def test_compile_modes_show_latency_p50_p99_and_unstable():
     assert "example: 1.8 / 9.7 ms" in rows["eager"] and "(unstable: p99 is 5.4x p50)" in rows["eager"]
     assert "example: 0.54 / 0.6 ms" in rows["default"] and "unstable" not in rows["default"]
     assert "<li><b>latency</b>: no recommendation, the timings are unstable</li>" in text
+
+
+def _chart_ticks(svg: str) -> list[str]:
+    return re.findall(r'<text class="tick" x="\d+(?:\.\d+)?" y="[\d.]+" text-anchor="end">([^<]+)</text>', svg)
+
+
+def test_the_memory_chart_starts_at_zero_so_a_small_change_does_not_look_like_a_cliff():
+    mib = 1024 * 1024
+    # 0.4 MiB more on a 500 MiB process over 30 steps
+    memory = [[step, 500 * mib + step * 0.4 * mib / 30] for step in range(31)]
+    doc = {"tool": "torchpact", "command": "run train.py", "findings": [],
+           "summary": {"data": {"progress": {"memory": memory, "memory_kind": "rss"}}}}
+    text = page(doc)
+    svg = text[text.index('aria-label="Process memory (RSS)"'):].split("</svg>", 1)[0]
+    ticks = [t for t in _chart_ticks(svg) if t != "step"]  # the y axis's labels, bottom up
+    assert ticks[0] == "0 B" and all(t.endswith("MiB") for t in ticks[1:]), ticks

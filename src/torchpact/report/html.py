@@ -265,8 +265,11 @@ def _thin(points: list[tuple[float, float]], limit: int = 600) -> list[tuple[flo
 
 
 def line_chart(title: str, series: list[tuple[str, list[tuple[float, float]]]], *, y_format=_fmt,
-               log_y: bool = False, x_label: str = "step", width: int = 520, height: int = 230) -> str:
-    """An SVG line chart of (label, [(x, y)]) series; empty string when there is nothing to draw."""
+               log_y: bool = False, from_zero: bool = False, x_label: str = "step", width: int = 520,
+               height: int = 230) -> str:
+    """An SVG line chart of (label, [(x, y)]) series; empty string when there is nothing to draw.
+    ``from_zero``: the y axis starts at 0, for a quantity whose size matters more than its wiggles (memory:
+    0.4 MiB more on 500 MiB must not look like a cliff)."""
     series = [(label, _thin(pts)) for label, pts in series if pts]
     if log_y:
         series = [(label, [(x, y) for x, y in pts if y > 0]) for label, pts in series]
@@ -283,7 +286,7 @@ def line_chart(title: str, series: list[tuple[str, list[tuple[float, float]]]], 
     tf = (lambda y: math.log10(y)) if log_y else (lambda y: y)
     y0, y1 = tf(min(ys)), tf(max(ys))
     if not log_y:
-        y0 = min(y0, 0.0) if y0 >= 0 and y0 < 0.5 * y1 else y0
+        y0 = min(y0, 0.0) if y0 >= 0 and (from_zero or y0 < 0.5 * y1) else y0
     if y1 == y0:
         y0, y1 = y0 - 1 if log_y else y0 - abs(y0) * 0.1 - 1e-12, y1 + 1 if log_y else y1 + abs(y1) * 0.1 + 1e-12
     pad = (y1 - y0) * 0.06
@@ -474,7 +477,7 @@ def _run_sections(summary: dict[str, Any]) -> list[str]:
         if reserved:
             series.append(("reserved", reserved))
         label = "CUDA memory" if kind.startswith("cuda") else "Process memory (RSS)"
-        charts.append(line_chart(label, series, y_format=_bytes))
+        charts.append(line_chart(label, series, y_format=_bytes, from_zero=True))
     grads = _grad_series(data)
     heat = heatmap("Gradient norm per layer over steps", grads) if grads else ""
     if charts or heat:
