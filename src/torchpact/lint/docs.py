@@ -23,19 +23,22 @@ Nothing in that file was checked. The other files still are: one bad file never 
 ## Fix safety
 No fix: repair or exclude the file (`exclude` in `[tool.torchpact]`, or `.gitignore`).
 """,
-    "TP002": """# TP002 — input: a rule failed on a file
+    "TP002": """# TP002 — input: a rule did not finish a file
 
 ## What it does
-Reports that one rule raised an unexpected error on one file (a `warning`, with the rule's code and
-the line it was checking), or ran past its time budget of about one CPU-second on that file (an
-`info`). The other rules still ran on it.
+Reports that one rule did not finish one file: it raised an unexpected error, or it ran past its
+time budget of about one CPU-second on that file (`TORCHPACT_RULE_BUDGET` seconds when set). The
+finding names the rule and the line it was checking, and the summary line lists every such rule and
+place. The other rules still ran on the file.
 
 ## Why is this bad?
-That rule's check is missing (or incomplete) for that file. It is a torchpact bug, not a problem with
-your code: please report it with the file.
+That rule's findings in that file may be incomplete. It is a `warning`, so the default
+`--fail-on warning` does not pass a run whose findings may be missing; `--fail-on error` does. A rule
+that failed is a torchpact bug, not a problem with your code: please report it with the file. A rule
+out of time on a huge (often generated) file may finish with a larger `TORCHPACT_RULE_BUDGET`.
 
 ## Fix safety
-No fix; `--ignore` the rule for the file meanwhile.
+No fix; exclude a generated file, raise the budget, or `--ignore` the rule for the file meanwhile.
 """,
 }
 
@@ -62,6 +65,10 @@ def evidence_section(rule: type[Rule]) -> list[str]:
     lines += [f"- `{s.value}`: {preview.status(rule.code, s)}" for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)
               if s <= rule.severity]
     return lines + [""]
+
+
+SPECIAL_SEVERITY = {INPUT_CODE: Severity.ERROR, "TP002": Severity.WARNING}
+"""The severity each of those codes is reported at."""
 
 
 def special_codes() -> dict[str, str]:
