@@ -466,7 +466,7 @@ def cmd_run(args: argparse.Namespace, supervised: bool = False) -> int:
         "summary": outcome.summary(),
         "color": args.format == "text" and not args.output and use_color_stdout(),
     }
-    if args.format == "sarif":
+    if args.format == "sarif" or args.html:  # SARIF's rule table, and the page's Rules section
         from torchpact.docs import rule_table
 
         meta["rules"] = rule_table(include_runtime=True)
@@ -559,16 +559,16 @@ def cmd_report(args: argparse.Namespace) -> int:
                if k not in ("total", "by_severity", "by_code", "by_category")}
     meta: dict[str, Any] = {"command": doc.get("command"), "torch": doc.get("torch"), "summary": summary,
                             "color": args.format == "text" and not args.output and use_color_stdout()}
-    if args.format == "sarif":
+    if args.format == "sarif" or args.html:
         from torchpact.docs import rule_table
 
         meta["rules"] = rule_table(include_runtime=True)  # a saved report may hold runtime codes
     if args.html:
-        from torchpact.report.html import page
+        from torchpact.report.html import page, rule_texts
 
         try:
             with open(args.html, "w", encoding="utf-8") as fh:
-                fh.write(page(doc))
+                fh.write(page(doc, rules=rule_texts(meta["rules"])))
         except OSError as exc:
             raise UsageError(f"cannot write {args.html}: {exc.strerror or exc}") from None
         if not args.output and args.format == "text":
@@ -611,11 +611,22 @@ def cmd_rules() -> int:
         if check is not None and (check.severity != r.severity or check.severity_note):
             print(_runtime_severity_line(check, differs=check.severity != r.severity))
     lint_codes = {r.code for r in all_rules()}
+    run_only = 0
     for code, c in sorted(checks.items()):
         if code not in lint_codes:
+            run_only += 1
             print(f"{code}  {c.severity.value:<7}  {'':<7}  {c.category.value:<11}  run          {'':<36} {c.summary}")
             if c.severity_note:
                 print(_runtime_severity_line(c, differs=False))
+    from torchpact.lint.docs import SPECIAL_SEVERITY, special_codes
+
+    special = special_codes()
+    for code, text in sorted(special.items()):  # lint and run report them; no rule of their own
+        title = text.splitlines()[0].split("— ", 1)[1]
+        print(f"{code}  {SPECIAL_SEVERITY[code].value:<7}  {'on':<7}  {'input':<11}  lint+run      {'':<36} {title}")
+    shared = len(lint_codes & set(checks))
+    print(f"\n{plural(len(lint_codes), 'lint rule')} ({shared} also checked at run time), "
+          f"{plural(run_only, 'runtime check')} of their own, {plural(len(special), 'input code')}.")
     print("\npreview: lint reports the rule's error and warning findings only with --preview (or its code in "
           "--select) until their blind precision is measured above the bar; its info findings, and `on` rules, by "
           "default. `torchpact rule TPnnn` shows the measure.")
@@ -695,7 +706,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     meta: dict[str, Any] = {"command": f"{args.command} {args.target}", "torch": torch.__version__,
                             "summary": summary,
                             "color": args.format == "text" and not args.output and use_color_stdout()}
-    if args.format == "sarif":
+    if args.format == "sarif" or args.html:
         from torchpact.docs import rule_table
 
         meta["rules"] = rule_table(include_runtime=True)

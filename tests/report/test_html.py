@@ -16,7 +16,6 @@ from torchpact.cli import main
 from torchpact.findings import Category, Finding, Severity
 from torchpact.report import render
 from torchpact.report.html import page
-from torchpact.report.links import rule_url, rules_base
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE_MODULE = "<img src=x onerror=alert(1)>"
@@ -104,8 +103,8 @@ def test_page_is_self_contained(hostile_run):
     _, page, _ = hostile_run
     text = page.read_text()
     assert not re.search(r"""src\s*=\s*["']?(?:https?:|//)""", text)
-    links = re.findall(r"""href\s*=\s*["']?((?:https?:|//)[^"' >]*)""", text)
-    assert links and all(link.startswith(rules_base()) for link in links)  # navigation to rule pages only
+    # no link leaves the page: torchpact is not published at any address, the rules' text is on the page
+    assert not re.findall(r"""href\s*=\s*["']?((?:https?:|//|file:)[^"' >]*)""", text)
     assert "url(" not in text and "@import" not in text
     assert "Content-Security-Policy" in text and "default-src 'none'" in text
 
@@ -121,19 +120,23 @@ def test_page_has_the_run_sections(hostile_run):
     assert profile["status"] == "ok" and len(profile["steps"]) == 3 and Path(profile["trace"]).is_file()
 
 
-def test_each_finding_links_to_its_rule_page(hostile_run):
+def test_each_finding_links_to_its_rules_text_on_the_page(hostile_run):
     _, page, doc = hostile_run
-    hrefs = [a.get("href") for t, a in _tags(page.read_text()) if t == "a" and a.get("class") == "code"]
-    assert sorted(hrefs) == sorted(rule_url(f["code"]) for f in doc["findings"])
-    for href in hrefs:  # the page the link names exists in the repository
-        assert (ROOT / "docs" / "rules" / href.rsplit("/", 1)[1]).is_file()
+    text = page.read_text()
+    hrefs = [a.get("href") for t, a in _tags(text) if t == "a" and a.get("class") == "code"]
+    assert sorted(hrefs) == sorted(f"#rule-{f['code']}" for f in doc["findings"])
+    ids = {a.get("id") for _, a in _tags(text)}
+    for code in {f["code"] for f in doc["findings"]}:
+        assert f"rule-{code}" in ids
+        article = text.split(f'id="rule-{code}"', 1)[1].split("</article>", 1)[0]
+        assert f"{code} — " in article and "What it does" in article and "Why is this bad?" in article
 
 
-def test_rule_link_base_is_configurable(monkeypatch):
-    monkeypatch.setenv("TORCHPACT_RULES_URL", "https://docs.example.com/torchpact/rules")
+def test_a_page_rendered_without_rule_texts_links_nowhere(monkeypatch):
+    monkeypatch.setenv("TORCHPACT_RULES_URL", "https://docs.example.com/torchpact/rules")  # for SARIF only
     finding = Finding("TP101", Category.MEMORY, Severity.ERROR, "leak")
     text = render("html", [finding], {"command": "run t.py", "summary": {}})
-    assert 'href="https://docs.example.com/torchpact/rules/TP101.md"' in text
+    assert "href=" not in text.split("<body>", 1)[1] and '<span class="code"><code>TP101</code></span>' in text
 
 
 def test_page_says_torchpacts_exit_code_beside_the_scripts(hostile_run, tmp_path):
