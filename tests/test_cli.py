@@ -122,8 +122,6 @@ def test_fail_on_threshold(tmp_path, leaky, capsys):
 
 
 def test_usage_errors_exit_2_with_one_line(tmp_path, capsys):
-    code, _, err = run_cli(["lint", tmp_path / "missing.py"], capsys)
-    assert code == 2 and err.count("\n") == 1 and "no such file" in err
     (tmp_path / "pyproject.toml").write_text("[tool.torchpact]\nselect = 3\n")
     (tmp_path / "a.py").write_text("import torch\n")
     code, _, err = run_cli(["lint", tmp_path / "a.py"], capsys)

@@ -460,11 +460,11 @@ def cmd_rules() -> int:
 
     checks = runtime_checks()
     for r in all_rules():
-        fix = "fix" if r.fixable else "   "
+        fix = ("unsafe" if r.unsafe_fix else "fix") if r.fixable else ""
         check = checks.get(r.code)
         by = "lint+run" if check else "lint    "
         default = "preview" if is_preview(r.code, r.severity) else "on"
-        print(f"{r.code}  {r.severity.value:<7}  {default:<7}  {r.category.value:<11}  {by}  {fix}  {r.name():<36} "
+        print(f"{r.code}  {r.severity.value:<7}  {default:<7}  {r.category.value:<11}  {by}  {fix:<6}  {r.name():<36} "
               f"{r.summary()}")
         if check is not None and (check.severity != r.severity or check.severity_note):
             print(_runtime_severity_line(check, differs=check.severity != r.severity))
@@ -473,7 +473,7 @@ def cmd_rules() -> int:
     for code, c in sorted(checks.items()):
         if code not in lint_codes:
             run_only += 1
-            print(f"{code}  {c.severity.value:<7}  {'':<7}  {c.category.value:<11}  run          {'':<36} {c.summary}")
+            print(f"{code}  {c.severity.value:<7}  {'':<7}  {c.category.value:<11}  run               {'':<36} {c.summary}")
             if c.severity_note:
                 print(_runtime_severity_line(c, differs=False))
     from torchpact.lint.docs import SPECIAL_SEVERITY, special_codes
@@ -481,11 +481,16 @@ def cmd_rules() -> int:
     special = special_codes()
     for code, text in sorted(special.items()):  # lint and run report them; no rule of their own
         title = text.splitlines()[0].split("— ", 1)[1]
-        print(f"{code}  {SPECIAL_SEVERITY[code].value:<7}  {'on':<7}  {'input':<11}  lint+run      {'':<36} {title}")
+        default = "off" if code == "TP005" else "on"  # TP005 runs only when selected by name
+        print(f"{code}  {SPECIAL_SEVERITY[code].value:<7}  {default:<7}  {'input':<11}  {'lint' if code == 'TP005' else 'lint+run':<8}  "
+              f"{'fix' if code == 'TP005' else '':<6}  {'':<36} {title}")
     shared = len(lint_codes & set(checks))
     print(f"\n{plural(len(lint_codes), 'lint rule')} ({shared} also checked at run time), "
-          f"{plural(run_only, 'runtime check')} of their own, {plural(len(special), 'input code')}.")
-    print("\npreview: lint reports the rule's error and warning findings only with --preview (or its code in "
+          f"{plural(run_only, 'runtime check')} of their own, {plural(len(special), 'code')} of lint itself "
+          f"({', '.join(sorted(special))}).")
+    print("\nfix: --fix applies it; unsafe: it may change what the program does, so --fix applies it only with "
+          "--unsafe-fixes (see the rule's Fix safety).")
+    print("preview: lint reports the rule's error and warning findings only with --preview (or its code in "
           "--select) until their blind precision is measured above the bar; its info findings, and `on` rules, by "
           "default. `torchpact rule TPnnn` shows the measure.")
     return EXIT_OK

@@ -4,12 +4,15 @@ Keys (all optional)::
 
     [tool.torchpact]
     select = ["ALL"]                 # codes, code prefixes ("TP1") or categories ("memory")
+    extend-select = ["TP005"]        # added to select (a --select on the command line replaces both)
     ignore = ["TP905"]
     per-file-ignores = {"tests/*" = ["TP402"]}
     severity = {TP905 = "warning"}  # severity overrides
     preview = true                   # also report findings whose blind precision is not yet
                                      # measured above the bar (see torchpact.lint.preview)
     exclude = ["build/*"]            # extra paths lint skips (gitignore syntax, relative to this file)
+    extend-exclude = ["gen/"]        # the same (the built-in skips always apply, so both add)
+    unsafe-fixes = true              # --fix applies the fixes that need a review too
     min-torch = "2.4"               # oldest torch the code must run on; default: what the closest
                                      # project declares (see torchpact.project), else torch 2.13
 
@@ -55,6 +58,8 @@ class Config:
     root: Path | None = None
     # Report preview findings too (error/warning findings of codes not yet measured stable).
     preview: bool = False
+    # Apply the fixes of rules whose fix may change what the program does (Rule.unsafe_fix) with --fix.
+    unsafe_fixes: bool = False
 
     def is_enabled(self, code: str, category: str, path: str | None = None) -> bool:
         """Whether a rule runs: selected, not ignored, not ignored for this file."""
@@ -129,7 +134,8 @@ class Codes(Collection[str]):
         return len(self._first) + len(self.rest())
 
 
-KEYS = ("select", "ignore", "per-file-ignores", "severity", "exclude", "min-torch", "preview")
+KEYS = ("select", "extend-select", "ignore", "per-file-ignores", "severity", "exclude", "extend-exclude", "min-torch",
+        "preview", "unsafe-fixes")
 
 
 def closest(name: str, valid: Iterable[str]) -> str:
@@ -223,8 +229,11 @@ def load_config(pyproject: Path | None, codes: Collection[str] | None = None, na
 
     if "select" in section:
         cfg.select = str_list("select")
+    # as ruff: extend-select adds to select (a --select on the command line replaces both)
+    cfg.select = cfg.select + [c for c in str_list("extend-select") if c not in cfg.select]
     cfg.ignore = str_list("ignore")
-    cfg.exclude = str_list("exclude")
+    # torchpact's `exclude` never replaces the built-in skips (.git, virtualenvs, .gitignore): both add
+    cfg.exclude = str_list("exclude") + str_list("extend-exclude")
     pfi = section.get("per-file-ignores", {})
     if not isinstance(pfi, dict):
         raise ConfigError(f"{pyproject}: tool.torchpact.per-file-ignores must be a table")
@@ -247,17 +256,18 @@ def load_config(pyproject: Path | None, codes: Collection[str] | None = None, na
             ) from None
     if codes is not None:
         where = f"{pyproject} tool.torchpact"
-        check_selectors(cfg.select, codes, f"{where}.select")
+        check_selectors(cfg.select, codes, f"{where}.select / extend-select")
         check_selectors(cfg.ignore, codes, f"{where}.ignore")
         for pattern, listed in cfg.per_file_ignores.items():
             check_selectors(listed, codes, f"{where}.per-file-ignores[{pattern!r}]")
         for code in cfg.severity:
             if code not in codes:
                 raise ConfigError(f"unknown code {code!r} in {where}.severity{closest(code, codes)}")
-    if "preview" in section:
-        if not isinstance(section["preview"], bool):
-            raise ConfigError(f"{pyproject}: tool.torchpact.preview must be true or false")
-        cfg.preview = section["preview"]
+    for key in ("preview", "unsafe-fixes"):
+        if key in section:
+            if not isinstance(section[key], bool):
+                raise ConfigError(f"{pyproject}: tool.torchpact.{key} must be true or false")
+            setattr(cfg, key.replace("-", "_"), section[key])
     if "min-torch" in section:
         cfg.min_torch = parse_version(str(section["min-torch"]))
         if cfg.min_torch is None:
@@ -271,14 +281,18 @@ class Overrides:
     """The command line's settings, put on top of every file's configuration."""
 
     select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     min_torch: tuple[int, int] | None = None
     preview: bool = False
+    unsafe_fixes: bool = False
 
     def apply(self, cfg: Config) -> Config:
+        select = self.select if self.select else cfg.select
         return dataclasses.replace(
-            cfg, select=self.select if self.select else cfg.select, ignore=cfg.ignore + self.ignore,
-            min_torch=self.min_torch or cfg.min_torch, preview=self.preview or cfg.preview)
+            cfg, select=select + [c for c in self.extend_select if c not in select], ignore=cfg.ignore + self.ignore,
+            min_torch=self.min_torch or cfg.min_torch, preview=self.preview or cfg.preview,
+            unsafe_fixes=self.unsafe_fixes or cfg.unsafe_fixes)
 
 
 class Settings:
@@ -347,14 +361,14 @@ class Settings:
         return self.for_folder(os.path.dirname(os.path.abspath(path)))
 
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
+NOQA_PATTERN = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
 
 
 def noqa_codes(line: str) -> set[str] | None:
     """Codes silenced on a source line: None if no noqa, an empty set for a bare ``# noqa`` (all)."""
     if "noqa" not in line.lower():
         return None
-    m = _NOQA.search(line)
+    m = NOQA_PATTERN.search(line)
     if not m:
         return None
     codes = m.group("codes")

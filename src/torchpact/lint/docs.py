@@ -40,6 +40,25 @@ out of time on a huge (often generated) file may finish with a larger `TORCHPACT
 ## Fix safety
 No fix; exclude a generated file, raise the budget, or `--ignore` the rule for the file meanwhile.
 """,
+    "TP005": """# TP005 — input: a `# noqa` code that suppresses nothing
+
+## What it does
+Off by default: on only when its code is named (`--select TP005`, `--extend-select TP005`, or in
+`select` / `extend-select`), as ruff's RUF100 is. Reports each torchpact code of a `# noqa: ...`
+comment that silenced no finding on its line: the rule reports nothing there (any more), the rule
+is not enabled for the file, or the code is no lint rule's (a typo, or a runtime check's code:
+`torchpact run` reads no `# noqa`). Codes of other tools (`E501`, `F401`) and a bare `# noqa` are
+left alone: other linters read them. A rule that did not finish the file (TP002) is not judged.
+
+## Why is this bad?
+A stale suppression hides the next real finding on that line, and a mistyped code silences nothing
+while looking as if it did.
+
+## Fix safety
+The fix removes the unused codes from the comment (the whole `# noqa` when none is left), which
+changes nothing the program does: safe. It is not offered where removing every code would leave
+text after `# noqa`, which would then silence every code.
+""",
 }
 
 
@@ -67,7 +86,7 @@ def evidence_section(rule: type[Rule]) -> list[str]:
     return lines + [""]
 
 
-SPECIAL_SEVERITY = {INPUT_CODE: Severity.ERROR, "TP002": Severity.WARNING}
+SPECIAL_SEVERITY = {INPUT_CODE: Severity.ERROR, "TP002": Severity.WARNING, "TP005": Severity.WARNING}
 """The severity each of those codes is reported at."""
 
 
@@ -90,7 +109,9 @@ def rule_markdown(rule: type[Rule], runtime: tuple[str, str] | None = None) -> s
     severity = f"`{rule.severity.value}`"
     if runtime is not None:
         severity += f" (`torchpact lint`), `{runtime[1]}` (`{runtime[0]}`, below)"
-    meta = f"Category: `{rule.category.value}` · Severity: {severity} · Autofix: {'yes' if rule.fixable else 'no'}"
+    autofix = ("unsafe (applied by `--fix --unsafe-fixes` only: see Fix safety)" if rule.unsafe_fix else "yes (safe)"
+               ) if rule.fixable else "no"
+    meta = f"Category: `{rule.category.value}` · Severity: {severity} · Autofix: {autofix}"
     lines += [meta, ""]
     lines += ["## What it does", sections.get("What it does", ""), ""]
     lines += ["## Why is this bad?", sections.get("Why is this bad?", ""), ""]
