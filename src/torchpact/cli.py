@@ -514,6 +514,29 @@ def bundled_examples() -> Path | None:
 
 
 TORCH_INSTALL = "pip install 'torchpact[torch]'"
+# The torch versions the runtime commands are tested on (pyproject's [torch] extra states the same range,
+# tests/test_torch_range.py keeps them one): the whole suite on 2.13, `torchpact facts` and the watchers'
+# tests on 2.14.
+TORCH_TESTED = ((2, 13), (2, 15))  # from, up to (excluded)
+
+
+def torch_support_note(version: str | None) -> str | None:
+    """One line for a runtime command on a torch outside the tested range, else None."""
+    from torchpact.project import parse_version
+
+    found = parse_version(version or "")
+    low, high = TORCH_TESTED
+    if found is None or low <= found < high:
+        return None
+    return (f"torchpact: note: torch {version} is outside the versions torchpact is tested on "
+            f"(>={low[0]}.{low[1]},<{high[0]}.{high[1]}): a check may miss or misread what changed; "
+            "`torchpact facts` shows which documented torch behaviours hold here")
+
+
+def note_untested_torch() -> None:
+    note = torch_support_note(installed_torch_version())
+    if note:
+        print(note, file=sys.stderr)
 
 
 def has_torch() -> bool:
@@ -524,10 +547,12 @@ def has_torch() -> bool:
 
 
 def require_torch(command: str) -> None:
-    """A one-line usage error (exit 2) for a command that needs torch where torch is not installed."""
+    """A one-line usage error (exit 2) for a command that needs torch where torch is not installed; a
+    one-line note when the installed torch is outside the tested range."""
     if not has_torch():
         raise UsageError(f"{command} needs torch, which is not installed for {sys.executable}: {TORCH_INSTALL} "
                          "(lint, rule, rules, facts --list and report work without it)")
+    note_untested_torch()
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
