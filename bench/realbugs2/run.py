@@ -21,15 +21,15 @@ from casebench import Case, main  # noqa: E402
 
 CASES = (
     Case("gandlf_870", "features and labels shuffled with two different permutations",
-         ("new:decorrelated-shuffle",), source="mlcommons/GaNDLF#870"),
+         ("TP568",), source="mlcommons/GaNDLF#870"),
     Case("pytorch_tutorial_196", "(batch, seq, feature) input to an LSTM without batch_first",
          ("new:rnn-batch-first",), source="yunjey/pytorch-tutorial#196"),
     Case("transformer_from_scratch_4", "attention heads merged by reshape without the permute: future tokens leak",
          ("new:causal-leak",), source="jsbaan/transformer-from-scratch#4"),
     Case("yi_110", "padding token ids left in the labels, no ignore_index",
-         ("new:pad-in-labels",), source="01-ai/Yi#110"),
+         ("TP569",), source="01-ai/Yi#110"),
     Case("nanochat_59", "gradient accumulation averages per-micro-batch token means of unequal counts",
-         ("new:grad-accum-token-mean",), source="karpathy/nanochat#59"),
+         ("TP479",), source="karpathy/nanochat#59"),
     Case("srgan_1", "epoch-level StepLR stepped every batch",
          ("new:epoch-scheduler-per-batch",), source="Lornatang/SRGAN-PyTorch#1"),
     Case("vision_8250", "BatchNorm momentum=0.99 (TensorFlow's convention)",
