@@ -190,3 +190,17 @@ def test_time_major_language_model_and_batch_of_one_are_silent():
     assert codes(watched(lambda: run(batch, True), WATCHER)) == []
     assert codes(watched(lambda: run(batch, False), WATCHER)) == []
     assert codes(watched(lambda: run(1, True), WATCHER)) == []
+
+
+def test_a_failing_loss_listener_switches_the_watcher_off_and_training_goes_on():
+    from torchpact.watch.watchers.rnn_layout import RnnLayout
+
+    def boom(call):
+        raise RuntimeError("listener bug")
+
+    watcher = RnnLayout()
+    watcher._loss_call = boom  # type: ignore[method-assign]
+    model = LastStep(nn.LSTM(FEAT, 16))
+    findings = watched(lambda: _fit(model, lambda m, x, y: F.cross_entropy(m(x), y)), [watcher])
+    [f] = findings
+    assert f.code == "TP002" and "rnn_layout" in f.message and "listener bug" in f.message

@@ -159,3 +159,87 @@ def test_gradient_accumulation_with_a_per_step_schedule_is_silent():
                     sched.step()
 
     assert codes(watched(run, WATCHER)) == []
+
+
+def _manual(make, epochs=EPOCHS, batches=BATCHES, per_batch=True, how="slice"):
+    """Batches cut from in-memory tensors, without a DataLoader."""
+    def run():
+        model, opt = _setup()
+        sched = make(opt)
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(batches * 4, 5, generator=g)
+        y = x.sum(1, keepdim=True)
+        for _ in range(epochs):
+            if how == "slice":
+                for start in range(0, len(x), 4):
+                    _step(model, opt, x[start:start + 4], y[start:start + 4])
+                    if per_batch:
+                        sched.step()
+            else:  # a shuffled index, consumed in a while loop
+                order, i = torch.randperm(len(x), generator=g), 0
+                while i < len(x):
+                    idx = order[i:i + 4]
+                    _step(model, opt, x[idx], y[idx])
+                    i += 4
+                    if per_batch:
+                        sched.step()
+            if not per_batch:
+                sched.step()
+    return run
+
+
+def test_without_a_dataloader_the_collapse_alone_is_reported():
+    [f] = _tp466(watched(_manual(lambda opt: sched_mod.StepLR(opt, EPOCHS // 2, 0.1)), WATCHER))
+    assert f.severity.value == "warning" and "no DataLoader" in f.message
+    found = _tp466(watched(_manual(lambda opt: sched_mod.ExponentialLR(opt, 0.9), epochs=10, batches=30,
+                                   how="index"), WATCHER))
+    assert len(found) == 1
+
+
+def test_without_a_dataloader_other_signs_are_not_enough():
+    """Epochs unknown: a horizon passed early or a cosine cycling is no verdict without the collapse."""
+    for make in (lambda opt: sched_mod.MultiStepLR(opt, [EPOCHS // 2, 3 * EPOCHS // 4]),
+                 lambda opt: sched_mod.CosineAnnealingLR(opt, T_max=EPOCHS)):
+        assert codes(watched(_manual(make), WATCHER)) == []
+
+
+def test_without_a_dataloader_clean_twins_are_silent():
+    assert codes(watched(_manual(lambda opt: sched_mod.StepLR(opt, 2, 0.1), per_batch=False), WATCHER)) == []
+    assert codes(watched(_manual(lambda opt: sched_mod.CosineAnnealingLR(opt, EPOCHS * BATCHES)), WATCHER)) == []
+    # full-batch training, a schedule stepped per step = per epoch, decaying moderately
+    assert codes(watched(_manual(lambda opt: sched_mod.ExponentialLR(opt, 0.99), epochs=200, batches=1),
+                         WATCHER)) == []
+
+
+def _with_validation(make, per_batch, train_loader):
+    """A validation DataLoader iterated every epoch, beside the training batches."""
+    def run():
+        model, opt = _setup()
+        sched = make(opt)
+        val, train = _loader(3), _loader()
+        g = torch.Generator().manual_seed(1)
+        x = torch.randn(BATCHES * 4, 5, generator=g)
+        for _ in range(EPOCHS):
+            batches = train if train_loader else ((x[i:i + 4], x[i:i + 4].sum(1, keepdim=True))
+                                                  for i in range(0, len(x), 4))
+            for xb, yb in batches:
+                _step(model, opt, xb, yb)
+                if per_batch:
+                    sched.step()
+            if not per_batch:
+                sched.step()
+            with torch.no_grad():
+                for xv, _ in val:
+                    model(xv)
+    return run
+
+
+def test_a_validation_loader_is_not_taken_for_the_epochs():
+    step_lr = lambda opt: sched_mod.MultiStepLR(opt, [EPOCHS // 2, 3 * EPOCHS // 4])  # noqa: E731
+    [f] = _tp466(watched(_with_validation(step_lr, True, train_loader=True), WATCHER))
+    assert f"epochs of {BATCHES} batches" in f.message
+    assert codes(watched(_with_validation(step_lr, False, train_loader=True), WATCHER)) == []
+    collapse = lambda opt: sched_mod.StepLR(opt, EPOCHS // 2, 0.1)  # noqa: E731
+    [f] = _tp466(watched(_with_validation(collapse, True, train_loader=False), WATCHER))
+    assert "no DataLoader" in f.message
+    assert codes(watched(_with_validation(collapse, False, train_loader=False), WATCHER)) == []

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, NamedTuple
 
-from torchpact.findings import Category, Finding, Severity
 from torchpact.watch.frames import user_location
 from torchpact.watch.watchers._patch import Patch, remove_all
 
@@ -36,10 +35,10 @@ class LossCall(NamedTuple):
 class LossCalls:
     """Hands each loss call of a sampled step to ``listener``."""
 
-    def __init__(self, session: Any, owner: str, listener: Callable[[LossCall], None],
+    def __init__(self, watcher: Any, listener: Callable[[LossCall], None],
                  functions: tuple[str, ...] = FUNCTIONS) -> None:
-        self.session = session
-        self.owner = owner
+        self.session = watcher.session
+        self.watcher = watcher
         self.listener = listener
         self.functions = functions
         self._patches: list[Patch] = []
@@ -118,10 +117,4 @@ class LossCalls:
 
     def _fail(self, exc: Exception) -> None:
         self._broken = True
-        from torchpact.watch.session import INTERNAL_CODE
-
-        self.session.report_raw(Finding(
-            code=INTERNAL_CODE, category=Category.INPUT, severity=Severity.WARNING,
-            message=f"watcher '{self.owner}' failed on a loss call ({exc.__class__.__name__}: {exc}) and was "
-                    "switched off; training was not affected — please report this",
-            step=self.session.step))
+        self.session._failed(self.watcher, "a loss call", exc)  # switched off and reported as any watcher bug

@@ -107,7 +107,7 @@ class CausalLeak(Watcher):
 
     def attach(self, session: Any) -> None:
         super().attach(session)
-        self._losses = LossCalls(session, self.name, self._loss_call, functions=("cross_entropy", "nll_loss"))
+        self._losses = LossCalls(self, self._loss_call, functions=("cross_entropy", "nll_loss"))
         self._losses.install()
 
     def on_close(self) -> None:

@@ -94,7 +94,7 @@ class RnnLayout(Watcher):
         import torch.nn as nn
 
         self._classes = ((nn.RNNBase, "rnn"), (nn.MultiheadAttention, "attention"))
-        self._losses = LossCalls(session, self.name, self._loss_call)
+        self._losses = LossCalls(self, self._loss_call)
         self._losses.install()
 
     def on_close(self) -> None:

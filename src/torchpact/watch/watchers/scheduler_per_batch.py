@@ -11,7 +11,8 @@ What is observed, at no cost per batch:
   optimizer and their horizon (``step_size``, the last milestone, ``T_max``, ``total_iters``, ``T_0``);
 - at each optimizer step, each of its schedulers' ``last_epoch`` and the optimizer's lr (attribute reads);
 - the passes over each DataLoader (``_BaseDataLoaderIter.__init__`` and ``_reset`` are wrapped: a new
-  iterator, or a persistent one restarted): the epochs.
+  iterator, or a persistent one restarted): the epochs; at each step of an optimizer that has a scheduler,
+  which live iterator moved since its last step says which loader feeds it (a validation loader does not).
 
 A scheduler is *stepped per batch* when, over the passes of the loader that feeds its optimizer (at least
 two optimizer steps a pass), it stepped at least 0.9 times per optimizer step. It is reported (once) when
@@ -25,8 +26,9 @@ it is, and the run shows that its schedule was sized in epochs:
 
 Schedules that are per-step by design (``OneCycleLR``, ``CyclicLR``, warm-up ``LinearLR`` /
 ``ConstantLR``), ``ReduceLROnPlateau`` and the composite ``SequentialLR`` / ``ChainedScheduler`` are left
-out (the schedulers they hold are watched on their own). Without a DataLoader the epochs are unknown and
-nothing is reported.
+out (the schedulers they hold are watched on their own). When no DataLoader feeds the optimizer (batches cut
+from tensors by hand) the epochs are unknown, and only the collapse of the lr, with a scheduler stepped at
+every optimizer step for at least 20 steps, is reported.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from torchpact.watch.watchers._patch import Patch, remove_all
 
 PER_BATCH = 0.9      # scheduler steps per optimizer step, within the passes
 COLLAPSE = 1e-6      # lr / initial lr at or below this: training has stopped
+MIN_STEPS = 20       # optimizer steps before a run without a DataLoader is judged
 EXCLUDED = frozenset({"OneCycleLR", "CyclicLR", "LinearLR", "ConstantLR", "ReduceLROnPlateau", "SequentialLR",
                       "ChainedScheduler", "SWALR"})
 
@@ -63,7 +66,9 @@ the run also shows that its schedule is sized in epochs:
   epoch's batches, was reached, and is no larger than the number of epochs the run trained.
 
 Schedules that are per-step by design (`OneCycleLR`, `CyclicLR`, warm-up `LinearLR` / `ConstantLR`) and
-`ReduceLROnPlateau` are not checked; without a DataLoader the epochs are unknown and nothing is reported.
+`ReduceLROnPlateau` are not checked. When no DataLoader feeds the optimizer (batches sliced from tensors
+by hand), the epochs are unknown and only the collapse of the learning rate counts. A DataLoader whose
+passes hold one optimizer step each (full-batch training) is per-epoch stepping, and silent.
 
 ## Why is this bad?
 A torch scheduler counts its `step()` calls and knows nothing of epochs. `StepLR(opt, step_size=epochs
@@ -87,9 +92,10 @@ class _Sched:
         self.ref = weakref.ref(sched)
         self.cls = type(sched).__name__
         self.optimizer = weakref.ref(optimizer)
+        self.optimizer_id = id(optimizer)
         self.horizon = horizon
         self.site = site
-        self.last_epoch = sched.last_epoch
+        self.last_epoch = self.first_epoch = sched.last_epoch
         self.steps = 0            # optimizer steps seen since the scheduler exists
         self.initial = _initial_lr(optimizer)
         self.collapsed_at: int | None = None   # the step since which the lr is <= COLLAPSE * initial
@@ -133,6 +139,8 @@ class SchedulerPerBatch(Watcher):
         super().__init__()
         self._by_optimizer: dict[int, list[_Sched]] = {}
         self._all: list[_Sched] = []
+        self._live: list[list] = []                     # [iterator, loader id, batches it had yielded]
+        self._fed: dict[tuple[int, int], int] = {}      # (optimizer id, loader id) -> steps it fed
         self._patches: list[Patch] = []
 
     def attach(self, session: Any) -> None:
@@ -164,7 +172,7 @@ class SchedulerPerBatch(Watcher):
         def __init__(iterator: Any, loader: Any, *args: Any, **kwargs: Any) -> None:
             original(iterator, loader, *args, **kwargs)
             if not self.session.closed:
-                self._pass_started(loader)
+                self._pass_started(loader, iterator)
         return __init__
 
     def _wrap_reset(self, original: Any) -> Any:
@@ -172,7 +180,7 @@ class SchedulerPerBatch(Watcher):
             result = original(iterator, *args, **kwargs)
             first = kwargs.get("first_iter", args[1] if len(args) > 1 else False)
             if args and not first and not self.session.closed:  # a persistent iterator restarted: a new pass
-                self._pass_started(args[0])
+                self._pass_started(args[0], iterator)
             return result
         return _reset
 
@@ -185,7 +193,9 @@ class SchedulerPerBatch(Watcher):
         self._all.append(s)
         self._by_optimizer.setdefault(id(optimizer), []).append(s)
 
-    def _pass_started(self, loader: Any) -> None:
+    def _pass_started(self, loader: Any, iterator: Any) -> None:
+        live = [e for e in self._live if e[0]() is not None and e[0]() is not iterator]
+        self._live = [*live[-7:], [weakref.ref(iterator), id(loader), getattr(iterator, "_num_yielded", 0)]]
         for s in self._all:
             sched = s.ref()
             if sched is None or s.done:
@@ -202,6 +212,15 @@ class SchedulerPerBatch(Watcher):
         scheds = self._by_optimizer.get(id(optimizer))
         if not scheds:
             return
+        fed = None
+        for entry in self._live:  # which loader's iterator moved since the last step fed this one
+            it = entry[0]()
+            n = getattr(it, "_num_yielded", 0) if it is not None else entry[2]
+            if n != entry[2]:
+                entry[2], fed = n, entry[1]
+        if fed is not None:
+            key = (id(optimizer), fed)
+            self._fed[key] = self._fed.get(key, 0) + 1
         lr = optimizer.param_groups[0]["lr"]
         for s in scheds:
             sched = s.ref()
@@ -217,54 +236,73 @@ class SchedulerPerBatch(Watcher):
                 s.collapsed_at = None
 
     # ------------------------------------------------------------------ the verdict
-    def _passes(self, s: _Sched) -> list[tuple[int, int]]:
+    def _passes(self, s: _Sched) -> list[tuple[int, int]] | None:
         """(optimizer steps, scheduler steps) of each pass over the loader that fed most of the optimizer's
-        steps; the pass under way counts with what it has done so far."""
+        steps; the pass under way counts with what it has done so far. None when no loader fed it."""
+        fed = {loader: n for (opt, loader), n in self._fed.items() if opt == s.optimizer_id}
+        if not fed:
+            return None
+        feeder = max(fed, key=fed.__getitem__)
         sched = s.ref()
-        now = (s.steps, sched.last_epoch if sched is not None else s.last_epoch)
-        by_loader: dict[int, list[tuple[int, int]]] = {}
-        marks: dict[int, list[tuple[int, int]]] = {}
-        for loader, steps, epoch in s.bounds:
-            marks.setdefault(loader, []).append((steps, epoch))
-        for loader, points in marks.items():
-            points = [*points, now]
-            by_loader[loader] = [(b[0] - a[0], b[1] - a[1]) for a, b in zip(points, points[1:])]
-        if not by_loader:
-            return []
-        return max(by_loader.values(), key=lambda passes: sum(p[0] for p in passes))
+        now = (s.steps, sched.last_epoch if sched is not None else s.last_epoch)  # gone: its last step's value
+        points = [(steps, epoch) for loader, steps, epoch in s.bounds if loader == feeder]
+        points.append(now)
+        return [(b[0] - a[0], b[1] - a[1]) for a, b in zip(points, points[1:])]
 
     def _judge(self, s: _Sched) -> None:
+        if s.done:
+            return
         sched = s.ref()
-        if s.done or sched is None:
+        if sched is not None:
+            s.last_epoch = sched.last_epoch
+        every = self._passes(s)
+        if every is None:
+            self._judge_without_epochs(s)
             return
-        passes = [p for p in self._passes(s) if p[0] >= 2]
+        passes = [p for p in every if p[0] >= 2]
         if not passes:
-            return
+            return  # one optimizer step per pass (full-batch training): per batch is per epoch
         optimizer_steps = sum(p[0] for p in passes)
         sched_steps = sum(max(p[1], 0) for p in passes)
         if sched_steps < PER_BATCH * optimizer_steps:
             return
-        trained = [p for p in self._passes(s) if p[0] >= 1]
+        trained = [p for p in every if p[0] >= 1]
         complete = [p[0] for p in passes[:-1]] or [passes[-1][0]]
         per_epoch = int(statistics.median(complete))
-        why = self._evidence(s, sched, per_epoch, len(trained))
+        why = self._evidence(s, per_epoch, len(trained))
         if why is None:
             return
         s.done = True
-        self._report(s, sched, per_epoch, why)
+        self._report(s, per_epoch, why)
 
-    def _evidence(self, s: _Sched, sched: Any, per_epoch: int, epochs: int) -> str | None:
-        if s.collapsed_at is not None and s.collapsed_at <= s.steps / 2:
-            now = "exactly 0" if s.lr == 0 else f"{s.lr:.3g}"
-            return (f"the learning rate fell below a millionth of its initial {s.initial:g} at optimizer step "
-                    f"{s.collapsed_at} of {s.steps} and has stayed there ({now} now): the model stopped learning")
+    def _judge_without_epochs(self, s: _Sched) -> None:
+        """No DataLoader feeds the optimizer: the epochs are unknown, and only a collapse of the lr is evidence."""
+        if s.steps < MIN_STEPS or s.last_epoch - s.first_epoch < PER_BATCH * s.steps:
+            return
+        why = self._collapse(s)
+        if why is not None:
+            s.done = True
+            self._report(s, None, why)
+
+    @staticmethod
+    def _collapse(s: _Sched) -> str | None:
+        if s.collapsed_at is None or s.collapsed_at > s.steps / 2:
+            return None
+        now = "exactly 0" if s.lr == 0 else f"{s.lr:.3g}"
+        return (f"the learning rate fell below a millionth of its initial {s.initial:g} at optimizer step "
+                f"{s.collapsed_at} of {s.steps} and has stayed there ({now} now): the model stopped learning")
+
+    def _evidence(self, s: _Sched, per_epoch: int, epochs: int) -> str | None:
+        collapse = self._collapse(s)
+        if collapse is not None:
+            return collapse
         if s.horizon is None:
             return None
         param, horizon, _ = s.horizon
-        if horizon <= 0 or horizon >= per_epoch or sched.last_epoch < horizon:
+        if horizon <= 0 or horizon >= per_epoch or s.last_epoch < horizon:
             return None
-        if s.cls == "CosineAnnealingLR" and sched.last_epoch >= 2 * horizon:
-            cycles = sched.last_epoch / (2 * horizon)
+        if s.cls == "CosineAnnealingLR" and s.last_epoch >= 2 * horizon:
+            cycles = s.last_epoch / (2 * horizon)
             return (f"its cosine ({param}={horizon}) goes from the initial lr to its minimum and back every "
                     f"{2 * horizon} batches, {cycles:.3g} times so far, within epochs of {per_epoch} batches")
         if horizon <= epochs:
@@ -272,13 +310,17 @@ class SchedulerPerBatch(Watcher):
                     f"{horizon} batches, in the first epoch of {per_epoch}")
         return None
 
-    def _report(self, s: _Sched, sched: Any, per_epoch: int, why: str) -> None:
+    def _report(self, s: _Sched, per_epoch: int | None, why: str) -> None:
         sized = f"({s.horizon[2]})" if s.horizon else ""
+        if per_epoch is None:
+            text = (f"{s.cls}{sized} is stepped after every optimizer step (no DataLoader feeds its optimizer: the "
+                    f"epochs are unknown) and {why} — a schedule sized in epochs, stepped once per batch?")
+        else:
+            text = (f"{s.cls}{sized} is stepped after every optimizer step (epochs of {per_epoch} batches), but its "
+                    f"schedule is sized in epochs: {why}")
         self.session.report(
-            EPOCH_SCHEDULER_PER_BATCH,
-            f"{s.cls}{sized} is stepped after every optimizer step (epochs of {per_epoch} batches), but its schedule "
-            f"is sized in epochs: {why}",
+            EPOCH_SCHEDULER_PER_BATCH, text,
             subject=s.cls, path=s.site[0], line=s.site[1], key=("sched", id(s)),
-            scheduler_steps=sched.last_epoch, optimizer_steps=s.steps, batches_per_epoch=per_epoch,
+            scheduler_steps=s.last_epoch, optimizer_steps=s.steps, batches_per_epoch=per_epoch,
             fix="call scheduler.step() once per epoch, after the loop over the DataLoader, or size the schedule in "
                 "optimizer steps (step_size / T_max / milestones times len(loader); OneCycleLR(total_steps=...))")
