@@ -11,8 +11,8 @@ stack (and one level of attributes of the objects found there and of the models'
 whose graph reaches marked nodes of several steps is an accumulator (TP101), a list / dict / tuple /
 deque holding such tensors is a container (TP102).
 
-Growth (TP151): at the end of sampled steps after ``WARMUP`` steps, the process's resident memory
-(``/proc/self/statm``, one ``pread`` of a few µs) and, where CUDA is initialised, the allocated bytes
+Growth (TP151): at the end of sampled steps after ``WARMUP`` steps, the process's anonymous resident
+memory (``/proc/self/statm`` resident minus file-backed, one ``pread`` of a few µs) and, where CUDA is initialised, the allocated bytes
 of each device in use (``torch.cuda.memory_stats``: host-side counters, no sync) are recorded. Allocated CUDA memory
 at a step's end is flat in a healthy loop, so a steady rise is a leak. Resident memory is noisier
 (allocator caches, Python objects), so a rise there is only reported when the Python-visible tensors
@@ -113,8 +113,9 @@ MEMORY_GROWS = Check(
     summary="Memory grows steadily from one training step to the next.",
     doc="""## What it does
 Records, at the end of sampled steps after the first few, the memory the process uses:
-`torch.cuda.memory_allocated()` on CUDA (exact, host-side, no sync) and the resident set size
-(`/proc/self/statm`) on the host. When it rises steadily over at least 20 steps by more than a
+`torch.cuda.memory_allocated()` on CUDA (exact, host-side, no sync) and the anonymous resident memory
+(`/proc/self/statm`, resident minus file-backed pages, which the kernel evicts under memory pressure)
+on the host. When it rises steadily over at least 20 steps by more than a
 threshold (16 MiB allocated on CUDA; 64 MiB resident on the host, and only when tensors the script
 can see explain the rise), it reports the rate in bytes per step, how long until the device or host
 memory runs out at that rate, and the variable of the script holding the growing tensors when one
@@ -518,8 +519,8 @@ class MemoryWatcher(Watcher):
         self._graphs_done = False
         self._graph_looks = 0
         self._graph_leak: str | None = None
-        self._rss = Rss()
-        self._host = _Track("host", "resident memory (RSS)", "cpu", CPU_MIN_GROWTH)
+        self._rss = Rss(anonymous=True)
+        self._host = _Track("host", "anonymous resident memory (RSS)", "cpu", CPU_MIN_GROWTH)
         self._cuda: dict[int, _Track] = {}
         self._gaps: set[int] = set()
         self._peaks: dict[int, int] = {}
