@@ -61,8 +61,10 @@ def test_every_fact_a_rule_names_is_in_the_catalogue():
 
 
 def test_every_cpu_verdict_is_the_expected_one_on_this_torch():
+    # The verdicts are the subject here, not the experiments' speed: a fact's own limit (60-90 s) can be
+    # passed on a machine at load 20, so the test gives every experiment the same generous one.
     start = time.monotonic()
-    outcomes = run_facts(all_facts())
+    outcomes = run_facts(all_facts(), timeout_s=600)
     seconds = time.monotonic() - start
     wrong = []
     for o in outcomes:
