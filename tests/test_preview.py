@@ -53,9 +53,21 @@ def leaky(tmp_path):
     return target
 
 
-def test_the_package_starts_with_no_measurement():
-    data = json.loads(Path(preview.DATA_FILE).read_text())
-    assert data["measured"] == {}
+def test_the_package_measurements_are_what_gate_writes_from_the_committed_blind_verdicts(tmp_path, capsys):
+    blind = Path(__file__).parent.parent / "bench" / "lint_blind"
+    out = tmp_path / "precision.json"
+    out.write_text(Path(preview.DATA_FILE).read_text())
+    assert gate.main([str(blind / "round2_verdicts.csv"), "--commit", "a10c47f", "--date", "2026-12-06", "--out",
+                      str(out)]) == 0
+    assert json.loads(out.read_text()) == json.loads(Path(preview.DATA_FILE).read_text())
+
+
+def test_one_or_two_judged_findings_do_not_turn_a_warning_on(monkeypatch):
+    for judged, on in ((1, False), (2, False), (3, True)):
+        m = preview.Measure(true=judged, judged=judged, corpus=("a",), commit="abc1234", date="2026-12-20")
+        monkeypatch.setattr(preview, "_MEASURED", {"TP101": {Severity.WARNING: m, Severity.INFO: m}})
+        assert preview.is_preview("TP101", Severity.WARNING) is not on
+        assert not preview.is_preview("TP101", Severity.INFO)
 
 
 def test_an_unmeasured_error_is_preview_an_unmeasured_info_is_not(unmeasured):

@@ -6,7 +6,8 @@ finding read at its source; ``verdict`` is ``true``, ``false`` or ``debatable``.
     precision = true / judged        (judged: every row read, debatable ones included)
 
 and the (code, severity) is stable, so on by default, when the precision reaches the bar of its
-severity (``torchpact.lint.preview.BARS``: 97% for error, 90% for warning, 80% for info). The file
+severity (``torchpact.lint.preview.BARS``: 97% for error, 90% for warning, 80% for info) and, for an
+error or warning, at least ``MIN_JUDGED`` findings were judged. The file
 records true, judged, the corpus (projects), the commit linted and the date; rule pages and
 ``torchpact rules`` show it. The measurements of a round replace the file's (``--merge`` keeps those
 of codes the new verdicts do not cover).
@@ -27,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 from torchpact.findings import Severity
-from torchpact.lint.preview import BARS, DATA_FILE
+from torchpact.lint.preview import BARS, DATA_FILE, MIN_JUDGED
 
 COLUMNS = ("project", "path", "line", "code", "severity", "verdict", "reason")
 VERDICTS = ("true", "false", "debatable")
@@ -86,7 +87,8 @@ def table(measured: dict[str, dict[str, dict]]) -> list[str]:
     for code, by_severity in sorted(measured.items()):
         for severity, m in sorted(by_severity.items()):
             precision = m["true"] / m["judged"] if m["judged"] else 0.0
-            stable = precision >= BARS[Severity(severity)]
+            stable = precision >= BARS[Severity(severity)] and (
+                severity == Severity.INFO.value or m["judged"] >= MIN_JUDGED)
             lines.append(f"{code:<5}  {severity:<8}  {str(m['true']) + '/' + str(m['judged']):>11}  {precision:>9.0%}  "
                          f"{'on' if stable else 'preview'}")
     return lines

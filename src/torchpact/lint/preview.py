@@ -5,7 +5,8 @@ findings: how many of those judged on projects nobody tuned the rules on were tr
 ``bench/lint_blind/gate.py`` from the verdicts, never by hand. A (code, severity) is **stable** when
 its precision reaches the bar of its severity (``BARS``).
 
-- `error` and `warning` findings are reported by default only where their (code, severity) is stable;
+- `error` and `warning` findings are reported by default only where their (code, severity) is stable
+  (and at least ``MIN_JUDGED`` of them were judged);
   the others are **preview**: reported with ``--preview`` / ``preview = true``, or when the exact
   code is named in ``select`` (a prefix or a category does not enable preview findings).
 - `info` findings are reported unless measured below the info bar.
@@ -24,12 +25,16 @@ from torchpact.findings import Finding, Severity
 
 BARS = {Severity.ERROR: 0.97, Severity.WARNING: 0.90, Severity.INFO: 0.80}
 """The blind precision a (code, severity) needs to be reported by default."""
+MIN_JUDGED = 3
+"""Blind findings an error or warning needs judged before its precision can turn it on by default: one or
+two true findings cannot tell a rule right every time from one right half the time."""
 NEVER_GATED = frozenset({"TP001", "TP002"})
 DATA_FILE = os.path.join(os.path.dirname(__file__), "precision.json")
 
 
 class Measure(NamedTuple):
-    """One blind measurement: ``true`` of ``judged`` findings (debatable ones not judged) on ``corpus``."""
+    """One blind measurement: ``true`` of ``judged`` findings on ``corpus`` (a debatable verdict is judged
+    and not true: it counts against the rule)."""
 
     true: int
     judged: int
@@ -86,7 +91,7 @@ def is_preview(code: str, severity: Severity) -> bool:
     m = measure(code, severity)
     if severity is Severity.INFO:
         return m is not None and m.precision < BARS[Severity.INFO]
-    return m is None or m.precision < BARS[severity]
+    return m is None or m.judged < MIN_JUDGED or m.precision < BARS[severity]
 
 
 def status(code: str, severity: Severity) -> str:
