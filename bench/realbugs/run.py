@@ -31,7 +31,7 @@ CASES = (
     Case("x_jxmnop_ddp_out_of_sync", "model only sometimes wrapped in DDP", ("TP602", "TP652"), nproc=2),
     Case("deepspeed_1801", "rank-local clipping desynchronises replicas", ("TP652",), nproc=2),
     Case("pytorch_51800", "spectral_norm model evaluated before its first training forward",
-         ("new:eval-before-first-train-forward",)),
+         ("TP467",)),
 )
 
 if __name__ == "__main__":
