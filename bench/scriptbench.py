@@ -53,7 +53,9 @@ def run_one(script: Script, setup: Setup, report: Path, timeout: int) -> tuple[d
     if script.nproc > 1:
         cmd += ["--nproc", str(script.nproc)]
     cmd += [str(setup.script), *script.args]
-    env = {**os.environ, **script.env, **setup.env}
+    # One intra-op thread a row unless the caller says otherwise: OpenMP threads spinning on a shared,
+    # loaded machine made an LBFGS step of time_sequence_prediction 30x slower (past the timeout).
+    env = {"OMP_NUM_THREADS": "1", **os.environ, **script.env, **setup.env}
     start = time.perf_counter()
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=setup.cwd, env=env, check=False)
