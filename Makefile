@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup chromium demo test docs bench clean
+.PHONY: setup chromium demo test docs bench bench-quick clean
 
 setup: $(STAMP)
 
@@ -40,11 +40,13 @@ docs: setup
 	$(PY) -m torchpact.docs docs/rules
 	$(PY) -m torchpact.lint.write_manifest
 
+# Every benchmark to its end (corpora are fetched on first use, or the bench says why it skipped);
+# `bench-quick` runs a small part of each, as a smoke test of a fresh clone.
 bench: setup
-	$(PY) bench/lint_speed.py
-	$(PY) bench/lint_corpus.py
-	$(PY) bench/run_overhead.py
-	$(PY) bench/export_check.py
+	$(PY) bench/all.py
+
+bench-quick: setup
+	$(PY) bench/all.py --quick
 
 clean:
 	rm -rf $(VENV) build src/*.egg-info

@@ -36,7 +36,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from corpus import corpus_dir, count_lines, python_files
+from corpus import NoCorpus, corpus_dir, count_lines, python_files
 from lint_split import TUNING
 
 from torchpact.config import Config
@@ -216,11 +216,13 @@ def main() -> int:
     ap.add_argument("--largest", type=int, default=20, help="largest files whose rules' times are shown")
     ap.add_argument("--skip-torchfix", action="store_true")
     args = ap.parse_args()
-    folder = corpus_dir()
     names = args.projects.split(",") if args.projects else list(TUNING)
-    projects = [folder / n for n in names if (folder / n).is_dir()]
-    if not projects:
-        sys.exit(f"none of the projects {', '.join(names)} is in {folder}")
+    try:
+        folder, have = corpus_dir(names)
+    except NoCorpus as exc:
+        print(f"skipped: no corpus ({exc})")
+        return 0
+    projects = [folder / n for n in have]
     lines = count_lines([f for p in projects for f in python_files(p)])
     print(f"corpus: {len(projects)} projects ({'TUNING, in-sample' if not args.projects else 'as named'}), "
           f"{lines:,} lines of .py; CPU seconds of the whole run, median of the runs")

@@ -4,7 +4,9 @@ are true on torch 2.13?
 Each case is a trigger for one TorchFix rule (TorchFix's wheel ships no test fixtures, so they are
 written here, one per rule and one per deprecated symbol of TOR001/TOR101). The script runs TorchFix's
 own checker on it, then torchpact with the equivalent rule, and compares the flagged lines.
-Prints the parity count (N of M TorchFix rules covered) and, for the rest, why not.
+Prints the parity count (N of M TorchFix rules covered) and, for the rest, why not; and checks that
+every symbol of TorchFix's own table of deprecated symbols (TOR001 removed, TOR101 deprecated) is
+called by a case, so a new TorchFix release's additions show up as missing.
 Usage: python bench/torchfix_parity.py
 """
 
@@ -58,6 +60,12 @@ CASES = [
     Case("TOR101", "import torch\nwith torch.backends.cuda.sdp_kernel(enable_math=False):\n    pass\n", "TP921"),
     Case("TOR101", "import functorch\ng = functorch.grad(f)\n", "TP212"),
     Case("TOR101", "import functorch\nv = functorch.vmap(f)\n", "TP212"),
+    Case("TOR101", "import functorch\nout, pull = functorch.vjp(f, x)\n", "TP212"),
+    Case("TOR101", "import functorch\nout, tangent = functorch.jvp(f, (x,), (t,))\n", "TP212"),
+    Case("TOR101", "import functorch\nJ = functorch.jacrev(f)(x)\n", "TP212"),
+    Case("TOR101", "import functorch\nJ = functorch.jacfwd(f)(x)\n", "TP212"),
+    Case("TOR101", "import functorch\nH = functorch.hessian(f)(x)\n", "TP212"),
+    Case("TOR101", "import functorch\ng = functorch.functionalize(f)\n", "TP212"),
     Case("TOR103", "from functorch import vmap, jacrev\n", "TP212"),
     Case("TOR103", "from torch.nn.utils import weight_norm\n", "TP413"),
     # misuse
@@ -102,6 +110,28 @@ def check(case: Case) -> tuple[set[int], set[int]]:
     return torchfix_lines(case.text, case.torchfix), torchpact_lines(case.text, case.torchpact, case.config)
 
 
+def deprecated_symbols() -> dict[str, str]:
+    """TorchFix's table of deprecated symbols (the installed release's ``deprecated_symbols.yaml``, read
+    as data): symbol -> the rule that flags its calls (TOR001 once removed from torch, else TOR101)."""
+    import re
+    from importlib.resources import files
+
+    table = files("torchfix").joinpath("deprecated_symbols.yaml").read_text()
+    out = {}
+    for entry in re.split(r"^- ", table, flags=re.M)[1:]:
+        name = re.search(r"^name:\s*(\S+)", entry, re.M)
+        removed = re.search(r"^\s*remove_pr:[ \t]*(\S+)", entry, re.M)
+        if name:
+            out[name.group(1)] = "TOR001" if removed else "TOR101"
+    return out
+
+
+def symbols_without_a_call(cases: list[Case], symbols: dict[str, str]) -> list[str]:
+    """Deprecated symbols no case calls under the rule TorchFix gives their calls."""
+    return [name for name, rule in symbols.items()
+            if not any(case.torchfix == rule and f"{name}(" in case.text for case in cases)]
+
+
 def all_torchfix_codes() -> list[str]:
     from torchfix.torchfix import GET_ALL_ERROR_CODES
 
@@ -125,7 +155,11 @@ def main() -> int:
     for code in codes:
         if code not in covered:
             print(f"  not covered {code}: {NOT_COVERED.get(code, 'a trigger is missed (see MISS above)')}")
-    return 0 if len(covered) + len(NOT_COVERED) == len(codes) else 1
+    symbols = deprecated_symbols()
+    uncalled = symbols_without_a_call(CASES, symbols)
+    print(f"deprecated symbols of TOR001/TOR101 called by a case: {len(symbols) - len(uncalled)} of {len(symbols)}"
+          + (f"; no call case for {', '.join(uncalled)}" if uncalled else ""))
+    return 0 if len(covered) + len(NOT_COVERED) == len(codes) and not uncalled else 1
 
 
 if __name__ == "__main__":

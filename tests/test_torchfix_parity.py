@@ -30,3 +30,10 @@ def test_every_torchfix_rule_is_covered_or_explained():
     covered = {c.torchfix for c in parity.CASES}
     assert set(parity.all_torchfix_codes()) == covered | set(parity.NOT_COVERED)
     assert not covered & set(parity.NOT_COVERED)
+
+
+def test_every_deprecated_symbol_of_torchfix_is_called_by_a_case():
+    symbols = parity.deprecated_symbols()
+    assert "torch.solve" in symbols and symbols["torch.solve"] == "TOR001"
+    assert symbols["functorch.hessian"] == "TOR101"
+    assert parity.symbols_without_a_call(parity.CASES, symbols) == []

@@ -1,8 +1,8 @@
 """Real silent bugs, reproduced on CPU: does `torchpact run` name their cause, and stay quiet on the fix?
 
-The cases adapt the CPU-reproducible bugs of the TrainCheck benchmark (OSDI'25,
-OrderLab/TrainCheck-Evaluation-Workloads, silent-issue-detection) to small, synthetic-data scripts
-in ``cases/``; each keeps the bug and runs as ``buggy`` or ``fixed``. A case is *detected* when the
+The cases reproduce the CPU-reproducible bugs of the TrainCheck benchmark (OSDI'25,
+OrderLab/TrainCheck-Evaluation-Workloads, silent-issue-detection) in small, synthetic-data scripts
+of our own in ``cases/``; each keeps the bug and runs as ``buggy`` or ``fixed``. A case is *detected* when the
 buggy run reports one of the codes that name its cause; its fixed run must report no warning or
 error (``bench/casebench.py`` runs them).
 

@@ -1,10 +1,10 @@
 """pytorch#115607: after an iteration whose gradients are None, the dynamo-compiled training loop
 stops updating the parameters, while eager keeps training.
 
-The codegen bug is fixed in torch 2.13, so it is simulated the way TrainCheck's benchmark does: the
-compiled step computes Adam's update into functional copies whose write-back into the parameters is
-lost (the optimizer state still advances). The training loop is the issue's: `zero_grad()` every
-iteration, no backward at iteration 1. `fixed` runs the eager step.
+The codegen bug is fixed in torch 2.13, so its effect is simulated here: the "compiled" step computes
+Adam's update, then its write-back into the parameters is lost (the optimizer state still advances),
+from the first step that saw no gradients on. The training loop has the issue's shape:
+`zero_grad()` every iteration, no backward at iteration 1. `fixed` runs the eager step.
 """
 
 import sys

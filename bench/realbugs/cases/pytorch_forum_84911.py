@@ -1,53 +1,51 @@
 """PyTorch forum 84911 ("abnormal changes in loss and accuracy"): transfer learning that never learns.
 
-Original: EfficientNet-b0 on CIFAR-100 gets a new `_fc` head, then every parameter whose name lacks
-"bn" is frozen — and the new head as well; the optimizer holds only the head. Here: a small conv net
-stands in for EfficientNet, random images for CIFAR-100. `fixed` freezes the backbone only and trains
-the head.
+Original: a pretrained EfficientNet-b0 gets a new classification head for CIFAR-100; then every
+parameter whose name lacks "bn" is frozen, and the new head's parameters as well, while the
+optimizer holds only the head. Only the BatchNorm layers still change (their running statistics and
+affine parameters, which no optimizer steps). Here: a small conv net of our own whose BatchNorm
+layers are named with "bn", as the freezing rule needs, and random images. `fixed` freezes the
+backbone only and trains the head.
 """
 
 import sys
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 FIXED = sys.argv[1:] == ["fixed"]
 torch.manual_seed(0)
 
 
-class TinyEfficientNet(nn.Module):
-    def __init__(self):
+class SmallBackbone(nn.Module):
+    def __init__(self, classes: int = 1000):
         super().__init__()
-        self._conv_stem = nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False)
-        self._bn0 = nn.BatchNorm2d(16)
-        self._conv_head = nn.Conv2d(16, 32, 3, padding=1, bias=False)
-        self._bn1 = nn.BatchNorm2d(32)
-        self._dropout = nn.Dropout(0.2)
-        self._fc = nn.Linear(32, 1000)
+        self.stem = nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False)
+        self.stem_bn = nn.BatchNorm2d(16)
+        self.mixer = nn.Conv2d(16, 32, 3, padding=1, bias=False)
+        self.mixer_bn = nn.BatchNorm2d(32)
+        self.head = nn.Linear(32, classes)
 
     def forward(self, x):
-        x = torch.relu(self._bn0(self._conv_stem(x)))
-        x = torch.relu(self._bn1(self._conv_head(x)))
-        x = x.mean((2, 3))
-        return self._fc(self._dropout(x))
+        x = torch.relu(self.stem_bn(self.stem(x)))
+        x = torch.relu(self.mixer_bn(self.mixer(x)))
+        return self.head(x.mean((2, 3)))
 
 
-model_transfer = TinyEfficientNet()  # "pretrained"
-n_inputs = model_transfer._fc.in_features
-model_transfer._fc = nn.Linear(n_inputs, 100)
-for name, param in model_transfer.named_parameters():
-    if "bn" not in name and not (FIXED and name.startswith("_fc")):
+net = SmallBackbone()  # stands for the pretrained network
+net.head = nn.Linear(net.head.in_features, 100)  # the new head for 100 classes
+for name, param in net.named_parameters():
+    if "bn" not in name and not (FIXED and name.startswith("head.")):
         param.requires_grad = False
 if not FIXED:
-    for param in model_transfer._fc.parameters():
-        param.requires_grad = False
-criterion = nn.CrossEntropyLoss()
-optimizer = torch.optim.Adam([p for p in model_transfer.parameters() if p.requires_grad] if FIXED
-                             else model_transfer._fc.parameters(), lr=0.001)
-
+    for param in net.head.parameters():
+        param.requires_grad = False  # the bug: the new head is frozen too
+trainable = [p for p in net.parameters() if p.requires_grad] if FIXED else net.head.parameters()
+optimizer = torch.optim.Adam(trainable, lr=1e-3)
+loss_fn = nn.CrossEntropyLoss()
 for step in range(30):
-    data, target = torch.randn(16, 3, 32, 32), torch.randint(0, 100, (16,))
+    images, labels = torch.randn(16, 3, 32, 32), torch.randint(0, 100, (16,))
     optimizer.zero_grad()
-    loss = criterion(model_transfer(data), target)
+    loss = loss_fn(net(images), labels)
     loss.backward()
     optimizer.step()

@@ -1,64 +1,60 @@
-"""huggingface/transformers#17877: `_init_weights` runs again on weights that are already set.
+"""huggingface/transformers#17877: a model's weight initialisation runs again over weights that are
+already set (GPT-2's initialisation was re-applied through the paths that tie the embeddings),
+re-drawing weights that were already initialised, loaded or trained.
 
-Original: GPT-2's initialisation ran repeatedly over the model's parameters (every `post_init()` /
-`tie_weights` path), re-drawing weights that were already initialised or loaded. Here: a tiny GPT-style
-model whose `tie_weights()` calls `post_init()` again; called after training started, it re-draws the
-trained weights. `fixed` only ties the weights.
+Here: a tiny language model of our own whose `share_embeddings()` also calls the model's
+initialisation; called after training started (as happens when a head is swapped and re-tied), it
+wipes the trained weights. `fixed` only ties the weights.
 """
 
 import sys
 
 import torch
-import torch.nn as nn
+from torch import nn
 
 FIXED = sys.argv[1:] == ["fixed"]
 torch.manual_seed(0)
 
 
-class TinyGPT(nn.Module):
-    def __init__(self, vocab=50, dim=32, initializer_range=0.02):
+class TinyLM(nn.Module):
+    def __init__(self, vocab=50, width=32, init_std=0.02):
         super().__init__()
-        self.initializer_range = initializer_range
-        self.wte = nn.Embedding(vocab, dim)
-        self.block = nn.Sequential(nn.LayerNorm(dim), nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
-        self.ln_f = nn.LayerNorm(dim)
-        self.lm_head = nn.Linear(dim, vocab, bias=False)
-        self.post_init()
+        self.init_std = init_std
+        self.embed = nn.Embedding(vocab, width)
+        self.mlp = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.norm = nn.LayerNorm(width)
+        self.unembed = nn.Linear(width, vocab, bias=False)
+        self.initialise()
 
-    def _init_weights(self, module):
+    def initialise(self):
+        """Draws every weight afresh: truncated normal matrices, zero biases, unit norms."""
         with torch.no_grad():
-            if isinstance(module, nn.Linear):
-                module.weight.normal_(mean=0.0, std=self.initializer_range)
-                if module.bias is not None:
-                    module.bias.data.zero_()
-            elif isinstance(module, nn.Embedding):
-                module.weight.normal_(mean=0.0, std=self.initializer_range)
-            elif isinstance(module, nn.LayerNorm):
-                module.bias.data.zero_()
-                module.weight.data.fill_(1.0)
+            for layer in self.modules():
+                if isinstance(layer, (nn.Linear, nn.Embedding)):
+                    nn.init.trunc_normal_(layer.weight, std=self.init_std, a=-2 * self.init_std, b=2 * self.init_std)
+                if isinstance(layer, (nn.Linear, nn.LayerNorm)) and layer.bias is not None:
+                    nn.init.zeros_(layer.bias)
+                if isinstance(layer, nn.LayerNorm):
+                    nn.init.ones_(layer.weight)
 
-    def post_init(self):
-        self.apply(self._init_weights)
-
-    def tie_weights(self):
-        self.lm_head.weight = self.wte.weight
+    def share_embeddings(self):
+        self.unembed.weight = self.embed.weight
         if not FIXED:
-            self.post_init()  # the bug: the initialisation runs again over every (trained) weight
+            self.initialise()  # the bug: every (trained) weight is drawn again
 
     def forward(self, ids):
-        h = self.wte(ids)
-        h = self.ln_f(h + self.block(h))
-        return self.lm_head(h)
+        h = self.embed(ids)
+        return self.unembed(self.norm(h + self.mlp(h)))
 
 
-model = TinyGPT()
+model = TinyLM()
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 for step in range(24):
     ids = torch.randint(0, 50, (4, 16))
     optimizer.zero_grad()
     logits = model(ids[:, :-1])
-    loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+    loss = nn.functional.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten())
     loss.backward()
     optimizer.step()
     if step == 12:
-        model.tie_weights()  # e.g. after swapping in a new head, as from_pretrained paths do
+        model.share_embeddings()

@@ -1,46 +1,41 @@
-"""x.com/jxmnop (2024-04-11): a Hugging Face Trainer run whose model is sometimes an nn.Module and
-sometimes wrapped in DistributedDataParallel, so gradients are only sometimes all-reduced and the
-replicas drift apart.
+"""x.com/jxmnop (2024-04-11): a Hugging Face Trainer run whose model was sometimes the bare module and
+sometimes wrapped in DistributedDataParallel, depending on the step, so gradients were only
+sometimes all-reduced and the replicas drifted apart.
 
-Original: a `BuggyTrainer.training_step` that calls `get_model_ddp_or_not(step)` — the bare model on
-even steps, a new `DDP(model)` on odd ones — with a contrastive loss. Here: the same training step
-without the Trainer, a small encoder and random token batches. Run with `torchpact run --nproc 2`.
-`fixed` wraps the model once.
+Here: the same mistake without the Trainer: on even steps the forward goes through the bare module,
+on odd steps through a fresh DDP wrapper; a small token encoder of our own learns to predict a
+per-sequence target from random tokens (each rank its own data). Run with
+`torchpact run --nproc 2`. `fixed` wraps the model once and always uses the wrapper.
 """
 
 import sys
 
 import torch
 import torch.distributed as dist
-import torch.nn as nn
+from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 FIXED = sys.argv[1:] == ["fixed"]
 dist.init_process_group("gloo")
 rank = dist.get_rank()
 torch.manual_seed(0)
-model = nn.Sequential(nn.Embedding(100, 32), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 32))
-wrapped = DDP(model)
+encoder = nn.Sequential(nn.Embedding(100, 32), nn.Linear(32, 32), nn.Tanh(), nn.Linear(32, 1))
+ddp_encoder = DDP(encoder)
 
 
-def get_model_ddp_or_not(step):
+def forward_module(step):
     if FIXED:
-        return wrapped
-    return model if step % 2 == 0 else DDP(model)  # sometimes nn.Module, sometimes DDP
+        return ddp_encoder
+    return encoder if step % 2 == 0 else DDP(encoder)  # the bug: DDP only on odd steps
 
 
-def compute_contrastive_loss(model, input_ids):
-    embeddings = model(input_ids).mean(dim=1)
-    batch_size = embeddings.size(0)
-    labels = torch.cat([torch.arange(batch_size // 2), torch.arange(batch_size // 2)])
-    return nn.functional.cross_entropy(embeddings @ embeddings.T, labels)
-
-
-optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+optimizer = torch.optim.AdamW(encoder.parameters(), lr=1e-3)
 gen = torch.Generator().manual_seed(100 + rank)
 for step in range(10):
-    input_ids = torch.randint(0, 100, (8, 12), generator=gen)
-    loss = compute_contrastive_loss(get_model_ddp_or_not(step), input_ids)
+    tokens = torch.randint(0, 100, (8, 12), generator=gen)
+    target = (tokens.float().mean(dim=1, keepdim=True) - 50) / 30
+    prediction = forward_module(step)(tokens).mean(dim=1)
+    loss = nn.functional.mse_loss(prediction, target)
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
