@@ -452,8 +452,7 @@ def cmd_server() -> int:
         raise UsageError("torchpact server needs pygls: pip install 'torchpact[server]'") from None
     from torchpact.server import serve
 
-    serve()
-    return EXIT_OK
+    return serve()
 
 
 def cmd_rule(args: argparse.Namespace) -> int:
