@@ -66,7 +66,8 @@ class TorchpactServer(LanguageServer):
         return _UNITS.get(self.workspace.position_encoding, lambda s: len(s.encode("utf-16-le")) // 2)
 
     def schedule(self, uri: str) -> None:
-        """Lint ``uri`` once the changes already received are applied (a burst of edits is linted once)."""
+        """Lint ``uri`` after the messages already handed to the event loop (changes queued there together
+        are linted once)."""
         self.pending.add(uri)
         if not self.flush_scheduled:
             self.flush_scheduled = True
