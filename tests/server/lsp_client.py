@@ -64,9 +64,15 @@ class Editor:
         return self
 
     async def __aexit__(self, *exc) -> None:
-        await asyncio.wait_for(self.client.shutdown_async(None), NEVER)
-        self.client.exit(None)
-        await asyncio.wait_for(self.client.stop(), NEVER)
+        try:
+            await asyncio.wait_for(self.client.shutdown_async(None), NEVER)
+            self.client.exit(None)
+            await asyncio.wait_for(self.client.stop(), NEVER)
+        finally:
+            process = self.client._server  # never left running, whatever happened
+            if process is not None and process.returncode is None:
+                process.kill()
+                await process.wait()
 
     def uri(self, name: str) -> str:
         return (self.root / name).as_uri()

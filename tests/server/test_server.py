@@ -189,6 +189,12 @@ def test_each_file_uses_its_closest_pyproject_and_a_broken_one_is_said(tmp_path)
             [d] = await ed.for_version(ed.open("broken/train.py"), 1)
             assert d.severity == lsp.DiagnosticSeverity.Error
             assert "cannot use its configuration" in d.message and "did you mean 'ignore'" in d.message
+            # a buffer never saved is linted as a file at the workspace's root
+            untitled = "untitled:Untitled-1"
+            ed.versions[untitled] = 1
+            ed.client.text_document_did_open(lsp.DidOpenTextDocumentParams(
+                lsp.TextDocumentItem(uri=untitled, language_id="python", version=1, text=TRAIN)))
+            assert codes(await ed.for_version(untitled, 1)) == ["TP401"]
 
     run(session())
 
@@ -212,5 +218,24 @@ def test_a_notebook_is_linted_cell_by_cell(tmp_path):
             # the cell's own line: `opt.step()` is its 7th line
             assert d.code == "TP401" and (d.range.start.line, d.range.start.character) == (6, 8)
             assert await ed.diagnostics(cell_uri["c1"]) == []
+
+    run(session())
+
+
+def test_positions_follow_the_encoding_the_client_prefers(tmp_path):
+    # Neovim offers UTF-8 first: a column counts bytes there, UTF-16 units in VS Code
+    text = LOG.replace("    return torch.log(1 + x)", "    é = 'ü'; return torch.log(1 + x)")
+    (tmp_path / "ops.py").write_text(text)
+    utf8 = lsp.ClientCapabilities(general=lsp.GeneralClientCapabilities(
+        position_encodings=[lsp.PositionEncodingKind.Utf8, lsp.PositionEncodingKind.Utf16]))
+
+    async def session():
+        async with Editor(tmp_path, utf8) as ed:
+            uri = ed.open("ops.py")
+            [d] = await ed.for_version(uri, 1)
+            line = text.splitlines()[4]
+            start = len(line[:line.index("torch.log")].encode("utf-8"))
+            assert (d.range.start.line, d.range.start.character) == (4, start) and start == 22  # 20 characters, 22 bytes
+            assert d.range.end.character == start + len("torch.log(1 + x)")
 
     run(session())
