@@ -106,6 +106,7 @@ def register(server: TorchpactServer) -> None:
 
     @server.feature(lsp.TEXT_DOCUMENT_HOVER)
     def hover(ls: TorchpactServer, params: lsp.HoverParams) -> lsp.Hover | None:
+        ls.flush()  # a change received but not yet linted: answer about the text the editor shows
         doc = ls.doc_of(params.text_document.uri)
         if doc is None or doc.linted is None:
             return None
@@ -118,6 +119,7 @@ def register(server: TorchpactServer) -> None:
         code_action_kinds=[lsp.CodeActionKind.QuickFix, FIX_ALL]))
     def code_action(ls: TorchpactServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction] | None:
         uri = params.text_document.uri
+        ls.flush()  # edits are placed in the text the editor shows, not in a text already changed
         doc = ls.doc_of(uri)
         if doc is None or doc.linted is None:
             return None
