@@ -133,3 +133,17 @@ def test_the_demo_lints_its_bundled_examples_and_says_what_needs_torch(lint_only
     assert done.returncode == 0, done.stdout + done.stderr
     assert "train_classifier.py" in done.stdout and "TP101" in done.stdout  # the bundled examples, linted
     assert "torch is not installed here" in done.stdout and "Traceback" not in done.stderr
+
+
+def test_the_server_without_its_extra_says_so_in_one_line_with_exit_2(lint_only, tmp_path):
+    done = _run(lint_only, "server", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.strip() == "torchpact: error: torchpact server needs pygls: pip install 'torchpact[server]'"
+
+
+def test_the_wheel_declares_the_server_extra_and_the_flake8_entry_point(wheel):
+    with zipfile.ZipFile(wheel) as whl:
+        meta = whl.read(next(n for n in whl.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+        points = whl.read(next(n for n in whl.namelist() if n.endswith(".dist-info/entry_points.txt"))).decode()
+    assert any(line.startswith("Requires-Dist: pygls") and 'extra == "server"' in line for line in meta.splitlines())
+    assert "[flake8.extension]\nTP = torchpact.flake8_plugin:TorchpactChecker" in points

@@ -122,6 +122,11 @@ COMMANDS: dict[str, tuple[str, str | None, Callable[[argparse.ArgumentParser], N
     "rules": ("list every rule", None, lambda rules: None),
     "demo": ("lint the bundled examples and show what torchpact finds", None,
              lambda demo: demo.add_argument("path", nargs="?", help="examples folder (default: the bundled one)")),
+    "server": ("a Language Server (LSP) over stdio: lint's findings, fixes and rule pages in the editor",
+               "Speaks the Language Server Protocol on stdin/stdout (docs/editors.md). Needs the extra: "
+               "pip install 'torchpact[server]'.",
+               lambda server: server.add_argument("--stdio", action="store_true",
+                                                  help="accepted for editors that pass it; stdio is the only transport")),
     "facts": ("check common PyTorch advice against the installed torch",
               "Runs one small experiment per claim, each in its own process, and prints the verdict "
               "on the installed torch, its evidence and the rules that rest on it. Exit 1 when a "
@@ -171,6 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_facts(args)
         if args.command == "report":
             return cmd_report(args)
+        if args.command == "server":
+            return cmd_server()
         parser.print_help()
         return EXIT_USAGE
     except _usage_errors() as exc:
@@ -435,6 +442,17 @@ def use_color_stdout() -> bool:
     from torchpact.report.text import use_color
 
     return use_color()
+
+
+def cmd_server() -> int:
+    try:
+        import lsprotocol  # noqa: F401
+        import pygls  # noqa: F401
+    except ImportError:
+        raise UsageError("torchpact server needs pygls: pip install 'torchpact[server]'") from None
+    from torchpact.server import serve
+
+    return serve()
 
 
 def cmd_rule(args: argparse.Namespace) -> int:

@@ -62,6 +62,7 @@ def _lint_in_worker(job: tuple[str, Config]) -> FileResult:
     result = lint_file(job[0], job[1], fix=_WORKER_FIX, project=_WORKER_PROJECT)
     if not _WORKER_FIX:
         result.original = None  # the file's text goes back to the parent only to be fixed or diffed
+    result.fixes = []  # per-finding edits are for an editor's code actions, not for a run over files
     return result
 
 

@@ -59,6 +59,9 @@ class FileResult:
     asked: list = field(default_factory=list)
     # Findings the preview gate kept out (lint/preview.py).
     hidden: int = 0
+    # (finding, its fix's edits, unsafe) for each reported finding that has a fix, edits as offsets into
+    # the linted text (the editor's code actions; the first pass's, before any fix is applied).
+    fixes: list = field(default_factory=list)
 
 
 # (select, ignore) -> the rules they enable, for configurations without per-file ignores.
@@ -319,8 +322,9 @@ def _internal_finding(ctx: FileContext, node: ast.AST | None, rule: str, stopped
 def lint_source(source: Source, config: Config, rules: list[Rule | RuleSpec] | None = None,
                 project: ProjectFacts | None = None, notes: dict | None = None) -> tuple[list[Finding], list[Edit]]:
     """Findings and fix edits for one source text. ``notes`` (when given) receives the file's
-    function ``summary``, the project facts its rules ``asked`` about, and how many findings the
-    preview gate ``hidden`` (lint/preview.py); their fixes are not applied either. ``rules`` are
+    function ``summary``, the project facts its rules ``asked`` about, how many findings the
+    preview gate ``hidden`` (lint/preview.py; their fixes are not applied either), and each reported
+    finding's own fix (``fixes``: (finding, edits, unsafe)). ``rules`` are
     rules or the manifest's specs of them (made here, once per file, for the rules that get nodes)."""
     if rules is None:
         rules = enabled_rules(config, source.path)
@@ -364,6 +368,7 @@ def lint_source(source: Source, config: Config, rules: list[Rule | RuleSpec] | N
     hidden = 0
     budget = rule_budget()
     used: set[tuple[int, str]] = set()  # (line, code) of each noqa comment that silenced a finding
+    fixes: list[tuple[Finding, tuple[Edit, ...], bool]] = []
     for rule in candidates:
         if (rule.needs_torch_import and not ctx.imports_torch) or (
                 rule.needs_import is not None and not ctx.imports(rule.needs_import)):
@@ -391,9 +396,12 @@ def lint_source(source: Source, config: Config, rules: list[Rule | RuleSpec] | N
                     if gate.hides(finding):  # before the configured severity: the measure is of torchpact's own
                         hidden += 1
                         continue
-                    findings.append(config.apply(finding))
-                    if hit.edits and (config.unsafe_fixes or not unsafe):
-                        edits.extend(hit.edits)
+                    finding = config.apply(finding)
+                    findings.append(finding)
+                    if hit.edits:
+                        fixes.append((finding, tuple(hit.edits), unsafe))
+                        if config.unsafe_fixes or not unsafe:
+                            edits.extend(hit.edits)
                 if not i & 127 and ctx.out_of_time():
                     raise BudgetExceeded
         except BudgetExceeded:
@@ -415,6 +423,7 @@ def lint_source(source: Source, config: Config, rules: list[Rule | RuleSpec] | N
     if notes is not None:
         notes["asked"] = sorted(ctx.asked)
         notes["hidden"] = hidden
+        notes["fixes"] = fixes
     return findings, edits
 
 
@@ -455,6 +464,7 @@ def lint_file(path: str, config: Config, fix: bool = False, display_path: str | 
             result.hidden = notes.get("hidden", 0)
             if attempt == 0:
                 result.summary, result.asked = notes.get("summary", {}), notes.get("asked", [])
+                result.fixes = notes.get("fixes", [])
             if not (fix and edits):
                 break
             fixed, applied = source.apply(edits)
