@@ -23,6 +23,10 @@ TRAIN = textwrap.dedent("""\
 """)
 
 
+# TP319 (an info measured under its bar in blind round 2) is reported only with preview on
+PREVIEW = "[tool.torchpact]\npreview = true\n"
+
+
 def flake8(cwd, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "flake8", "--select", "TP", *args], cwd=cwd, input=stdin,
                           capture_output=True, text=True, timeout=300)
@@ -33,6 +37,7 @@ def lines(out: str) -> list[str]:
 
 
 def test_flake8_reports_what_lint_reports_with_lint_positions(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PREVIEW)
     (tmp_path / "train.py").write_text(TRAIN)
     out = flake8(tmp_path, "train.py")
     assert out.returncode == 1, out.stderr
@@ -47,17 +52,18 @@ def test_flake8_reports_what_lint_reports_with_lint_positions(tmp_path):
 
 
 def test_flake8_noqa_config_and_severity_floor(tmp_path):
-    (tmp_path / "pyproject.toml").write_text('[tool.torchpact]\nignore = ["TP319"]\n')
+    (tmp_path / "pyproject.toml").write_text(PREVIEW + 'ignore = ["TP319"]\n')
     (tmp_path / "train.py").write_text(TRAIN.replace("opt.step()", "opt.step()  # noqa: TP401"))
     out = flake8(tmp_path, "train.py")
     assert (out.returncode, out.stdout) == (0, ""), out.stderr  # noqa and the pyproject's ignore
-    (tmp_path / "pyproject.toml").write_text("[tool.torchpact]\n")
+    (tmp_path / "pyproject.toml").write_text(PREVIEW)
     assert lines(flake8(tmp_path, "train.py").stdout) == ["train.py:9:12: TP319"]
     # info findings (advice, heuristics) left out, as `torchpact lint` does not fail on them
     assert flake8(tmp_path, "--torchpact-min-severity", "warning", "train.py").stdout == ""
 
 
 def test_flake8_on_standard_input_and_a_broken_configuration(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PREVIEW)
     out = flake8(tmp_path, "-", stdin=TRAIN)
     assert lines(out.stdout) == ["stdin:8:9: TP401", "stdin:9:12: TP319"]
     (tmp_path / "pyproject.toml").write_text('[tool.torchpact]\nignroe = ["TP319"]\n')

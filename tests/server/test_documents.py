@@ -14,6 +14,8 @@ from torchpact.server.documents import (Cell, Positions, encoded, lint_document,
 from torchpact.server.project import ProjectIndex, changed_answers, scan
 
 LOG = "import torch\n\n\ndef f(x):\n    return torch.log(1 + x)\n"
+# TP319, the finding with a safe fix used here, is a preview finding (measured under the info bar)
+PREVIEW = Config(preview=True)
 
 
 def test_columns_are_counted_in_the_clients_units():
@@ -40,7 +42,7 @@ def test_the_editor_text_is_linted_with_its_coding_cookie():
 
 
 def test_a_fix_is_placed_in_the_document():
-    linted = lint_document("/tmp/ops.py", "file:///tmp/ops.py", LOG, Config(), None)
+    linted = lint_document("/tmp/ops.py", "file:///tmp/ops.py", LOG, PREVIEW, None)
     [entry] = linted.entries
     assert entry.finding.code == "TP319" and entry.range == ((4, 11), (4, 27)) and not entry.unsafe
     [((start, end), new)] = entry.fix
@@ -50,14 +52,14 @@ def test_a_fix_is_placed_in_the_document():
 def test_notebook_cells_get_their_own_findings_and_fixes():
     cells = [Cell("nb#0", False, "# title\n"), Cell("nb#1", True, "import torch\n%time x = 1\n"),
              Cell("nb#2", True, "def f(t):\n    return torch.log(1 + t)\n")]
-    linted = lint_notebook("/tmp/nb.ipynb", cells, Config(), None)
+    linted = lint_notebook("/tmp/nb.ipynb", cells, PREVIEW, None)
     [entry] = linted.entries
     assert (entry.uri, entry.range) == ("nb#2", ((1, 11), (1, 27)))
     assert entry.fix == [(((1, 11), (1, 27)), "torch.log1p(t)")]
 
 
 def test_noqa_edit_adds_or_merges_a_comment():
-    f = lint_document("/tmp/ops.py", "u", LOG, Config(), None).result.findings[0]
+    f = lint_document("/tmp/ops.py", "u", LOG, PREVIEW, None).result.findings[0]
     start, end, new = noqa_edit(LOG, f)
     assert LOG[:start] + new + LOG[end:] == LOG.replace("(1 + x)\n", "(1 + x)  # noqa: TP319\n")
     merged = LOG.replace("(1 + x)\n", "(1 + x)  # noqa: E501\n")

@@ -52,6 +52,10 @@ LOG = textwrap.dedent("""\
 """)
 
 
+# TP319, the finding with a safe fix these tests use, is a preview finding (measured under the info bar)
+PREVIEW = "[tool.torchpact]\npreview = true\n"
+
+
 def run(coro):
     return asyncio.run(coro)
 
@@ -86,6 +90,7 @@ def test_a_bug_arrives_with_its_range_and_code_and_goes_once_fixed(tmp_path):
 
 
 def test_code_actions_apply_the_safe_fix_and_add_noqa(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PREVIEW)
     (tmp_path / "ops.py").write_text(LOG)
 
     async def session():
@@ -225,6 +230,7 @@ def test_a_notebook_is_linted_cell_by_cell(tmp_path):
 def test_positions_follow_the_encoding_the_client_prefers(tmp_path):
     # Neovim offers UTF-8 first: a column counts bytes there, UTF-16 units in VS Code
     text = LOG.replace("    return torch.log(1 + x)", "    é = 'ü'; return torch.log(1 + x)")
+    (tmp_path / "pyproject.toml").write_text(PREVIEW)
     (tmp_path / "ops.py").write_text(text)
     utf8 = lsp.ClientCapabilities(general=lsp.GeneralClientCapabilities(
         position_encodings=[lsp.PositionEncodingKind.Utf8, lsp.PositionEncodingKind.Utf16]))
