@@ -185,3 +185,134 @@ def test_the_context_and_its_kinds_form_no_reference_cycle():
         assert gc.collect() == 0  # nothing was left for the cyclic collector: refcounting freed it all
     finally:
         gc.enable()
+
+
+# ------------------------------------------------------------------ parameters typed by this file's calls
+def _reason(ctx: FileContext, name: str, kind: str) -> str:
+    from torchpact.lint.kinds import reason
+    return reason(kinds_of(ctx, _last_read(ctx, name)).levels[kind][1])
+
+
+def test_a_parameter_holds_what_every_call_of_a_private_or_nested_function_passes():
+    ctx = _ctx("""
+        import torch.nn as nn
+        class Net(nn.Module):
+            pass
+        def _fit(net, x):
+            out = net(x)
+            use(out)
+        def main():
+            def step(m, x):
+                y = m(x)
+                use(y)
+            step(nn.Linear(2, 2), 1)
+            step(x=2, m=Net().to("cpu"))
+        _fit(Net(), 1)
+    """)
+    assert _level(ctx, "out", OUTPUT) == MUST
+    assert _level(ctx, "y", OUTPUT) == MUST
+
+
+def test_a_public_function_s_parameter_is_at_most_may_other_modules_may_call_it():
+    ctx = _ctx("""
+        import torch.nn as nn
+        def fit(model, x):
+            out = model(x)
+            use(out)
+        fit(nn.Linear(2, 2), 1)
+    """)
+    assert _level(ctx, "out", OUTPUT) == MAY
+    assert "other modules may call it" in _reason(ctx, "out", OUTPUT)
+
+
+def test_a_kind_some_calls_pass_is_may_and_unseen_values_count_as_other_paths():
+    ctx = _ctx("""
+        import torch.nn as nn
+        def _fit(m, x):
+            out = m(x)
+            use(out)
+        _fit(nn.Linear(2, 2), 1)
+        _fit(build(), 1)
+    """)
+    assert _level(ctx, "out", OUTPUT) == MAY
+    assert "some of this file's calls" in _reason(ctx, "out", OUTPUT)
+    ctx = _ctx("""
+        import torch.nn as nn
+        def _fit(m, x):
+            out = m(x)
+            use(out)
+        _fit(nn.Linear(2, 2), 1)
+        _fit(*args)
+    """)
+    assert _level(ctx, "out", OUTPUT) == MAY
+
+
+def test_a_function_used_otherwise_than_called_has_calls_not_seen_here():
+    ctx = _ctx("""
+        import torch.nn as nn
+        def _fit(m, x):
+            out = m(x)
+            use(out)
+        _fit(nn.Linear(2, 2), 1)
+        callbacks = [_fit]
+    """)
+    assert _level(ctx, "out", OUTPUT) == MAY
+
+
+def test_an_ambiguous_name_or_no_call_types_nothing_and_the_name_hint_still_applies():
+    ctx = _ctx("""
+        import torch.nn as nn
+        def fit(model, x):
+            out = model(x)
+            use(out)
+        def other(net, x):
+            res = net(x)
+            use(res)
+        if cond:
+            def other(net, x):
+                pass
+        other(nn.Linear(2, 2), 1)
+    """)
+    assert _level(ctx, "out", OUTPUT) == UNRESOLVED  # no call: `model` by its name only
+    assert _level(ctx, "res", OUTPUT) == UNRESOLVED  # two functions `other`
+
+
+def test_a_method_s_parameter_is_typed_by_the_class_s_self_calls_and_a_default_fills_in():
+    ctx = _ctx("""
+        import torch.nn as nn
+        class Trainer:
+            def __init__(self):
+                self.model = nn.Linear(2, 2)
+            def _step(self, net, x, crit=nn.MSELoss()):
+                out = net(x)
+                use(out, crit)
+            def fit(self, x):
+                self._step(self.model, x)
+    """)
+    assert _level(ctx, "out", OUTPUT) == MUST
+    from torchpact.lint.kinds import LOSS_FN
+    assert _level(ctx, "crit", LOSS_FN) == MUST
+
+
+def test_an_annotation_is_kept_beside_what_the_calls_pass():
+    ctx = _ctx("""
+        import torch.nn as nn
+        def fit(model: nn.Module, x):
+            use(model)
+        fit(build(), 1)
+    """)
+    assert _level(ctx, "model", MODULE) == MUST
+
+
+def test_recursion_through_a_parameter_terminates():
+    ctx = _ctx("""
+        import torch.nn as nn
+        def _walk(m, depth):
+            if depth:
+                _walk(m, depth - 1)
+                _walk(other_of(m), depth - 1)
+            out = m(1)
+            use(out)
+        _walk(nn.Linear(2, 2), 3)
+    """)
+    assert _level(ctx, "out", OUTPUT) == MAY

@@ -113,6 +113,42 @@ def scenario_convert_after_wrap(rank: int, tmp: Path) -> dict:
     return out
 
 
+def _hooked_backwards(ddp: DDP, model: nn.Module, move=None, steps: int = 2) -> dict:
+    """Communication hook calls over ``steps`` forward + backward passes through ``ddp``, after ``move``."""
+    calls = []
+
+    def hook(state, bucket):
+        calls.append(1)
+        future = torch.futures.Future()
+        future.set_result(bucket.buffer())
+        return future
+
+    ddp.register_comm_hook(None, hook)
+    weight = next(model.parameters())
+    accumulator = weight.view_as(weight).grad_fn.next_functions[0][0]
+    if move is not None:
+        move()
+    now = next(model.parameters())
+    for _ in range(steps):
+        ddp(torch.randn(8, 4, device=now.device)).sum().backward()
+    return {"device": str(now.device), "hook_calls": len(calls), "same parameters": now is weight,
+            "accumulator kept": now.view_as(now).grad_fn.next_functions[0][0] is accumulator}
+
+
+def scenario_move_after_wrap(rank: int, tmp: Path) -> dict:
+    out = {"no move": _hooked_backwards(ddp := DDP(model := _net()), model)}
+    out["ddp.to(cpu) after DDP"] = _hooked_backwards(ddp := DDP(model := _net()), model, lambda: ddp.to("cpu"))
+    # a real device change: the meta device is the one other device a CPU-only build has
+    out["ddp.to(meta) after DDP"] = _hooked_backwards(ddp := DDP(model := _net()), model, lambda: ddp.to("meta"))
+    out["model.to(meta) after DDP"] = _hooked_backwards(ddp := DDP(model := _net()), model, lambda: model.to("meta"))
+    try:
+        DDP(_net(), device_ids=[0])
+        out["CPU module with device_ids"] = "accepted"
+    except ValueError as exc:
+        out["CPU module with device_ids"] = str(exc)
+    return out
+
+
 def scenario_forward_through_module(rank: int, tmp: Path) -> dict:
     out = {"ddp(x)": _train(ddp := DDP(model := _net()), model, rank)}
     out["ddp.module(x)"] = _train(DDP(model := _net()), model, rank, through_module=True)
@@ -276,6 +312,7 @@ def scenario_batchnorm(rank: int, tmp: Path) -> dict:
 
 SCENARIOS = {
     "convert_after_wrap": scenario_convert_after_wrap,
+    "move_after_wrap": scenario_move_after_wrap,
     "forward_through_module": scenario_forward_through_module,
     "save_on_every_rank": scenario_save_on_every_rank,
     "find_unused_parameters": scenario_find_unused_parameters,
@@ -352,6 +389,20 @@ def test_dtype_conversion_after_ddp_wrap_silently_stops_gradient_all_reduce(rank
         assert result["double() before DDP"]["params_in_sync"] == [True, True]
         assert result["all_reduces_per_step after double()"] == 0.0  # not a single collective
         assert result["accumulator kept by float()"] and not result["accumulator kept by double()"]
+
+
+@pytest.mark.proves("TP606")
+def test_device_move_after_ddp_wrap_silently_stops_gradient_all_reduce(ranks):
+    for result in _scenario(ranks, "move_after_wrap"):
+        kept = {"device": "cpu", "hook_calls": 2, "same parameters": True, "accumulator kept": True}
+        assert result["no move"] == kept
+        assert result["ddp.to(cpu) after DDP"] == kept  # no device change: a no-op
+        for case in ("ddp.to(meta) after DDP", "model.to(meta) after DDP"):
+            # no error, no warning: the backward passes run, and not one of them communicates
+            assert result[case] == {"device": "meta", "hook_calls": 0, "same parameters": False,
+                                    "accumulator kept": False}, case
+        assert "only work with single-device/multiple-device GPU modules or CPU modules" in result[
+            "CPU module with device_ids"]
 
 
 @pytest.mark.proves("TP602")

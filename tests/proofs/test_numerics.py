@@ -148,3 +148,32 @@ def test_radam_fp16_goes_inf_once_its_warmup_ends():
         p.grad = torch.tensor([1e-4, 1e-3, 0.0], dtype=torch.float16)
         optimizer.step()
     assert not torch.isfinite(p).all()
+
+
+@pytest.mark.proves("TP357")
+def test_nll_loss_on_raw_scores_has_no_minimum_and_trains_the_scores_up_without_bound():
+    scores = torch.tensor([[2.0, -1.0, 0.5]], requires_grad=True)
+    loss = F.nll_loss(scores, torch.tensor([0]))
+    assert loss.item() == -2.0  # just -score[target]
+    loss.backward()
+    assert scores.grad.tolist() == [[-1.0, 0.0, 0.0]]  # the same push whatever the other scores are
+
+    def train(steps, log_probs):
+        torch.manual_seed(0)
+        model = nn.Linear(4, 3)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        g = torch.Generator().manual_seed(1)
+        x, y = torch.randn(64, 4, generator=g), torch.randint(0, 3, (64,), generator=g)
+        for _ in range(steps):
+            out = model(x)
+            loss = F.nll_loss(F.log_softmax(out, dim=1) if log_probs else out, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+        return loss.item(), F.cross_entropy(model(x), y).item()
+
+    raw_200, ce_raw_200 = train(200, False)
+    raw_400, ce_raw_400 = train(400, False)
+    right, ce_right = train(200, True)
+    assert raw_200 < -5 and raw_400 < 1.8 * raw_200  # keeps falling, about linearly: no minimum
+    assert ce_raw_400 > ce_raw_200 > ce_right  # while the real cross-entropy gets worse

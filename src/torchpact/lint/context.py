@@ -185,6 +185,24 @@ class FileContext:
             child = anc
         return False
 
+    def exclusive(self, a: ast.AST, b: ast.AST) -> bool:
+        """Whether ``a`` and ``b`` sit in different branches of one ``if`` (or conditional expression):
+        one pass through the code never runs both."""
+        path_a = {}
+        child = a
+        for anc in self.ancestors(a):
+            path_a[id(anc)] = child
+            child = anc
+        child = b
+        for anc in self.ancestors(b):
+            child_a = path_a.get(id(anc))
+            if child_a is not None:
+                if isinstance(anc, (ast.If, ast.IfExp)):
+                    return _branch(anc, child_a) != _branch(anc, child)
+                return False
+            child = anc
+        return False
+
     @_ScopeWalk
     def walk_scope(root: ast.AST | list[ast.stmt]) -> Iterator[ast.AST]:
         """Nodes under ``root`` (statements, or a node), not entering nested functions or classes."""
@@ -713,6 +731,14 @@ def keyword_is_true(call: ast.Call, name: str) -> bool:
 def is_const(node: ast.AST | None, value: object) -> bool:
     return isinstance(node, ast.Constant) and node.value is value if isinstance(value, bool) or value is None else (
         isinstance(node, ast.Constant) and node.value == value)
+
+
+def _branch(node: ast.If | ast.IfExp, child: ast.AST) -> str:
+    if child is node.test:
+        return "test"
+    if isinstance(node, ast.IfExp):
+        return "body" if child is node.body else "orelse"
+    return "body" if child in node.body else "orelse"
 
 
 def _is_backward_helper(call: ast.Call) -> bool:

@@ -29,6 +29,7 @@ import ast
 import re
 from typing import TYPE_CHECKING, Iterable
 
+from torchpact.lint.callsites import parameter_sources, passed_values
 from torchpact.lint.dataflow import _Iterated, _Unpacked
 
 if TYPE_CHECKING:
@@ -135,6 +136,8 @@ _FIELD = "`.{name}` is taken for {kind} by its name"
 _BACKWARD = "`{name}` is taken for {kind} because `.backward()` is called on it"
 _INPUT = "the input of `{name}` is not resolved to {kind}"
 _OPTIONAL = "an Optional annotation allows None instead of {kind}"
+_CALLERS = "`{name}` receives {kind} from some of this file's calls only"
+_OPEN = "`{name}` is called here with {kind}, and other modules may call it with something else"
 
 
 def reason(why: object) -> str:
@@ -396,7 +399,12 @@ def _name_kinds(ctx: FileContext, expr: ast.AST, hints: bool) -> Kinds:
     alternatives = []
     for owner, value in binds:
         if value is None:
-            alternatives.append(EMPTY)
+            if type(owner) is ast.arg:
+                # what the user declared, and what this file's calls pass
+                declared = annotation_kinds(ctx, owner.annotation) if owner.annotation is not None else EMPTY
+                alternatives.append(merge(declared, _parameter_kinds(ctx, owner, hints)))
+            else:
+                alternatives.append(EMPTY)
             continue
         k = kinds_of(ctx, value, hints)
         if GRAPH in k and ctx.grad_disabled(owner):
@@ -423,6 +431,24 @@ def _name_kinds(ctx: FileContext, expr: ast.AST, hints: bool) -> Kinds:
         ddp = kinds_of(ctx, expr.value, hints).levels.get(DDP)
         if ddp is not None:
             out = merge(out, _at_most({MODULE}, ddp))
+    return out
+
+
+def _parameter_kinds(ctx: FileContext, arg: ast.arg, hints: bool) -> Kinds:
+    """What a parameter holds by what this file's calls of its function pass (lint/callsites.py):
+    joined over the sites, and at most MAY when other modules may call the function too."""
+    sources = parameter_sources(ctx, arg)
+    if sources is None or not sources.values:
+        return EMPTY
+    alternatives = []
+    for value in sources.values:
+        k = kinds_of(ctx, value, hints) if value is not None else EMPTY
+        if GRAPH in k and ctx.grad_disabled(value):
+            k = pick(k, k - {GRAPH})
+        alternatives.append(k)
+    out = join(alternatives, arg.arg, _CALLERS) if len(alternatives) > 1 else alternatives[0]
+    if not sources.closed and out:
+        out = _make({k: e if e[0] <= MAY else (MAY, (_OPEN, sources.function, k)) for k, e in out.levels.items()})
     return out
 
 
@@ -509,8 +535,10 @@ def _call_kinds(ctx: FileContext, call: ast.Call, hints: bool) -> Kinds:
 
 
 def _parameter_free(ctx: FileContext, module: ast.AST) -> bool:
-    """Whether every value ``module`` may hold is one of PARAMETER_FREE_MODULES, built here."""
-    values = [module] if isinstance(module, ast.Call) else [v for _, v in ctx.bindings(module)]
+    """Whether every value ``module`` may hold is one of PARAMETER_FREE_MODULES, built here (for a
+    parameter: what this file's calls of its function pass)."""
+    values = [module] if isinstance(module, ast.Call) else passed_values(ctx, module) or [
+        v for _, v in ctx.bindings(module)]
     return bool(values) and all(isinstance(v, ast.Call) and ctx.call_name(v) in PARAMETER_FREE_MODULES
                                 for v in values)
 

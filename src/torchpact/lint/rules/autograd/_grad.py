@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from torchpact.findings import Evidence
+from torchpact.lint.callsites import passed_values
 from torchpact.lint.context import MODULE, FileContext, is_const
 from torchpact.lint.rules.autograd._util import (
     TRAINING_CALLS, creates_grad_leaf, grad_off, is_torch_factory, name_key, note_parameters_of, parameter_loop_binding,
@@ -128,12 +129,7 @@ def _trained_model_call(ctx: FileContext, call: ast.Call) -> bool:
     func = call.func
     if MODULE not in ctx.kinds(func):
         return False
-    for v in ctx.values(func):
-        qn = ctx.call_name(v) if isinstance(v, ast.Call) else None
-        if qn and qn.startswith("torch.nn.") and qn.rsplit(".", 1)[-1] not in PARAMETRIC_LAYERS:
-            return False
-    key = name_key(func)
-    if key is not None and _frozen(ctx, key):
+    if not _has_trainable_parameters(ctx, func, 0):
         return False
     scope = ctx.scope(call)
     if scope is ctx.tree:
@@ -142,6 +138,33 @@ def _trained_model_call(ctx: FileContext, call: ast.Call) -> bool:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TRAINING_CALLS:
             return True
     return False
+
+
+def _has_trainable_parameters(ctx: FileContext, module: ast.AST, depth: int) -> bool:
+    """Not a parameter-free torch layer, nor a model frozen with ``requires_grad_(False)`` — followed
+    through the values a parameter receives at this file's calls of its function."""
+    if depth > 3:
+        return True
+    key = name_key(module)
+    if key is not None and _frozen(ctx, key):
+        return False
+    passed = passed_values(ctx, module)
+    for v in passed if passed is not None else ctx.values(module):
+        if v is module:
+            continue
+        while (isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute)
+               and v.func.attr in ("to", "cuda", "cpu", "train", "float", "double", "half")):
+            v = v.func.value
+        if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr == "requires_grad_" \
+                and v.args and not is_const(v.args[0], True):
+            return False  # ``train(Net().requires_grad_(False))``
+        qn = ctx.call_name(v) if isinstance(v, ast.Call) else None
+        if qn and qn.startswith("torch.nn.") and qn.rsplit(".", 1)[-1] not in PARAMETRIC_LAYERS:
+            return False
+        if passed is not None and isinstance(v, (ast.Name, ast.Attribute)) and not _has_trainable_parameters(
+                ctx, v, depth + 1):
+            return False
+    return True
 
 
 def _frozen(ctx: FileContext, key: str) -> bool:

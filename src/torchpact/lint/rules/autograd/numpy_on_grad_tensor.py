@@ -22,6 +22,11 @@ class NumpyOnGradTensor(Rule):
     `inference_mode()`, in `validation_step`-style hooks, and outputs of models frozen with
     `requires_grad_(False)` are not flagged.
 
+    A model that arrives as a parameter counts by what this file passes to its function
+    (`_train(Net(), loader)`): a module on every call, none of them a parameter-free layer or a model
+    frozen with `requires_grad_(False)`. When other modules may call that function too (it is
+    neither nested nor `_private`), the finding holds on some paths only and is a warning.
+
     ## Why is this bad?
     On torch 2.13, for a CPU tensor, it raises
     `RuntimeError: Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.`
@@ -51,6 +56,8 @@ class NumpyOnGradTensor(Rule):
     requires = (
         "the tensor requires grad: a resolved leaf, a parameter of a value resolved to a module, the output "
         "of a model resolved to a module with parameters, in training code or a script, or arithmetic on one",
+        "a model that is a parameter: what this file's calls of its function pass (for `error`, a function no other "
+        "module can call: nested or `_private`)",
         "gradients are on at the call",
     )
 
@@ -91,6 +98,68 @@ probs = act(torch.randn(2, 3)).numpy()
 model = nn.Linear(3, 2)
 model.requires_grad_(False)
 out = model(torch.randn(2, 3)).numpy()
+""",
+        """
+import torch
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(x)
+def _train(net, batches, opt):
+    for x, y in batches:
+        out = net(x)
+        (out - y).pow(2).mean().backward()
+        opt.step()
+        preds = out.detach().cpu().numpy()
+_train(Net(), [], None)
+""",
+        """
+import torch
+import torch.nn as nn
+@torch.no_grad()
+def _predict(net, x):
+    return net(x).numpy()
+def _fit(net, x, opt):
+    net(x).sum().backward()
+    opt.step()
+    return _predict(net, x)
+_fit(nn.Linear(4, 2), torch.randn(3, 4), None)
+""",
+        """
+import torch
+import torch.nn as nn
+def _probe(frozen, head, x, opt):
+    feats = frozen(x)
+    loss = head(feats).sum()
+    loss.backward()
+    opt.step()
+    return feats.numpy()
+backbone = nn.Linear(4, 4)
+backbone.requires_grad_(False)
+_probe(backbone, nn.Linear(4, 1), torch.randn(2, 4), None)
+""",
+        """
+import torch
+import torch.nn as nn
+def _pool_then_log(pool, x, opt, loss):
+    pooled = pool(x)
+    loss.backward()
+    opt.step()
+    return pooled.numpy()
+_pool_then_log(nn.AdaptiveAvgPool1d(1), torch.randn(2, 3, 8), None, loss)
+""",
+        """
+import torch
+import torch.nn as nn
+def _fit(model, x, opt):
+    out = model(x)
+    out.sum().backward()
+    opt.step()
+    return out.numpy()
+_fit(nn.Linear(4, 2).requires_grad_(False), torch.randn(3, 4), None)
 """,
     ]
     invalid = [
@@ -181,6 +250,150 @@ net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
 w = nn.Parameter(torch.ones(1))
 y = net(torch.randn(2, 4)) * w
 plot(y[:, 0].detach().numpy())
+""",
+            evidence=Evidence.MUST,
+        ),
+        Invalid(
+            """
+import torch
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(x)
+def _train(net, batches, opt):
+    for x, y in batches:
+        out = net(x)
+        (out - y).pow(2).mean().backward()
+        opt.step()
+        preds = out.cpu().numpy()
+_train(Net(), [], None)
+""",
+            fixed="""
+import torch
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(x)
+def _train(net, batches, opt):
+    for x, y in batches:
+        out = net(x)
+        (out - y).pow(2).mean().backward()
+        opt.step()
+        preds = out.cpu().detach().numpy()
+_train(Net(), [], None)
+""",
+            evidence=Evidence.MUST,  # every call of the private `_train` passes a Net
+        ),
+        Invalid(
+            """
+import torch
+import torch.nn as nn
+def fit(net, x, opt):
+    out = net(x)
+    out.sum().backward()
+    opt.step()
+    return out.numpy()
+fit(nn.Linear(4, 2), torch.randn(3, 4), None)
+""",
+            fixed="""
+import torch
+import torch.nn as nn
+def fit(net, x, opt):
+    out = net(x)
+    out.sum().backward()
+    opt.step()
+    return out.detach().numpy()
+fit(nn.Linear(4, 2), torch.randn(3, 4), None)
+""",
+            severity=Severity.WARNING,  # other modules may call the public `fit` with something else
+            evidence=Evidence.MAY,
+        ),
+        Invalid(
+            """
+import torch
+import torch.nn as nn
+def _probe(frozen, head, x, opt):
+    feats = frozen(x)
+    loss = head(feats).sum()
+    loss.backward()
+    opt.step()
+    return feats.numpy()
+_probe(nn.Linear(4, 4), nn.Linear(4, 1), torch.randn(2, 4), None)
+""",
+            fixed="""
+import torch
+import torch.nn as nn
+def _probe(frozen, head, x, opt):
+    feats = frozen(x)
+    loss = head(feats).sum()
+    loss.backward()
+    opt.step()
+    return feats.detach().numpy()
+_probe(nn.Linear(4, 4), nn.Linear(4, 1), torch.randn(2, 4), None)
+""",
+            evidence=Evidence.MUST,
+        ),
+        Invalid(
+            """
+import torch
+import torch.nn as nn
+class Loop:
+    def __init__(self):
+        self.model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 1))
+    def _step(self, m, x, opt):
+        y = m(x)
+        y.mean().backward()
+        opt.step()
+        self.history.append(y[:, 0].numpy())
+    def run(self, xs, opt):
+        for x in xs:
+            self._step(self.model, x, opt)
+""",
+            fixed="""
+import torch
+import torch.nn as nn
+class Loop:
+    def __init__(self):
+        self.model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 1))
+    def _step(self, m, x, opt):
+        y = m(x)
+        y.mean().backward()
+        opt.step()
+        self.history.append(y[:, 0].detach().numpy())
+    def run(self, xs, opt):
+        for x in xs:
+            self._step(self.model, x, opt)
+""",
+            evidence=Evidence.MUST,
+        ),
+        Invalid(
+            """
+import torch
+import torch.nn as nn
+def main():
+    def step(model, x, opt):
+        out = model(x)
+        out.sum().backward()
+        opt.step()
+        return out.numpy()
+    step(torch.compile(nn.Linear(4, 2)), torch.randn(3, 4), None)
+""",
+            fixed="""
+import torch
+import torch.nn as nn
+def main():
+    def step(model, x, opt):
+        out = model(x)
+        out.sum().backward()
+        opt.step()
+        return out.detach().numpy()
+    step(torch.compile(nn.Linear(4, 2)), torch.randn(3, 4), None)
 """,
             evidence=Evidence.MUST,
         ),

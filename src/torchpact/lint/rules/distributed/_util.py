@@ -135,3 +135,23 @@ def _branch(node: ast.If | ast.IfExp, child: ast.AST) -> str:
     if child is node.test:
         return "test"
     return "body" if child in node.body else "orelse"
+
+
+def rooted_in(receiver: str, roots: set[str]) -> bool:
+    """``ddp.module.fc`` is rooted in ``{"ddp"}``."""
+    return any(receiver == r or receiver.startswith(r + ".") for r in roots)
+
+
+def trained_after(ctx: FileContext, scope: ast.AST, conversion: ast.Call, users: set[str]) -> bool:
+    """The DDP model is called, or something back-propagated, after the conversion (or in its loop)."""
+    loops = {id(loop) for loop in ctx.enclosing_loops(conversion)}
+    for sub in ctx.walk_scope(scope):
+        if not isinstance(sub, ast.Call):
+            continue
+        is_forward = dotted_name(sub.func) in users
+        is_backward = isinstance(sub.func, ast.Attribute) and sub.func.attr == "backward"
+        if not (is_forward or is_backward):
+            continue
+        if after(sub, ctx.statement(conversion)) or any(id(loop) in loops for loop in ctx.enclosing_loops(sub)):
+            return True
+    return False

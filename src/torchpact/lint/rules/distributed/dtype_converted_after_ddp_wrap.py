@@ -6,7 +6,8 @@ from typing import Iterator
 from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext, argument
 from torchpact.lint.rule import Hit, Invalid, Rule
-from torchpact.lint.rules.distributed._util import (DDP_CALLEES, after, dotted_name, exclusive_branches, is_ddp_call, target_names)
+from torchpact.lint.rules.distributed._util import (DDP_CALLEES, after, dotted_name, exclusive_branches, is_ddp_call,
+                                                    rooted_in, target_names, trained_after)
 
 CONVERTING_METHODS = {"half", "double", "bfloat16"}
 # dtypes that change a float32 model's parameters (float32 itself is a no-op on a float32 model)
@@ -24,7 +25,7 @@ class DtypeConvertedAfterDdpWrap(Rule):
     dtype, called on a module after it was wrapped in `DistributedDataParallel` (on the wrapped
     model, the DDP object, `ddp.module`, or a submodule of them), when the DDP model is still called
     or back-propagated afterwards in the same function. Conversions done before wrapping, and
-    device moves (`.to(device)`, `.cuda()`), are not flagged.
+    device moves (`.to(device)`, `.cuda()`: TP606's), are not flagged.
 
     ## Why is this bad?
     DDP hooks the gradient all-reduce onto each parameter's gradient accumulator when it is built.
@@ -35,9 +36,8 @@ class DtypeConvertedAfterDdpWrap(Rule):
     `.grad` is its own local gradient, and after the first optimizer step the replicas silently
     drift apart. `ddp.double()` and `ddp.module.half()` do the same. A conversion that does not change
     the dtype (`.float()` on a float32 model, `.to("cpu")` on a CPU model) is a no-op and keeps the
-    all-reduce; a real device move after wrapping goes through the same accumulator reset, but it
-    is not flagged because the model is usually already on that device (DDP with `device_ids`
-    requires it) and a CPU-only check cannot tell.
+    all-reduce; a real device move after wrapping loses the hooks as well, which TP606 flags where
+    the file shows the module was on the CPU at the wrap.
 
     ## Fix safety
     No autofix: the conversion has to move before the `DistributedDataParallel(...)` line. Convert
@@ -170,7 +170,7 @@ def train(model, loader, args):
             if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and after(sub, anchor)):
                 continue
             receiver = dotted_name(sub.func.value)
-            if receiver is None or not _rooted_in(receiver, roots) or not _changes_dtype(sub, ctx):
+            if receiver is None or not rooted_in(receiver, roots) or not _changes_dtype(sub, ctx):
                 continue
             if exclusive_branches(ctx, node, sub):
                 continue  # `if distributed: DDP(model) else: model.half()`
@@ -178,7 +178,7 @@ def train(model, loader, args):
                 continue  # `x = model.weight.half()` makes a copy of a tensor; only a statement converts a submodule
             if inner and _converted_before(ctx, scope, inner, sub, anchor):
                 continue  # same conversion before wrapping: this one is a no-op
-            if _trained_after(ctx, scope, sub, users):
+            if trained_after(ctx, scope, sub, users):
                 if ctx.conditional(sub, within=ctx.parent(anchor)):
                     ctx.note(Evidence.MAY, "the conversion runs on some paths only")
                 yield self.hit(sub, subject=receiver, evidence=Evidence.MUST)
@@ -195,30 +195,11 @@ def _changes_dtype(call: ast.Call, ctx: FileContext) -> bool:
     return False
 
 
-def _rooted_in(receiver: str, roots: set[str]) -> bool:
-    return any(receiver == r or receiver.startswith(r + ".") for r in roots)
-
-
 def _converted_before(ctx: FileContext, scope: ast.AST, inner: str, conversion: ast.Call, anchor: ast.AST) -> bool:
     assert isinstance(conversion.func, ast.Attribute)
     for sub in ctx.walk_scope(scope):
         if (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.lineno <= anchor.lineno
                 and sub.func.attr == conversion.func.attr and dotted_name(sub.func.value) == inner
                 and ast.dump(sub) == ast.dump(conversion)):
-            return True
-    return False
-
-
-def _trained_after(ctx: FileContext, scope: ast.AST, conversion: ast.Call, users: set[str]) -> bool:
-    """The DDP model is called, or something back-propagated, after the conversion (or in its loop)."""
-    loops = {id(loop) for loop in ctx.enclosing_loops(conversion)}
-    for sub in ctx.walk_scope(scope):
-        if not isinstance(sub, ast.Call):
-            continue
-        is_forward = dotted_name(sub.func) in users
-        is_backward = isinstance(sub.func, ast.Attribute) and sub.func.attr == "backward"
-        if not (is_forward or is_backward):
-            continue
-        if after(sub, ctx.statement(conversion)) or any(id(loop) in loops for loop in ctx.enclosing_loops(sub)):
             return True
     return False

@@ -3,6 +3,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
+from torchpact.lint.callsites import passed_values
 from torchpact.lint.context import DDP, FileContext
 from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.rule import Hit, Invalid, Rule
@@ -84,6 +85,23 @@ def train(model, loader, optimizer):
         model.module(x).sum().backward()
         optimizer.step()
 """,
+        """
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+def train(model: DDP, loader, opt):
+    for x in loader:
+        model(x).sum().backward()
+        opt.step()
+""",
+        """
+import torch
+import torch.nn as nn
+def _train(wrapped, loader, opt):
+    for x in loader:
+        wrapped.module(x).sum().backward()
+        opt.step()
+_train(nn.DataParallel(nn.Linear(2, 2)), [], None)
+""",
     ]
     invalid = [
         (
@@ -122,6 +140,24 @@ def train(net, loader, optimizer, world_size):
         wrapped.module(x).sum().backward()
         optimizer.step()
 """, severity=Severity.WARNING, evidence=Evidence.MAY),  # a DDP wrapper on one path only
+        Invalid("""
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+def train(model: DDP, loader, opt):
+    for x in loader:
+        model.module(x).sum().backward()
+        opt.step()
+""", evidence=Evidence.MUST),  # the annotation says DDP
+        Invalid("""
+import torch
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+def _train(wrapped, loader, opt):
+    for x in loader:
+        wrapped.module(x).sum().backward()
+        opt.step()
+_train(DDP(nn.Linear(2, 2)), [], None)
+""", evidence=Evidence.MUST),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -145,8 +181,15 @@ def train(net, loader, optimizer, world_size):
         yield self.hit(node, subject=name, evidence=Evidence.MUST)
 
 
-def _built_by_ddp(ctx: FileContext, expr: ast.AST) -> bool:
-    """DistributedDataParallel (not DataParallel / FSDP) is among the values bound to ``expr``."""
+def _built_by_ddp(ctx: FileContext, expr: ast.AST, depth: int = 0) -> bool:
+    """DistributedDataParallel (not DataParallel / FSDP) is among the values bound to ``expr``; for a
+    parameter, its annotation (``model: DDP``) or a value this file's calls of its function pass."""
+    if isinstance(expr, ast.Name) and depth < 4:
+        binds = ctx.bindings(expr)
+        if binds and all(isinstance(owner, ast.arg) for owner, _ in binds):
+            if any(ctx.resolve(owner.annotation) in DDP_CLASSES for owner, _ in binds if owner.annotation is not None):
+                return True
+            return any(_built_by_ddp(ctx, v, depth + 1) for v in passed_values(ctx, expr) or ())
     return any(isinstance(v, ast.Call) and ctx.call_name(v) in DDP_CLASSES for v in ctx.values(expr))
 
 

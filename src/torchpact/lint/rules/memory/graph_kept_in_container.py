@@ -4,7 +4,7 @@ import ast
 from typing import Iterator
 
 from torchpact.lint.context import GRAPH, LOSS, OUTPUT, FileContext
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules.memory._training_loops import step_loops
 
@@ -23,7 +23,8 @@ class GraphKeptInContainer(Rule):
     not a loop over models or configurations that builds or takes a new module in each iteration (one
     graph per model, as many as there are models) — when the value was computed with gradients enabled
     and still carries its `grad_fn` (`.cpu()`, `.to()`, `.float()` keep it), and the container is
-    created outside the loop and nothing in the loop bounds it.
+    created outside the loop and nothing in the loop bounds it. A model that arrives as a parameter is
+    known by its annotation or by what this file's calls of the function pass (`_train(Net(), ...)`).
 
     The condition it needs: a container is bounded when some path inside the iterations of the
     training loop re-creates it (`buf = []`, also under an `if` at a logging or accumulation
@@ -236,6 +237,105 @@ def fit(net, loader, opt, crit):
         opt.step()
         thumbnails.append(shrink(images))
     return len(thumbnails)
+""",
+
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(x)
+def _train(net, batches, opt):
+    outs = []
+    for x, y in batches:
+        out = net(x)
+        F.mse_loss(out, y).backward()
+        opt.step()
+        outs.append(out.detach())
+    return outs
+_train(Net(), [], None)
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(x)
+def _train(net, batches, opt, log):
+    for x, y in batches:
+        loss = F.mse_loss(net(x), y)
+        loss.backward()
+        opt.step()
+        log.append(loss.item())
+_train(Net(), [], None, [])
+""",
+        """
+import torch
+import torch.nn as nn
+def _collect(act, model, batches, opt):
+    acts = []
+    for x in batches:
+        acts.append(act(x))
+        model(x).sum().backward()
+        opt.step()
+    print(len(acts))
+_collect(nn.Softmax(dim=1), nn.Linear(4, 4), [], None)
+""",
+        """
+import torch
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(x)
+def _train(net, batches, opt, crit):
+    preds = []
+    for x, y in batches:
+        crit(net(x), y).backward()
+        opt.step()
+        with torch.no_grad():
+            preds.append(net(x))
+    print(len(preds))
+_train(Net(), [], None, nn.MSELoss())
+""",
+        """
+import torch.nn.functional as F
+def train(m, batches, opt):
+    outs = []
+    for x, y in batches:
+        out = m(x)
+        F.mse_loss(out, y).backward()
+        opt.step()
+        outs.append(out)
+    print(len(outs))
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(x)
+def _train(net, batches, opt):
+    window = []
+    for step, (x, y) in enumerate(batches):
+        out = net(x)
+        F.mse_loss(out, y).backward()
+        opt.step()
+        window.append(out)
+        if step % 50 == 0:
+            window.clear()
+_train(Net(), [], None)
 """,
     ]
     invalid = [
@@ -465,6 +565,159 @@ def fit(loader, opt, crit):
         pooled.append(shrink(feats).detach())
     print(len(pooled))
 """),
+        Invalid("""
+import torch.nn as nn
+import torch.nn.functional as F
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(x)
+def _train(net, batches, opt):
+    outs = []
+    for x, y in batches:
+        out = net(x)
+        F.mse_loss(out, y).backward()
+        opt.step()
+        outs.append(out)
+    print(len(outs))
+_train(Net(), [], None)
+""", fixed="""
+import torch.nn as nn
+import torch.nn.functional as F
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(x)
+def _train(net, batches, opt):
+    outs = []
+    for x, y in batches:
+        out = net(x)
+        F.mse_loss(out, y).backward()
+        opt.step()
+        outs.append(out.detach())
+    print(len(outs))
+_train(Net(), [], None)
+""", evidence=Evidence.MAY),
+        Invalid("""
+import torch.nn as nn
+import torch.nn.functional as F
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(x)
+def train(m, batches, opt):
+    outs = []
+    for x, y in batches:
+        out = m(x)
+        F.mse_loss(out, y).backward()
+        opt.step()
+        outs.append(out)
+    print(len(outs))
+train(Net(), [], None)
+""", fixed="""
+import torch.nn as nn
+import torch.nn.functional as F
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(x)
+def train(m, batches, opt):
+    outs = []
+    for x, y in batches:
+        out = m(x)
+        F.mse_loss(out, y).backward()
+        opt.step()
+        outs.append(out.detach())
+    print(len(outs))
+train(Net(), [], None)
+""", evidence=Evidence.MAY),  # other modules may call the public `train` with something else
+        Invalid("""
+import torch
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(x)
+def _train(net, batches, opt, crit):
+    losses = {}
+    for i, (x, y) in enumerate(batches):
+        loss = crit(net(x), y)
+        loss.backward()
+        opt.step()
+        losses[i] = loss
+    print(len(losses))
+_train(torch.compile(Net()), [], None, nn.MSELoss())
+""", fixed="""
+import torch
+import torch.nn as nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 2)
+    def forward(self, x):
+        return self.fc(x)
+def _train(net, batches, opt, crit):
+    losses = {}
+    for i, (x, y) in enumerate(batches):
+        loss = crit(net(x), y)
+        loss.backward()
+        opt.step()
+        losses[i] = loss.detach()
+    print(len(losses))
+_train(torch.compile(Net()), [], None, nn.MSELoss())
+""", evidence=Evidence.MAY),
+        Invalid("""
+import torch.nn as nn
+class Loop:
+    def __init__(self):
+        self.model = nn.Sequential(nn.Linear(4, 8), nn.Linear(8, 1))
+        self.outputs = []
+    def _epoch(self, m, xs, opt):
+        for x in xs:
+            y = m(x)
+            y.mean().backward()
+            opt.step()
+            self.outputs.append(y)
+    def run(self, xs, opt):
+        self._epoch(self.model, xs, opt)
+""", evidence=Evidence.MAY),
+        Invalid("""
+import torch
+import torch.nn as nn
+def main(batches, opt):
+    def epoch(model):
+        seen = []
+        for x in batches:
+            logits = model(x)
+            logits.logsumexp(1).mean().backward()
+            opt.step()
+            seen.append(logits.cpu())
+        print(len(seen))
+    epoch(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
+""", fixed="""
+import torch
+import torch.nn as nn
+def main(batches, opt):
+    def epoch(model):
+        seen = []
+        for x in batches:
+            logits = model(x)
+            logits.logsumexp(1).mean().backward()
+            opt.step()
+            seen.append(logits.cpu().detach())
+        print(len(seen))
+    epoch(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
+""", evidence=Evidence.MAY),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:

@@ -11,7 +11,10 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from torchpact.lint.context import LOOP_TYPES, MODULE, FileContext, argument
+from torchpact.findings import Evidence
+from torchpact.lint.callsites import parameter_sources, passed
+from torchpact.lint.context import (DDP_WRAPPERS, LOOP_TYPES, MODULE, MODULE_RETURNING_METHODS, FileContext,
+                                    argument)
 
 # Methods that keep the values of their receiver (only layout or dtype change).
 SHAPE_METHODS = {
@@ -26,13 +29,17 @@ class Activation:
 
     functions: frozenset[str]
     method: str
-    module: str
+    modules: frozenset[str]
 
 
 SOFTMAX = Activation(frozenset({"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"}),
-                     "softmax", "torch.nn.Softmax")
+                     "softmax", frozenset({"torch.nn.Softmax"}))
 SIGMOID = Activation(frozenset({"torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit"}),
-                     "sigmoid", "torch.nn.Sigmoid")
+                     "sigmoid", frozenset({"torch.nn.Sigmoid"}))
+# Layers whose output is an unnormalised score of any sign (no tensor method computes one).
+RAW_SCORES = Activation(frozenset({"torch.nn.functional.linear", "torch.nn.functional.bilinear"}), "",
+                        frozenset({"torch.nn.Linear", "torch.nn.LazyLinear", "torch.nn.Bilinear", "torch.nn.Conv1d",
+                                   "torch.nn.Conv2d", "torch.nn.Conv3d"}))
 
 
 def first_arg(call: ast.Call, keyword: str = "input") -> ast.expr | None:
@@ -47,7 +54,7 @@ def direct_activation_call(ctx: FileContext, node: ast.AST, act: Activation) -> 
     qn = ctx.resolve(func)
     if qn in act.functions:
         return first_arg(node)
-    if isinstance(func, ast.Attribute) and func.attr == act.method and qn is None:
+    if isinstance(func, ast.Attribute) and act.method and func.attr == act.method and qn is None:
         recv = func.value
         if isinstance(recv, ast.Name) and recv.id in ("self", "cls"):
             return first_arg(node) if is_module_of(ctx, func, act) else None
@@ -62,14 +69,23 @@ def direct_activation_call(ctx: FileContext, node: ast.AST, act: Activation) -> 
 
 
 def is_module_of(ctx: FileContext, func: ast.AST, act: Activation) -> bool:
-    return is_instance_of(ctx, func, {act.module})
+    return is_instance_of(ctx, func, act.modules)
 
 
-def is_instance_of(ctx: FileContext, func: ast.AST, classes: set[str] | frozenset[str]) -> bool:
+def is_instance_of(ctx: FileContext, func: ast.AST, classes: set[str] | frozenset[str], depth: int = 0) -> bool:
     """Whether ``func`` (what is called) is an instance of one of ``classes``, inline or by every binding."""
     if isinstance(func, ast.Call):
         return ctx.call_name(func) in classes
     if isinstance(func, (ast.Name, ast.Attribute)):
+        found = passed(ctx, func) if depth < 4 else None
+        if found is not None:  # a parameter: what this file's calls of its function pass
+            values, open_functions = found
+            if not all(is_instance_of(ctx, v, classes, depth + 1) for v in values):
+                return False
+            for name in open_functions:
+                ctx.note(Evidence.MAY, f"`{ctx.segment(func)}` is what this file passes to `{name}`, which other "
+                                       "modules may call with something else")
+            return True
         name = func.attr if isinstance(func, ast.Attribute) else func.id
         if name not in _instance_names(ctx, classes):
             return False
@@ -121,29 +137,93 @@ def produced_by(ctx: FileContext, node: ast.AST, act: Activation, depth: int = 0
 
 
 def model_ends_in(ctx: FileContext, func: ast.AST, act: Activation, depth: int) -> bool:
-    values = [func] if isinstance(func, ast.Call) else [v for _, v in ctx.bindings(func)] if isinstance(
-        func, (ast.Name, ast.Attribute)) else []
-    if not values:
+    """Whether every model ``func`` may hold ends in ``act``: an ``nn.Sequential`` whose last layer is
+    one, or a class of this file whose ``forward`` returns only its outputs. A model that arrives as a
+    parameter is followed to its annotation or to what this file's calls pass (lint/callsites.py);
+    when other modules may call that function too, the answer holds on some paths only (noted)."""
+    open_functions: list[str] = []
+    models = model_sources(ctx, func, open_functions, 0)
+    if not models:
         return False
-    for value in values:
-        if not isinstance(value, ast.Call):
-            return False
-        if ctx.call_name(value) == "torch.nn.Sequential":
-            last = value.args[-1] if value.args and not value.keywords else None
-            if not (isinstance(last, ast.Call) and ctx.call_name(last) == act.module):
+    for model in models:
+        if isinstance(model, ast.Call):  # an nn.Sequential
+            last = model.args[-1] if model.args and not model.keywords else None
+            if not (isinstance(last, ast.Call) and ctx.call_name(last) in act.modules):
                 return False
             continue
-        cls = ctx.local_module_class(value)
-        if cls is None:
-            return False
-        forward = ctx.method(cls, "forward")
+        forward = ctx.method(model, "forward")
         if forward is None:
             return False
         returns = [n for n in ctx.walk_scope(forward.body) if isinstance(n, ast.Return)]
         if not returns or not all(r.value is not None and produced_by(ctx, r.value, act, depth + 1) is not None
                                   for r in returns):
             return False
+    for name in dict.fromkeys(open_functions):
+        ctx.note(Evidence.MAY, f"the model is what this file passes to `{name}`, which other modules may call "
+                               "with another model")
     return True
+
+
+_MODEL_WRAPPERS = frozenset({*DDP_WRAPPERS, "torch.compile", "torch.jit.script", "torch.jit.trace"})
+_SOURCES_DEPTH = 6
+
+
+def model_sources(ctx: FileContext, expr: ast.AST, open_functions: list[str],
+                  depth: int) -> list[ast.Call | ast.ClassDef] | None:
+    """The models ``expr`` may hold, each an ``nn.Sequential(...)`` call or a module class of this file;
+    None when some path holds something else or something not seen. Followed through names, the
+    methods that return their module (``.to(device)``), wrappers (``DDP(model)``, ``torch.compile``),
+    and parameters (their annotation, else every call site of the function; a function other
+    modules may call is added to ``open_functions``)."""
+    if depth > _SOURCES_DEPTH:
+        return None
+    if isinstance(expr, ast.Call):
+        func = expr.func
+        if isinstance(func, ast.Attribute) and func.attr in MODULE_RETURNING_METHODS:
+            return model_sources(ctx, func.value, open_functions, depth + 1)
+        qn = ctx.call_name(expr)
+        if qn in _MODEL_WRAPPERS:
+            inner = argument(expr, "module" if qn in DDP_WRAPPERS else "model", 0)
+            return model_sources(ctx, inner, open_functions, depth + 1) if inner is not None else None
+        if qn == "torch.nn.Sequential":
+            return [expr]
+        if isinstance(func, ast.Name) and qn is None and func.id in ctx.module_classes:
+            return [ctx.module_classes[func.id]]
+        return None
+    if not isinstance(expr, (ast.Name, ast.Attribute)):
+        return None
+    binds = ctx.bindings(expr)
+    if not binds:
+        return None
+    out: list[ast.Call | ast.ClassDef] = []
+    for owner, value in binds:
+        if value is None:
+            found = _parameter_models(ctx, owner, open_functions, depth) if isinstance(owner, ast.arg) else None
+        else:
+            found = model_sources(ctx, value, open_functions, depth + 1)
+        if not found:
+            return None
+        out.extend(found)
+    return out
+
+
+def _parameter_models(ctx: FileContext, arg: ast.arg, open_functions: list[str],
+                      depth: int) -> list[ast.Call | ast.ClassDef] | None:
+    annotation = arg.annotation
+    if isinstance(annotation, ast.Name) and annotation.id in ctx.module_classes:
+        return [ctx.module_classes[annotation.id]]  # ``model: MyNet``
+    sources = parameter_sources(ctx, arg)
+    if sources is None or not sources.values or any(v is None for v in sources.values):
+        return None
+    out: list[ast.Call | ast.ClassDef] = []
+    for value in sources.values:
+        found = model_sources(ctx, value, open_functions, depth + 1)  # type: ignore[arg-type]
+        if not found:
+            return None
+        out.extend(found)
+    if not sources.closed:
+        open_functions.append(sources.function)
+    return out
 
 
 def _binds(stmt: ast.AST, name: str) -> bool:

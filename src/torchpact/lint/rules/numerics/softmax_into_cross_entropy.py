@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules.numerics._util import (
     SOFTMAX,
     first_arg,
@@ -27,6 +27,13 @@ class SoftmaxIntoCrossEntropy(Rule):
     reshaping (`.view`, `.flatten`, indexing), or as the output of a model that ends in a softmax
     (`nn.Sequential(..., nn.Softmax(dim=1))`, or a local module whose `forward` returns one).
 
+    The model is followed where it comes from: a variable, `self.model` set in `__init__`, `.to(...)`,
+    `DDP(...)` / `torch.compile(...)`, and a parameter of the function — its annotation (`model:
+    MyNet`), else what every call of that function in this file passes (`train(MyNet(), loader)`).
+    The condition on a parameter: every call site passes a model that ends in a softmax. When other
+    modules may call the function too (it is neither nested in another function nor `_private`),
+    what this file's calls pass holds on some paths only, and the finding is a warning.
+
     ## Why is this bad?
     `cross_entropy` applies `log_softmax` to its input itself, so this computes
     `log_softmax(softmax(logits))`: the loss of a distribution squashed towards uniform. On torch 2.13,
@@ -46,9 +53,12 @@ class SoftmaxIntoCrossEntropy(Rule):
     category = Category.NUMERICS
     severity = Severity.ERROR
     requires = (
-        "the loss is `F.cross_entropy` / `nn.CrossEntropyLoss` (an instance by every binding), resolved through its import",
+        "the loss is `F.cross_entropy` / `nn.CrossEntropyLoss` (an instance by every binding, or passed by every call of "
+        "its function in this file), resolved through its import",
         "its input holds a softmax output on the one definition that reaches it: a torch softmax call, a tensor's "
         "`.softmax()`, an `nn.Softmax` instance, or a model of this file ending in one (`nn.Sequential`, a class whose `forward` returns it)",
+        "a model that is a parameter: by its annotation, or by every call of its function in this file (for `error`, a "
+        "function no other module can call: nested or `_private`)",
     )
     facts = ("cross-entropy-expects-logits",)
     message = ("softmax output is passed to cross_entropy, which applies log_softmax itself: the loss is "
@@ -92,6 +102,93 @@ import torch.nn.functional as F
 def loss(logits, y):
     # log_softmax is idempotent: cross_entropy(log_softmax(x)) == cross_entropy(x)
     return F.cross_entropy(F.log_softmax(logits, dim=-1), y)
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+class Logits(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(8, 4)
+    def forward(self, x):
+        return self.head(x)
+def fit(model: Logits, batches, opt):
+    for x, y in batches:
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+class LogProbs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(8, 4)
+    def forward(self, x):
+        return F.log_softmax(self.head(x), dim=1)
+def _epoch(net, batches):
+    crit = nn.CrossEntropyLoss()
+    for x, y in batches:
+        crit(net(x), y).backward()
+_epoch(LogProbs(), data)
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+def _epoch(net, batches):
+    for x, y in batches:
+        F.cross_entropy(net(x), y).backward()
+_epoch(build_network(cfg), data)
+""",
+        """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+class Probs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+    def forward(self, x):
+        return self.fc(x).softmax(-1)
+class Raw(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+    def forward(self, x):
+        return self.fc(x)
+def distill(student, teacher, x):
+    # the teacher's probabilities are the target: right
+    return F.cross_entropy(student(x), teacher(x))
+distill(torch.compile(Raw()), Probs(), batch)
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+class Probs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+    def forward(self, x):
+        return self.fc(x).softmax(-1)
+def _predict(model, x):
+    return model(x).argmax(-1)
+def _train(model, x, y):
+    return F.cross_entropy(model.fc(x), y)
+_predict(Probs(), inputs)
+_train(Probs(), inputs, labels)
+""",
+        """
+import torch.nn as nn
+class Probs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+    def forward(self, x):
+        return self.fc(x).softmax(-1)
+def _fit(model, batches, criterion):
+    for x, y in batches:
+        criterion(model(x), y).backward()
+_fit(Probs(), data, nn.MSELoss())
 """,
     ]
     invalid = [
@@ -137,6 +234,108 @@ def training_step(batch, model):
     scores = model(x).softmax(-1)
     return F.cross_entropy(input=scores, target=y, label_smoothing=0.1)
 """,
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+class Probs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(8, 4)
+    def forward(self, x):
+        return F.softmax(self.head(x), dim=1)
+def fit(model: Probs, batches, opt):
+    for x, y in batches:
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+""",
+        """
+import torch.nn as nn
+import torch.nn.functional as F
+class Probs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Sequential(nn.Linear(8, 4), nn.Softmax(dim=-1))
+    def forward(self, x):
+        return self.head(x)
+def _epoch(net, batches):
+    crit = nn.CrossEntropyLoss()
+    for x, y in batches:
+        crit(net(x), y).backward()
+_epoch(Probs(), data)
+""",
+        Invalid("""
+import torch
+import torch.nn as nn
+class Probs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+    def forward(self, x):
+        return self.fc(x).softmax(-1)
+def train(model, loader, optimizer):
+    criterion = nn.CrossEntropyLoss()
+    for x, y in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+net = Probs()
+train(net, [], torch.optim.SGD(net.parameters(), lr=0.1))
+""", severity=Severity.WARNING, evidence=Evidence.MAY),  # `train` may be called from elsewhere
+        """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+class Probs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+    def forward(self, x):
+        return self.fc(x).softmax(-1)
+def main(rank):
+    def step(student, x, y):
+        return F.cross_entropy(student(x), y)
+    step(torch.compile(Probs().to(rank)), batch, labels)
+""",
+        Invalid("""
+import torch
+import torch.nn as nn
+class Probs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+        self.sm = nn.Softmax(dim=1)
+    def forward(self, x):
+        x = self.fc(x)
+        return self.sm(x)
+def train(model, loader, criterion, optimizer):
+    for x, y in loader:
+        optimizer.zero_grad()
+        out = model(x)
+        loss = criterion(out, y)
+        loss.backward()
+        optimizer.step()
+if __name__ == "__main__":
+    net = Probs()
+    train(net, [], nn.CrossEntropyLoss(), torch.optim.Adam(net.parameters()))
+""", severity=Severity.WARNING, evidence=Evidence.MAY),  # the model and the loss both arrive as parameters
+        Invalid("""
+import torch.nn as nn
+import torch.nn.functional as F
+class Probs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+    def forward(self, x):
+        return self.fc(x).softmax(-1)
+class Trainer:
+    def __init__(self):
+        self.model = Probs()
+    def _loss(self, model, x, y):
+        return F.cross_entropy(model(x), y)
+    def fit(self, x, y):
+        return self._loss(model=self.model, x=x, y=y)
+"""),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
