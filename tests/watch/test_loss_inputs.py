@@ -145,6 +145,76 @@ def test_sigmoid_into_bce_without_saturation_is_tp303_info(tmp_path):
     assert f.severity.value == "info" and f.subject == "BCELoss"
 
 
+# An untrained critic's logits can all lie in [0, 1] for its first calls (bench/trainscripts' GAN: [0.04, 0.08]
+# over 4 calls): the last layers below are set so they do, before any step.
+GAN = """
+import torch, torch.nn as nn, torch.nn.functional as F
+torch.manual_seed(0)
+maker = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 2))
+{critic}
+with torch.no_grad():
+    last = [m for m in critic.modules() if isinstance(m, (nn.Linear, nn.Conv1d))][-1]
+    last.weight.uniform_(0.0, 0.002)
+    if last.bias is not None:
+        last.bias.fill_(0.05)
+judge = nn.BCEWithLogitsLoss()
+opt_m = torch.optim.Adam(maker.parameters(), lr=1e-4)
+opt_c = torch.optim.Adam(critic.parameters(), lr=1e-4)
+ones, zeros = torch.ones(64, 1), torch.zeros(64, 1)
+for step in range(6):
+    real, made = torch.randn(64, 2) + 2, maker(torch.randn(64, 4))
+    opt_c.zero_grad()
+    critic_loss = {loss_real} + {loss_fake}
+    critic_loss.backward()
+    opt_c.step()
+    opt_m.zero_grad()
+    {loss_maker}.backward()
+    opt_m.step()
+"""
+MLP_CRITIC = "critic = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 1))"
+
+
+@pytest.mark.parametrize("critic, loss", [
+    (MLP_CRITIC, "judge(critic({x}), {y})"),  # the module, a Linear's output (AddmmBackward0)
+    (MLP_CRITIC, "F.binary_cross_entropy_with_logits(target={y}, input=critic({x}).squeeze(1).unsqueeze(1))"),
+    ("critic = nn.Sequential(nn.Linear(2, 16), nn.ReLU(), nn.Linear(16, 1, bias=False))",  # MmBackward0
+     "judge(critic({x}).view(-1), {y}.view(-1))"),
+    ("critic = nn.Sequential(nn.Unflatten(1, (1, 2)), nn.Conv1d(1, 1, 2), nn.Flatten())",  # ConvolutionBackward0
+     "F.binary_cross_entropy_with_logits(critic({x}), {y})"),
+])
+def test_an_untrained_critics_logits_in_0_1_are_not_probabilities(tmp_path, critic, loss):
+    source = GAN.format(critic=critic, loss_real=loss.format(x="real", y="ones"),
+                        loss_fake=loss.format(x="made.detach()", y="zeros"),
+                        loss_maker=loss.format(x="made", y="ones"))
+    out = run_source(tmp_path, source, WATCHERS)
+    assert out.exit_code == 0 and out.steps == 6, out.error
+    assert codes(out.findings) == [], out.findings
+
+
+@pytest.mark.parametrize("critic, loss, severity", [
+    (MLP_CRITIC + "\ncritic.append(nn.Sigmoid())", "judge(critic({x}), {y})", "error"),
+    (MLP_CRITIC, "judge(torch.sigmoid(critic({x})).clamp(1e-6, 1 - 1e-6), {y})", "warning"),  # clamp hides it
+    (MLP_CRITIC, "F.binary_cross_entropy_with_logits(critic({x}).softmax(0), {y})", "error"),
+])
+def test_a_critics_probabilities_into_bce_with_logits_still_fire(tmp_path, critic, loss, severity):
+    source = GAN.format(critic=critic, loss_real=loss.format(x="real", y="ones"),
+                        loss_fake=loss.format(x="made.detach()", y="zeros"),
+                        loss_maker=loss.format(x="made", y="ones"))
+    out = run_source(tmp_path, source, WATCHERS)
+    assert out.exit_code == 0, out.error
+    assert {f.code for f in out.findings} == {"TP303"} and {f.severity.value for f in out.findings} == {severity}
+
+
+def test_probabilities_computed_without_grad_into_bce_with_logits_still_fire(tmp_path):
+    # no grad_fn says nothing of the origin: the values are the evidence
+    out = _run(tmp_path, """    with torch.no_grad():
+        probs = torch.sigmoid(model(x)[:, 0])
+    F.binary_cross_entropy_with_logits(probs, (y > 2).float())
+    loss = F.cross_entropy(out, y)""")
+    f = _one(out, "TP303")
+    assert f.severity.value == "warning" and "look like probabilities" in f.message
+
+
 # ------------------------------------------------------------------------------------ TP355
 def test_regression_head_against_1d_target_is_tp355(tmp_path):
     out = _run(tmp_path, "    loss = nn.MSELoss()(out[:, :1], y.float())")

@@ -1,5 +1,5 @@
 """The session's dispatch: what each watcher receives on unsampled steps, the sampler's call budget,
-and hooks that dynamo sees as disabled only once it compiles."""
+and hooks that compiled code runs as no-ops."""
 
 from __future__ import annotations
 
@@ -213,26 +213,37 @@ def test_another_optimizer_takes_over_counting_steps_once_the_first_one_stops():
     assert session.step == 30
 
 
-def test_hooks_become_invisible_to_dynamo_when_it_starts_compiling():
-    def ours():
-        return [h for h in module_hooks._global_forward_hooks.values()
-                if getattr(h, "__self__", None) is session or getattr(h, "_torchdynamo_disable", False)]
+def test_compiled_code_runs_the_hooks_as_no_ops_so_dynamo_builds_one_graph():
+    """Dynamo traces the session's hooks as returning at once: no graph break, fullgraph=True compiles, and
+    the graph holds the same ops as without torchpact (hooks wrapped in torch.compiler.disable, as before,
+    made fullgraph=True fail)."""
+    def graph_ops(model, x):
+        graphs = []
+
+        def backend(gm, example_inputs):
+            graphs.append([str(n.target) for n in gm.graph.nodes if n.op == "call_function"])
+            return gm.forward
+
+        torch._dynamo.reset()
+        out = torch.compile(model, backend=backend, fullgraph=True)(x)
+        return graphs, out
 
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Dropout(0.0), nn.Linear(8, 1))
     x = torch.randn(3, 4)
-    expected = model(x)
+    plain_graphs, expected = graph_ops(model, x)
     torch.optim.SGD(model.parameters(), lr=0.1)  # imports torch._dynamo, as every optimizer does
-    with watch([Recorder("all")]) as session:
+    recorder = Recorder("all")
+    with watch([recorder]) as session:
         assert "torch._dynamo" in sys.modules
-        model(x)  # the hooks stay bare until dynamo compiles
-        hooks = ours()
-        assert len(hooks) == 1 and not getattr(hooks[0], "_torchdynamo_disable", False)
-        compiled = torch.compile(model, backend="eager")
-        assert torch.equal(compiled(x), expected)
-        hooks = ours()
-        assert len(hooks) == 1 and getattr(hooks[0], "_torchdynamo_disable", False)
-    assert ours() == []
+        graphs, out = graph_ops(model, x)
+        assert graphs == plain_graphs and len(graphs) == 1
+        assert torch.equal(out, expected)
+        ours = [h for h in module_hooks._global_forward_hooks.values() if getattr(h, "__self__", None) is session]
+        assert len(ours) == 1 and not getattr(ours[0], "_torchdynamo_disable", False)
+        # the inner modules ran inside the compiled graph: none of their calls reached the watcher
+        assert all(depth <= 1 for _, depth in recorder.pre)
+    assert not [h for h in module_hooks._global_forward_hooks.values() if getattr(h, "__self__", None) is session]
 
 
 class StepPre(Watcher):

@@ -17,7 +17,9 @@ alternate, on two different ones: it was shown twice, at neither of them the lin
 counted on the stack without those frames), undoes the bookkeeping Python did for the frame it used, and
 raises the warning again at the plain run's frame with ``warnings.warn_explicit``, whose filters and
 once-per-location registry then act as in a plain run. A warning that torchpact's own code caused (a watcher's
-computation) is shown at the script's innermost line, as before.
+computation) is shown at the script's innermost line, as before. torch.compile's warning about global module
+hooks is not shown while the only ones are torchpact's (a script that records warnings itself, with
+``catch_warnings(record=True)``, still gets it).
 """
 
 from __future__ import annotations
@@ -65,11 +67,15 @@ def _fast_line() -> int | None:
 
 def _hooks_only_torchpact_s(module: Any) -> bool:
     """Whether ``module``'s call takes torch's slow path only because of torchpact's global hooks."""
-    import torch.nn.modules.module as m
-
     for name in ("_backward_hooks", "_backward_pre_hooks", "_forward_hooks", "_forward_pre_hooks"):
         if getattr(module, name, None):
             return False
+    return _global_hooks_only_torchpact_s()
+
+
+def _global_hooks_only_torchpact_s() -> bool:
+    import torch.nn.modules.module as m
+
     for table in (m._global_backward_pre_hooks, m._global_backward_hooks, m._global_forward_hooks,
                   m._global_forward_pre_hooks):
         for hook in table.values():
@@ -77,6 +83,16 @@ def _hooks_only_torchpact_s(module: Any) -> bool:
             if code is None or not _is_torchpact_file(code.co_filename):
                 return False
     return True
+
+
+# torch.compile's OptimizedModule warns at each call site while any global module hook is registered; torchpact's
+# are no-ops in compiled code (see watch.session), so a plain run would not have warned
+_GLOBAL_HOOKS_WARNING = "Using `torch.compile(module)` when there are global hooks on modules"
+
+
+def _only_about_torchpact(message: Any, category: Any) -> bool:
+    return (issubclass(category, UserWarning) and str(message).startswith(_GLOBAL_HOOKS_WARNING)
+            and _global_hooks_only_torchpact_s())
 
 
 def _plain(frames: list[Any]) -> list[tuple[Any, int]]:
@@ -147,6 +163,8 @@ def as_without_torchpact() -> Iterator[None]:
     def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
         if getattr(_guard, "on", False) or file is not None:
             previous(message, category, filename, lineno, file, line)
+            return
+        if _only_about_torchpact(message, category):
             return
         frames = _warnings_frames()
         k = next((i for i, f in enumerate(frames) if f.f_code.co_filename == filename and f.f_lineno == lineno), None)

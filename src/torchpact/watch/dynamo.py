@@ -1,13 +1,17 @@
-"""Keeping torch.compile out of the session's hooks at no cost to scripts that do not compile.
+"""Knowing when torch.compile starts, at no cost to scripts that do not compile.
 
-Dynamo must not trace into the hooks (it fails on their Python state, e.g. "already tracked for
-mutation"): compiled code has to call them eagerly. ``torch.compiler.disable`` does that, but its
-wrapper costs a few microseconds on every call (it switches the frame evaluator off and on), which
-on a script of tiny modules is most of the session's cost. So the hooks are registered bare and
-swapped in place (same handle, same position among the global hooks) for their disabled versions
-when dynamo starts compiling for the first time: its compile-start callback runs before it traces a
-frame. The callback is registered once ``torch._dynamo`` is imported (every optimizer imports it);
-importing it ourselves would cost a script without an optimizer about 2 CPU-seconds.
+The session's hooks need no help from here to stay out of compiled code: their first act is to return
+while anything traces (``watch.tracing``), which Dynamo traces as a no-op, so a compiled graph is the one
+torch builds without torchpact — no graph break at each module or around ``optimizer.step()``, and
+``fullgraph=True`` compiles as it does without torchpact. (Seeing global module hooks, Dynamo traces a compiled
+model's ``Module.__call__`` rather than its ``forward``, so a fullgraph graph may list its inputs in another
+order; its ops are the same.) (They used to be wrapped in
+``torch.compiler.disable``: each wrapped hook became a graph break, a compiled optimizer step fell back
+to eager, and a ``fullgraph=True`` model failed.) What the session needs is to know that Dynamo is about
+to trace, to take the ``__call__`` it may have set on model classes off (``root_calls``). Dynamo's
+compile-start callback says so before it traces a frame. The callback is registered once
+``torch._dynamo`` is imported (every optimizer imports it); importing it ourselves would cost a script
+without an optimizer about 2 CPU-seconds.
 """
 
 from __future__ import annotations
@@ -16,17 +20,15 @@ import importlib.abc
 import importlib.machinery
 import sys
 import threading
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 _DYNAMO = "torch._dynamo"
 
 
 class DynamoGuard:
-    """Disables dynamo on the hooks behind ``handles`` when the first compilation starts, after calling
-    ``on_start`` (which may change ``handles``)."""
+    """Calls ``on_start`` when the first compilation starts."""
 
-    def __init__(self, handles: Iterable[Any], on_start: Callable[[], None] | None = None) -> None:
-        self.handles = list(handles)
+    def __init__(self, on_start: Callable[[], None] | None = None) -> None:
         self.started = False
         self._on_start = on_start
         self._finder: _OnImport | None = None
@@ -50,20 +52,9 @@ class DynamoGuard:
             self.started = True
             if self._on_start is not None:
                 self._on_start()
-        self.disable()
-
-    def disable(self) -> None:
-        """Wrap each hook in ``torch.compiler.disable``, in place; a hook already wrapped is kept."""
-        from torch.compiler import disable
-
-        for handle in self.handles:
-            hooks = handle.hooks_dict_ref()
-            hook = hooks.get(handle.id) if hooks is not None else None
-            if hook is not None and not getattr(hook, "_torchdynamo_disable", False):
-                hooks[handle.id] = disable(hook)
 
     def remove(self) -> None:
-        """Stop watching for dynamo (the hooks themselves are removed by the session)."""
+        """Stop watching for dynamo."""
         if self._finder is not None:
             self._finder.remove()
             self._finder = None

@@ -10,6 +10,11 @@ steps the models' outermost calls, which some watchers still need, come through 
 BackwardHookFunction is a view and is being modified inplace" — a watcher must never change what
 the script does. Watchers that need gradients of module outputs register tensor hooks on sampled
 steps instead, which do not change the graph.
+
+While torch traces or compiles (``watch.tracing``) every hook returns at once, so Dynamo traces them as
+no-ops: what runs inside compiled code (a compiled model's inner modules, a compiled ``optimizer.step()``)
+is not seen, and the compiled graph is the one torch builds without torchpact. While one of torch's
+tracers runs, the hooks are off altogether (``tracer_pause``).
 """
 
 from __future__ import annotations
@@ -22,11 +27,14 @@ from typing import Any, Callable, Iterable, NamedTuple, TextIO
 
 from torchpact.findings import Category, Finding, Severity, relative_path
 from torchpact.watch.dynamo import DynamoGuard
+from torchpact.watch.tracer_pause import pause_while_tracing
 from torchpact.watch.frames import user_location
 from torchpact.watch.naming import Names
 from torchpact.watch.root_calls import RootCalls
+from torchpact.watch.tracing import traced
 from torchpact.userframes import passes_through
 from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers._patch import remove_all
 
 INTERNAL_CODE = "TP002"
 # Steps one other optimizer makes while the primary makes none, before it takes over as the step counter:
@@ -132,6 +140,8 @@ class Session:
         self._module_handles: list[Any] = []   # the global module hooks, while they are on
         self._trained = False
         self._stack: list[Any] = []
+        self._paused: list[tuple[bool, bool]] = []   # per tracer running: (module hooks on, root calls on) before it
+        self._tracer_patches: list[Any] = []
         self._root_calls = RootCalls(self._stack, self._forward_pre, self._forward)
         self._started = False
         self._primary: weakref.ref | None = None   # the optimizer whose steps are the script's steps
@@ -170,7 +180,7 @@ class Session:
         inside models (sampled steps, or a watcher's ``unsampled_calls`` of "all"); otherwise the models'
         outermost calls through their classes (``RootCalls``) when a watcher asks for "roots", else none.
         Switched between steps only, never inside a forward; always the global hooks once dynamo compiles."""
-        if not self._started or self.closed or self._stack:
+        if not self._started or self.closed or self._stack or self._paused:
             return
         guard = self._dynamo_guard
         if self._sampled or self._pre_inner or self._post_inner or (guard is not None and guard.started):
@@ -199,16 +209,28 @@ class Session:
         else:
             while self._module_handles:
                 self._module_handles.pop().remove()
-        guard = self._dynamo_guard
-        if guard is not None:
-            guard.handles = [*self._module_handles, *self._handles]
-            if guard.started:
-                guard.disable()
 
     def _dynamo_started(self) -> None:
         """torch.compile is about to trace: it must find the global hooks, never a class's ``__call__``."""
+        if not self._paused:  # (a tracer puts them back when it returns)
+            self._root_calls.remove()
+            self._set_module_hooks(True)
+
+    def _pause_for_tracer(self) -> None:
+        """One of torch's tracers starts (see ``tracer_pause``): no module hook of ours while it runs."""
+        self._paused.append((bool(self._module_handles), self._root_calls.on))
         self._root_calls.remove()
-        self._set_module_hooks(True)
+        self._set_module_hooks(False)
+
+    def _resume_after_tracer(self) -> None:
+        # restored as they were, even inside a forward (make_fx under a compiled submodule): the enclosing
+        # modules' post hooks are still to come
+        hooks, roots = self._paused.pop()
+        if not self._paused and not self.closed:
+            self._set_module_hooks(hooks)
+            if roots:
+                self._root_calls.install()
+            self._arrange_module_hooks()
 
     def _route_key(self) -> tuple:
         """What the forward routes depend on: sampling, and what each watcher asks of unsampled calls."""
@@ -263,7 +285,8 @@ class Session:
             self._set_module_hooks(True)
             self._handles.append(optimizer_hooks.register_optimizer_step_pre_hook(self._step_pre))
             self._handles.append(optimizer_hooks.register_optimizer_step_post_hook(self._step_post))
-            self._dynamo_guard = DynamoGuard([*self._module_handles, *self._handles], on_start=self._dynamo_started)
+            self._dynamo_guard = DynamoGuard(on_start=self._dynamo_started)
+            self._tracer_patches = pause_while_tracing(self._pause_for_tracer, self._resume_after_tracer)
             self._started = True
         except BaseException:
             self._remove_hooks()
@@ -295,6 +318,7 @@ class Session:
         if self._dynamo_guard is not None:
             self._dynamo_guard.remove()
             self._dynamo_guard = None
+        remove_all(self._tracer_patches)
         self._root_calls.remove()
         self._handles.extend(self._module_handles)
         self._module_handles = []
@@ -344,6 +368,8 @@ class Session:
     # The two module hooks run on every module call of the script: on unsampled steps they do O(1)
     # work and allocate nothing unless a watcher asked for those calls.
     def _forward_pre(self, module: Any, args: tuple) -> None:
+        if traced():  # a tracer's or compiler's call, not the run's (see watch.tracing): Dynamo traces a no-op
+            return
         stack = self._stack
         if stack:
             subscribers = self._pre_inner
@@ -373,6 +399,8 @@ class Session:
                 self._look_for_group()
 
     def _forward(self, module: Any, args: tuple, output: Any) -> None:
+        if traced():
+            return
         stack = self._stack
         if stack and stack[-1] is module:
             stack.pop()
@@ -449,6 +477,8 @@ class Session:
         return False
 
     def _step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        if traced():  # a compiled step(): Dynamo traces this as a no-op, and the step goes unseen
+            return None
         if self._nested_step(optimizer, entering=True):
             return None
         if self._idle:
@@ -488,6 +518,8 @@ class Session:
         return passes_through(closure_then_step_pre)
 
     def _step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
+        if traced():
+            return
         if self._nested_step(optimizer, entering=False):
             return
         self._deliver(self._step_subscribers("on_step"), "on_step", optimizer)

@@ -3,24 +3,45 @@
 Several watchers may wrap the same attribute, and they are removed in any order: each wrapper only
 passes through once removed, and the original attribute is put back when the last wrapper of it is
 gone, so a closed session leaves torch exactly as it found it.
+
+A wrapper must be invisible to torch's compilers and tracers, since the script's code reaches it through
+the patched attribute (``F.dropout`` in a module's ``forward``):
+
+- ``torch.jit.script`` resolves a Python function by compiling its source with the globals of the module
+  it was defined in; through ``functools.wraps`` it would read the original's source with the wrapper's
+  globals ("undefined value has_torch_function_unary"). Wrapping a Python function, the wrapper carries
+  the two attributes torch's own ``torch.jit._script_if_tracing`` wrappers carry, which make
+  ``torch.jit.script`` compile ``__original_fn`` instead and Dynamo trace it instead. Wrapping a builtin
+  (``torch.dropout``, ``F.scaled_dot_product_attention``), the wrapper is registered as the same
+  TorchScript builtin op as the original (``torch.jit._builtins``) for as long as it lives.
+- While a tracer or compiler runs the code (``watch.tracing``), the wrapper calls through to what it
+  wraps and its watcher sees nothing. Around torch's tracers that the session can see start and end
+  (``watch.tracer_pause``), ``pause_all()`` puts torch's own functions back: a wrapper's frame on the stack
+  would still rename the values a TorchScript trace records (it names them after the locals of the frame
+  that called the op), and an FX graph would hold the wrapper as its node's target.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 from torchpact.userframes import passes_through
+from torchpact.watch.tracing import traced
 
 _ORIGINALS: dict[tuple[int, str], tuple[Any, Any, list[Patch]]] = {}
+_paused: list[dict[tuple[int, str], Any]] = []   # per pause_all() not yet resumed: the wrappers it took off
 
 
 class Patch:
     """``owner.attr`` replaced by ``make(original)``; ``remove()`` undoes it (idempotent).
 
-    While Dynamo traces (``torch.compile``), the wrapper calls the original directly, so compiled
-    graphs are the ones torch would build without torchpact.
+    While torch traces or compiles (``torch.compile``, ``torch.export``, ``torch.jit.trace``, ``torch.fx``,
+    ``torch.func``), the wrapper calls through, so their graphs are the ones torch builds without
+    torchpact; ``torch.jit.script`` compiles the original (see the module's docs).
     """
 
     def __init__(self, owner: Any, attr: str, make: Callable[[Callable], Callable]) -> None:
@@ -31,14 +52,14 @@ class Patch:
         self.active = True
         previous = getattr(owner, attr)
         inner = make(previous)
-        from torch.compiler import is_compiling
 
         @functools.wraps(previous)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            if self.active and not is_compiling():  # Dynamo traces straight through to torch's own code
+            if self.active and not traced():
                 return inner(*args, **kwargs)
             return previous(*args, **kwargs)
 
+        _compile_as(wrapper, _ORIGINALS[key][1])
         passes_through(wrapper)
         passes_through(inner)
         _ORIGINALS[key][2].append(self)
@@ -52,6 +73,48 @@ class Patch:
         if entry is not None and not any(p.active for p in entry[2]):
             owner, original, _ = _ORIGINALS.pop(self._key)
             setattr(owner, self._key[1], original)
+
+
+def pause_all() -> None:
+    """Put torch's own function back in every patched attribute, until ``resume_all()`` (calls nest)."""
+    taken: dict[tuple[int, str], Any] = {}
+    if not _paused:
+        for key, (owner, original, _) in _ORIGINALS.items():
+            taken[key] = owner.__dict__.get(key[1])
+            setattr(owner, key[1], original)
+    _paused.append(taken)
+
+
+def resume_all() -> None:
+    """Undo the matching ``pause_all()``: the wrappers are back, but for patches removed meanwhile."""
+    if not _paused:
+        return
+    for key, wrapper in _paused.pop().items():
+        entry = _ORIGINALS.get(key)
+        if entry is not None and wrapper is not None:
+            setattr(entry[0], key[1], wrapper)
+
+
+def _compile_as(wrapper: Callable, original: Any) -> None:
+    """Make TorchScript and Dynamo compile ``original`` where the script's code calls ``wrapper``."""
+    # Dynamo traces a function's `_torchdynamo_inline` in its place, and reads it when it builds its tables of
+    # torch's functions by name (`torch.dropout` must be found as the builtin it is)
+    setattr(wrapper, "_torchdynamo_inline", original)
+    if inspect.isfunction(original):
+        # the attributes of torch.jit._script_if_tracing's wrapper, read by torch.jit.script and Dynamo
+        setattr(wrapper, "__script_if_tracing_wrapper", True)
+        setattr(wrapper, "__original_fn", original)
+        return
+    try:
+        from torch.jit import _builtins
+    except ImportError:  # pragma: no cover - a torch without TorchScript
+        return
+    op = _builtins._find_builtin(original)
+    if op is not None:
+        table = _builtins._get_builtin_table()
+        table[id(wrapper)] = op
+        # keyed by id: the entry must go with the wrapper (held by an FX graph or an import, it may outlive the patch)
+        weakref.finalize(wrapper, table.pop, id(wrapper), None)
 
 
 def parameter_list(parameters: Any) -> list[Any]:

@@ -71,7 +71,12 @@ Looks at the input of the binary cross-entropy losses on sampled steps:
   softmax (read from its `grad_fn`, through views and casts): certain, an error;
 - the same given values that are all in [0, 1] at several calls (hundreds of values, never one
   below 0): most likely probabilities, a warning (logits of a model that predicts "positive" with
-  low confidence for every single sample would look the same);
+  low confidence for every single sample would look the same). Values are evidence only where the
+  input's origin is unknown: an input that a layer with free weights produced — its `grad_fn`,
+  through views and casts, is `AddmmBackward0` / `MmBackward0` (`nn.Linear`, `x @ w`),
+  `BmmBackward0`, `ConvolutionBackward0` or `EmbeddingBackward0` — is a logit by construction,
+  unbounded, whatever values it takes: an untrained GAN critic's logits often all lie in
+  [0.04, 0.08] for its first calls;
 - `nn.BCELoss` / `F.binary_cross_entropy` given a sigmoid output: an error when some predictions
   are saturated (exactly 0 or 1) on the wrong side of their target, else advice (`info`): the loss
   and gradients are right until a confident mistake saturates (the VAE and DCGAN of
@@ -148,6 +153,11 @@ _PASS_THROUGH = frozenset({
     "TransposeBackward0", "TransposeBackward1", "TBackward0", "PermuteBackward0", "CloneBackward0",
     "ExpandBackward0", "ToCopyBackward0", "SliceBackward0", "SelectBackward0", "IndexBackward0",
     "NarrowBackward0", "SplitBackward0", "UnbindBackward0", "ContiguousBackward0",
+})
+
+# ops whose output is an affine function of free weights: unbounded, a logit whatever its values
+_WEIGHTED_LAYER = frozenset({
+    "AddmmBackward0", "MmBackward0", "BmmBackward0", "ConvolutionBackward0", "EmbeddingBackward0",
 })
 
 # kind -> the names of the prediction and target arguments (positional order of F.* and of forward)
@@ -360,6 +370,8 @@ class LossInputsWatcher(Watcher):
             if origin in ("SigmoidBackward0", "SoftmaxBackward0"):
                 what = "a sigmoid" if origin == "SigmoidBackward0" else "a softmax"
                 self._report_double_sigmoid(site, f"it is the output of {what}", Severity.ERROR)
+            elif origin in _WEIGHTED_LAYER:
+                pass  # a layer's output: logits, whatever values it happens to take (an untrained critic's)
             elif not site.extra.get("done"):
                 with torch.no_grad():
                     mn, mx = torch.aminmax(pred.detach())

@@ -5,7 +5,9 @@ that built it); later steps cost one dict lookup. When a new optimizer steps par
 earlier one stepped and kept state for (Adam's moments, momentum buffers), and the earlier one no
 longer steps, the earlier one was replaced. Replacing it once with a different configuration is a
 training stage (unfreeze and lower the lr) and stays silent; replacing it with the same
-configuration, or again and again (a constructor inside the loop), is reported.
+configuration, or again and again (a constructor inside the loop), is reported — unless the new
+optimizer's first step drew its batch from a dataset none of the earlier one's steps drew from: a new
+task (continual learning resets the optimizer per task on purpose), not the same training restarted.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.watch.watcher import Check
 from torchpact.watch.watchers import _sites
+from torchpact.watch.watchers._datasets_fed import DatasetsFed, same_dataset
 
 RECREATED = Check(
     code="TP460",
@@ -28,7 +31,9 @@ At runtime, notices a new optimizer whose parameters an earlier optimizer alread
 state for, when the earlier one stops stepping. It reports the line that builds the new optimizer
 when it is rebuilt with the same type and settings, or rebuilt repeatedly (inside the training
 loop). Re-creating an optimizer once with other settings (a new training stage) and building one
-for a fresh model are not reported.
+for a fresh model are not reported; nor is an optimizer whose first step is fed by a DataLoader over
+a dataset that none of the earlier optimizer's steps were fed from (each task of a continual-learning
+script gets a fresh optimizer on purpose). The same dataset through a new DataLoader is the same data.
 
 ## Why is this bad?
 In torch 2.13 an optimizer's state lives in the optimizer object (`optimizer.state`): Adam's first
@@ -55,6 +60,8 @@ class _Opt:
         self.has_state = False
         self.generation = 0
         self.replaces: list[_Opt] = []
+        self.datasets: list[Any] = []   # the datasets that fed its steps (DatasetsFed answers)
+        self.first_fed: Any = None      # the one that fed its first step
 
 
 def _shared(old: _Opt, new: _Opt) -> bool:
@@ -82,6 +89,15 @@ class OptimizerRecreated(_sites.SiteWatcher):
         super().__init__()
         self._opts: dict[int, _Opt] = {}
         self._new: list[_Opt] = []
+        self._fed = DatasetsFed()
+
+    def attach(self, session: Any) -> None:
+        super().attach(session)
+        self._fed.install()
+
+    def on_close(self) -> None:
+        self._fed.remove()
+        super().on_close()
 
     def on_step_pre(self, optimizer: Any) -> None:
         rec = self._opts.get(id(optimizer))
@@ -98,9 +114,18 @@ class OptimizerRecreated(_sites.SiteWatcher):
         rec = self._opts.get(id(optimizer))
         if rec is None:
             return
+        first = rec.last_step < 0
         rec.last_step = self.session.step
         if not rec.has_state:
             rec.has_state = bool(optimizer.state)
+        dataset = self._fed.feeding()
+        if dataset is not None:
+            if not any(same_dataset(dataset, d) for d in rec.datasets):
+                rec.datasets.append(dataset)
+                if len(rec.datasets) > 64:
+                    del rec.datasets[0]
+            if first:
+                rec.first_fed = dataset
 
     def on_step_end(self, step: int) -> None:
         if not self._new:
@@ -115,6 +140,9 @@ class OptimizerRecreated(_sites.SiteWatcher):
                 for key, value in list(self._opts.items()):
                     if value is old:
                         del self._opts[key]
+            if rec.first_fed is not None and not any(same_dataset(rec.first_fed, d) for old in replaced
+                                                     for d in old.datasets):
+                continue  # other data: a new task, whose optimizer starts afresh on purpose
             rec.generation = max(old.generation for old in replaced) + 1
             same = any(old.signature == rec.signature for old in replaced)
             if same or rec.generation >= 2:

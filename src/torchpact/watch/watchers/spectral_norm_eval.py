@@ -100,7 +100,8 @@ class SpectralNormEval(Watcher):
             for hook in layer._forward_pre_hooks.values():
                 if isinstance(hook, hook_class):
                     found.append((weakref.ref(layer), hook.name, hook))
-            parametrizations = layer.__dict__.get("_modules", {}).get("parametrizations")
+            children = layer.__dict__.get("_modules")  # a ScriptModule's is a mapping without .get()
+            parametrizations = children["parametrizations"] if children and "parametrizations" in children else None
             if parametrizations is not None:
                 for pname, plist in parametrizations.items():
                     for p in plist:
