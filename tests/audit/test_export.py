@@ -167,9 +167,10 @@ def test_keyword_inputs():
 
 def test_onnx_path_is_skipped_with_the_install_hint_when_onnx_is_missing(monkeypatch):
     from torchpact.audit import export as export_mod
+    from torchpact.audit.export import onnx as onnx_path
     from torchpact.audit.target import load_target
 
-    monkeypatch.setattr(export_mod, "onnx_missing", lambda: ["onnxruntime"])
+    monkeypatch.setattr(onnx_path, "onnx_missing", lambda: ["onnxruntime"])
     report = export_mod.export_check(load_target(f"{TARGETS}:clean"), paths=("onnx",), budget_s=0.1)
     onnx = report.summary()["paths"]["onnx"]
     assert onnx["status"] == "skipped" and "pip install 'torchpact[export]'" in onnx["reason"]

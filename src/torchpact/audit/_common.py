@@ -14,6 +14,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from torchpact.checks import Check
+from torchpact.findings import Finding, Severity
 from torchpact.userframes import is_user_file
 
 # Outputs agree when max |artifact - eager| <= ATOL + RTOL * max |eager|, per output tensor.
@@ -50,6 +52,14 @@ def short_path(path: str | None) -> str | None:
     except ValueError:
         return path
     return path if rel.startswith(".." + os.sep + "..") else rel
+
+
+def finding(check: Check, message: str, severity: Severity | None = None, path: str | None = None,
+            line: int | None = None, subject: str | None = None, fix: str | None = None) -> Finding:
+    """A Finding of ``check`` (at its own severity unless told), at the model's line when known."""
+    return Finding(code=check.code, category=check.category, severity=severity or check.severity,
+                   message=message, path=short_path(path), line=line, subject=subject, fix=fix,
+                   evidence=check.evidence)
 
 
 @dataclass
@@ -148,6 +158,16 @@ def first_line(exc: BaseException | str, limit: int = 300) -> str:
     name = type(exc).__name__ if isinstance(exc, BaseException) else ""
     out = f"{name}: {text}" if name else text
     return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def error_text(exc: BaseException) -> str:
+    """The exception's message with those of its causes and contexts, one per line."""
+    parts, current, seen = [], exc, set()
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        parts.append(str(current))
+        current = current.__cause__ or current.__context__
+    return "\n".join(parts)
 
 
 def exception_location(exc: BaseException) -> tuple[str | None, int | None]:

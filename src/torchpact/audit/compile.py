@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 from torchpact.audit import _common as C
 from torchpact.audit import timing as T
+from torchpact.audit.eager import eager_inputs
 from torchpact.audit.target import Target
 from torchpact.audit.variants import Dims, Variant
 from torchpact.findings import Category, Finding, Severity
@@ -124,13 +125,6 @@ CUDAGRAPH_NOTE = ("reduce-overhead and max-autotune use CUDA graphs, which are r
                   "the default mode does not")
 
 
-def _finding(check: Check, message: str, severity: Severity | None = None, path: str | None = None,
-             line: int | None = None, subject: str | None = None, fix: str | None = None) -> Finding:
-    return Finding(code=check.code, category=check.category, severity=severity or check.severity,
-                   message=message, path=C.short_path(path), line=line, subject=subject, fix=fix,
-                   evidence=check.evidence)
-
-
 @dataclass
 class Recompile:
     variant: str
@@ -227,7 +221,7 @@ def _graph_breaks(model: Any, example: Variant) -> tuple[int, list[dict[str, Any
         seen.add((path, line, reason))
         breaks.append({"reason": reason, "path": C.short_path(path), "line": line})
         src = C.source_line(path, line)
-        findings.append(_finding(GRAPH_BREAK, "torch.compile breaks the graph here"
+        findings.append(C.finding(GRAPH_BREAK, "torch.compile breaks the graph here"
                                  + (f" (`{src}`)" if src else "") + f": {reason}", path=path, line=line,
                                  fix="move the Python-only code out of forward, or use torch.where / torch.cond "
                                      "for branches on tensor values"))
@@ -369,8 +363,6 @@ def compile_check(target: Target, modes: tuple[str, ...] | None = None, budget_s
 
 def _compile_check(target: Target, modes: tuple[str, ...] | None, budget_s: float,
                    progress: Callable[[str], None] | None) -> CompileReport:
-    from torchpact.audit.export import eager_inputs
-
     start = time.perf_counter()
     note = progress or (lambda s: None)
     model = target.model
@@ -388,7 +380,7 @@ def _compile_check(target: Target, modes: tuple[str, ...] | None, budget_s: floa
     try:
         graph_count, breaks, break_findings = _graph_breaks(model, eager.valid[0])
     except Exception as exc:
-        graph_count, breaks, break_findings = None, [], [_finding(
+        graph_count, breaks, break_findings = None, [], [C.finding(
             COMPILE_FAILED, f"torch._dynamo.explain failed: {C.first_line(exc, 240)}", subject="explain")]
     findings += break_findings
     results: dict[str, ModeResult] = {}
@@ -450,7 +442,7 @@ def _nothing_compiled(model: Any) -> Finding:
         message = ("torch.compile captured no graph (dynamo skipped every frame of forward), so every mode runs "
                    "the model eagerly; no mode was measured and none is recommended")
         fix = "run with TORCH_LOGS=dynamo to see why dynamo skips the frames"
-    return _finding(NOTHING_COMPILED, message, subject=rnns[0] if rnns else None, fix=fix)
+    return C.finding(NOTHING_COMPILED, message, subject=rnns[0] if rnns else None, fix=fix)
 
 
 def _mode_findings(results: dict[str, ModeResult]) -> list[Finding]:
@@ -459,13 +451,13 @@ def _mode_findings(results: dict[str, ModeResult]) -> list[Finding]:
     for mode, r in results.items():
         if r.status == "failed":
             path, line = C.exception_location(r.error) if r.error else (None, None)
-            out.append(_finding(COMPILE_FAILED, f"torch.compile(mode={mode!r}) failed: {r.reason}", path=path,
+            out.append(C.finding(COMPILE_FAILED, f"torch.compile(mode={mode!r}) failed: {r.reason}", path=path,
                                 line=line, subject=mode))
             continue
         bad = [p for p in r.parity if p["status"] != "ok"]
         if bad:
             worst = max((p.get("max_abs_err") or 0) for p in bad)
-            out.append(_finding(COMPILE_PARITY, f"torch.compile(mode={mode!r}) "
+            out.append(C.finding(COMPILE_PARITY, f"torch.compile(mode={mode!r}) "
                                 + ("raises" if all(p["status"] == "error" for p in bad) else f"differs from eager by up to {worst:.3g}")
                                 + f" on {', '.join(p['name'] for p in bad)}: {bad[0].get('problem')}", subject=mode,
                                 severity=Severity.ERROR if any(p["status"] == "mismatch" for p in bad) else Severity.WARNING))
@@ -478,7 +470,7 @@ def _mode_findings(results: dict[str, ModeResult]) -> list[Finding]:
                 continue  # the same recompilations in another mode
             reported.update((function, rc.reason) for rc in rcs)
             guards = "; ".join(f"{rc.variant}: {rc.reason}" for rc in new)
-            out.append(_finding(RECOMPILE, f"torch.compile (mode={mode!r}) recompiled {function} "
+            out.append(C.finding(RECOMPILE, f"torch.compile (mode={mode!r}) recompiled {function} "
                                 f"{len(new)} time{'s' * (len(new) != 1)} over the varied inputs; guard failed: {guards}"
                                 + ("; it hit recompile_limit and runs eagerly from then on" if r.hit_limit else ""),
                                 severity=Severity.WARNING if r.hit_limit else Severity.INFO, subject=function,
