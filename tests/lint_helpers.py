@@ -17,7 +17,7 @@ def lint_code(code: str, select: list[str] | None = None, path: str = "snippet.p
     (the rules' own tests are about what a rule finds, not about the default set) unless ``config``
     says otherwise."""
     text = textwrap.dedent(code)
-    config = config or Config(preview=True)
+    config = config or Config(preview=True, unsafe_fixes=True)  # every fix the rule offers, unsafe ones too
     if select is not None:
         config.select = select
     findings, edits = lint_source(Source(path=path, text=text), config)

@@ -101,6 +101,25 @@ def test_a_loss_is_as_surely_graph_attached_as_its_input():
     assert _level(ctx, "c", GRAPH) == UNRESOLVED
 
 
+def test_a_parameter_free_module_s_output_is_as_surely_graph_attached_as_its_input():
+    ctx = _ctx("""
+        import torch
+        import torch.nn as nn
+        def forward(model, x, flag):
+            act = nn.ReLU()
+            w = torch.randn(3, requires_grad=True)
+            plain = act(torch.randn(3))
+            sure = act(w)
+            hinted = act(model(x))
+            some = act(w if flag else x)
+            use(plain, sure, hinted, some)
+    """)
+    assert _level(ctx, "plain", OUTPUT) == MUST and _level(ctx, "plain", GRAPH) is None
+    assert _level(ctx, "sure", GRAPH) == MUST
+    assert _level(ctx, "hinted", GRAPH) == UNRESOLVED
+    assert _level(ctx, "some", GRAPH) == MAY
+
+
 def test_backward_on_a_name_makes_it_a_loss_on_some_path():
     ctx = _ctx("""
         import torch

@@ -116,7 +116,16 @@ def test_rule_table_holds_only_the_rules_of_the_results_with_their_docs(validato
         assert rule["shortDescription"]["text"] == known[rule["id"]]["summary"]
         assert rule["shortDescription"]["text"] not in messages
         assert rule["fullDescription"]["text"] and rule["help"]["markdown"].startswith(f"# {rule['id']} ")
-        assert rule["helpUri"].endswith(f"/docs/rules/{rule['id']}.md")
+        assert "helpUri" not in rule  # no public site holds the pages: the text is in `help`
+
+
+def test_rules_link_to_their_pages_only_where_the_user_serves_them(capsys, monkeypatch):
+    monkeypatch.setenv("TORCHPACT_RULES_URL", "https://docs.example.com/torchpact/rules")
+    doc = _sarif([str(EXAMPLES)], capsys)
+    driver = doc["runs"][0]["tool"]["driver"]
+    assert "informationUri" not in driver
+    for rule in driver["rules"]:
+        assert rule["helpUri"] == f"https://docs.example.com/torchpact/rules/{rule['id']}.md"
         assert (EXAMPLES.parent / "docs" / "rules" / f"{rule['id']}.md").is_file()
 
 

@@ -95,7 +95,8 @@ def rule_table(include_runtime: bool) -> list[dict[str, Any]]:
                          "severity": r.severity.value, "help": help_md, "description": _what_it_does(help_md)}
     for code, text in lint_docs.special_codes().items():
         table[code] = {"code": code, "name": code.lower(), "summary": text.splitlines()[0].split("— ", 1)[1],
-                       "category": "input", "severity": "error", "help": text, "description": _what_it_does(text)}
+                       "category": "input", "severity": lint_docs.SPECIAL_SEVERITY[code].value, "help": text,
+                       "description": _what_it_does(text)}
     if include_runtime:
         for code, check in runtime_checks().items():
             if code in table:  # run / export-check report the check's severity
@@ -132,7 +133,7 @@ def generated_files() -> dict[str, str]:
             rows.append(f"| [{code}]({code}.md) | {check.category.value} | {severity} | run | {check.summary} |")
         else:
             title = lint_docs.special_codes()[code].splitlines()[0].split("— ", 1)[1]
-            rows.append(f"| [{code}]({code}.md) | input | error | lint, run | {title} |")
+            rows.append(f"| [{code}]({code}.md) | input | {lint_docs.SPECIAL_SEVERITY[code].value} | lint, run | {title} |")
     files["README.md"] = "\n".join(rows) + "\n"
     return files
 

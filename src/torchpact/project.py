@@ -4,7 +4,9 @@ TP952 (``torch.load`` without ``weights_only``) depends on the oldest supported 
 silent or loud depending only on *where* the project states it. Read, in this order, in one folder:
 ``pyproject.toml`` ``[project] dependencies``, ``setup.cfg`` ``[options] install_requires``,
 ``setup.py``'s ``install_requires=`` (a literal list, or a name bound to one; the file is parsed,
-never run), then ``requirements*.txt``. Stdlib only: lint never imports torch, nor runs user code.
+never run), then ``requirements*.txt``. The first file that names torch is the declaration, with
+or without a floor: a bare ``torch`` there is not completed from another file or an outer folder.
+Stdlib only: lint never imports torch, nor runs user code.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-_TORCH = re.compile(r"\s*torch\s*(\[[^\]]*\])?\s*(.*)$")
+# The distribution ``torch`` itself: not ``torch-audiomentations``, ``torch_geometric`` or ``torchvision``
+# (PEP 508 names continue with letters, digits, ``-``, ``_`` or ``.``; PEP 503 compares them case-blind).
+_TORCH = re.compile(r"\s*torch(?![A-Za-z0-9._-])\s*(\[[^\]]*\])?\s*(.*)$", re.IGNORECASE)
 
 
 def parse_version(text: str) -> tuple[int, int] | None:
@@ -27,13 +31,17 @@ def parse_version(text: str) -> tuple[int, int] | None:
 
 
 def torch_requirement(deps: Iterable[Any]) -> tuple[bool, tuple[int, int] | None]:
-    """(whether a list of PEP 508 requirements names torch, the oldest torch it admits if stated)."""
+    """(whether a list of PEP 508 requirements names torch, the oldest torch it admits if stated).
+
+    Only a lower bound or a pin states a floor (``>=``, ``>``, ``==``, ``~=``). A requirement without
+    one (``torch``, ``torch<3``, ``torch!=2.1.0``) lets the installer take the newest torch: it states
+    no floor — it is not a floor of 0.0 — and the caller reads it as the installed torch."""
     for dep in deps:
         if not isinstance(dep, str):
             continue
         m = _TORCH.match(dep)
-        if not m or (m.group(2) and m.group(2)[0].isalnum()):
-            continue  # "torchvision" and the like
+        if not m:
+            continue  # "torchvision", "torch-audiomentations" and the like
         spec = m.group(2).split(";")[0]
         floor = re.search(r"(>=|==|~=|>)\s*(\d+\.\d+)", spec)
         return True, parse_version(floor.group(2)) if floor else None

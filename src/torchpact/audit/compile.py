@@ -435,7 +435,8 @@ def _nothing_compiled(model: Any) -> Finding:
         kinds = sorted({type(m).__name__ for m in model.modules() if isinstance(m, torch.nn.RNNBase)})
         message = (f"torch.compile captured no graph: dynamo skips {'/'.join(kinds)} modules "
                    f"({', '.join(rnns[:3])}{', ...' if len(rnns) > 3 else ''}) while "
-                   "torch._dynamo.config.allow_rnn is False (torch 2.13's default), so every mode runs the "
+                   f"torch._dynamo.config.allow_rnn is False (its default on torch {torch.__version__}), so every "
+                   "mode runs the "
                    "model eagerly; no mode was measured and none is recommended")
         fix = "set torch._dynamo.config.allow_rnn = True before torch.compile (then check parity), or do not compile"
     else:

@@ -68,7 +68,7 @@ def _lint_in_worker(job: tuple[str, Config]) -> FileResult:
 def rule_codes() -> set[str]:
     """Every code lint can report: its rules' and the input problems'. Read from the rules'
     manifest, without importing them: a fully cached run imports no rule at all."""
-    return declared_codes() | {INPUT_CODE, "TP002"}
+    return declared_codes() | {INPUT_CODE, "TP002", "TP005"}
 
 
 def _map(fn, items: list, jobs: int, initargs: tuple | None = None, initializer=None) -> list:
@@ -93,6 +93,14 @@ def _map(fn, items: list, jobs: int, initargs: tuple | None = None, initializer=
     if initializer is not None:
         initializer(*(initargs or ()))
     return [fn(p) for p in items]
+
+
+def lint_stdin(data: bytes, path: str, config: Config, fix: bool = False) -> LintResult:
+    """Lint ``data`` (standard input) as the file ``path`` (``--stdin-filename``: its configuration, its
+    per-file ignores, a notebook when it ends in .ipynb); nothing is written."""
+    start = time.perf_counter()
+    result = lint_file(path, config, fix=fix, data=data)
+    return LintResult(files=[result], seconds=time.perf_counter() - start)
 
 
 def _code_fingerprint() -> str:

@@ -21,8 +21,8 @@ from torchpact.lint.edits import Locator
 from torchpact.lint.kinds import (  # noqa: F401 - the kinds and their tables, as rules import them from here
     BATCH, DDP, DDP_WRAPPERS, DIST_SAMPLER, FUNCTIONAL_LOSSES, GRAD_LEAF, GRAPH, GRAPH_CUTTING_METHODS,
     GRAPH_PRESERVING_METHODS, LOADER, LOSS, LOSS_FN, MODULE, MODULE_RETURNING_METHODS, MUST, NN_MODULE_BASES,
-    NUMBER, OPTIMIZER, OUTPUT, SAMPLER, SCALER, SCHEDULER, TENSOR, Kinds, Noted, Recorder, is_torch_nn_class,
-    kinds_of, noted,
+    NUMBER, OPTIMIZER, OUTPUT, PARAMETER_FREE_MODULES, SAMPLER, SCALER, SCHEDULER, TENSOR, Kinds, Noted,
+    Recorder, is_torch_nn_class, kinds_of, noted,
 )
 from torchpact.lint.project import ProjectFacts
 from torchpact.lint.source import Source

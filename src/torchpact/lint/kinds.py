@@ -85,6 +85,20 @@ FUNCTIONAL_LOSSES = {
     "multi_margin_loss", "soft_margin_loss", "triplet_margin_loss",
     "triplet_margin_with_distance_loss",
 }
+# nn modules without parameters (default arguments): their output is attached to a graph only when
+# their input is (tests/proofs/test_autograd_api.py builds each one).
+PARAMETER_FREE_MODULES = frozenset(f"torch.nn.{name}" for name in (
+    "ReLU", "ReLU6", "LeakyReLU", "RReLU", "ELU", "CELU", "SELU", "GELU", "SiLU", "Mish", "GLU", "Sigmoid",
+    "Tanh", "Softmax", "Softmax2d", "Softmin", "LogSoftmax", "LogSigmoid", "Softplus", "Softsign",
+    "Softshrink", "Hardshrink", "Hardtanh", "Hardswish", "Hardsigmoid", "Tanhshrink", "Threshold",
+    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
+    "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "LPPool1d", "LPPool2d",
+    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
+    "AdaptiveMaxPool3d", "Flatten", "Unflatten", "Identity", "Upsample", "UpsamplingNearest2d",
+    "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d",
+    "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
+    "CosineSimilarity", "PairwiseDistance", "Fold", "Unfold", "LocalResponseNorm",
+))
 # Methods that return a tensor still attached to the graph of their receiver.
 GRAPH_PRESERVING_METHODS = {
     "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "mean", "sum", "view", "reshape",
@@ -485,8 +499,33 @@ def _call_kinds(ctx: FileContext, call: ast.Call, hints: bool) -> Kinds:
         return merge(_at_most({LOSS, TENSOR}, loss_fn), of({GRAPH}, _weaker(loss_fn, graph)))
     module = callee.levels.get(MODULE)
     if module is not None:
+        if _parameter_free(ctx, func):
+            # no parameter: the output is on a graph only as surely as an input is
+            graph = _attached_input(ctx, call, hints)
+            out = _at_most({OUTPUT, TENSOR}, module)
+            return merge(out, of({GRAPH}, _weaker(module, graph))) if graph is not None else out
         return _at_most({OUTPUT, GRAPH, TENSOR}, module)
     return EMPTY
+
+
+def _parameter_free(ctx: FileContext, module: ast.AST) -> bool:
+    """Whether every value ``module`` may hold is one of PARAMETER_FREE_MODULES, built here."""
+    values = [module] if isinstance(module, ast.Call) else [v for _, v in ctx.bindings(module)]
+    return bool(values) and all(isinstance(v, ast.Call) and ctx.call_name(v) in PARAMETER_FREE_MODULES
+                                for v in values)
+
+
+def _attached_input(ctx: FileContext, call: ast.Call, hints: bool) -> Entry | None:
+    """The level of ``call``'s most surely graph-attached input (a leaf requiring grad included), or
+    None when no input is attached."""
+    best = None
+    for a in [*call.args, *(kw.value for kw in call.keywords)]:
+        e = _strongest(kinds_of(ctx, a, hints), (GRAPH, GRAD_LEAF))
+        if e is not None and (best is None or e[0] > best[0]):
+            best = e
+            if e[0] == MUST:
+                break
+    return best
 
 
 def _input_graph(ctx: FileContext, call: ast.Call, hints: bool, name: str) -> Entry:

@@ -84,6 +84,10 @@ class Rule:
     # about torchvision's API): the rule is skipped, before any parse, where it is not imported.
     needs_import: ClassVar[str | None] = None
     fixable: ClassVar[bool] = False
+    # The fix may change what the program does beyond rounding (which parameters exist, train or are saved
+    # -- state_dict keys --, which tensors get gradients, what runs, outputs in some mode), so its page's
+    # "Fix safety" asks for a review: `--fix` leaves it out, `--fix --unsafe-fixes` applies it (as ruff).
+    unsafe_fix: ClassVar[bool] = False
     facts: ClassVar[tuple[str, ...]] = ()
     # Why no test in tests/proofs executes this rule's pitfall (e.g. "needs CUDA"); None when one does.
     proof: ClassVar[str | None] = None

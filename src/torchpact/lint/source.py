@@ -221,6 +221,11 @@ def read_source(path: str) -> Source:
         raise SourceError("cannot read: it is a directory") from None
     except OSError as exc:
         raise SourceError(f"cannot read: {exc.strerror or exc}") from None
+    return source_from_bytes(path, data)
+
+
+def source_from_bytes(path: str, data: bytes) -> Source:
+    """``data`` read as the file ``path`` would be (a notebook when it ends in .ipynb): lint's standard input."""
     if path.endswith(".ipynb"):
         return notebook_source(path, data)
     return Source(path=path, text=decode_python(data))

@@ -123,6 +123,8 @@ def structure_findings(paths: dict[str, PathResult], variants: list[Variant]) ->
 
 
 def deprecation_findings(paths: dict[str, PathResult]) -> list[Finding]:
+    import torch
+
     texts = []
     for name in ("trace", "script"):
         p = paths.get(name)
@@ -135,6 +137,6 @@ def deprecation_findings(paths: dict[str, PathResult]) -> list[Finding]:
     if not texts:
         return []
     used = " and ".join(n for n in ("torch.jit.trace", "torch.jit.script") if any(f"`{n}`" in t for t in texts))
-    return [C.finding(JIT_DEPRECATED, f"{used} {'are' if ' and ' in used else 'is'} deprecated on torch 2.13: "
+    return [C.finding(JIT_DEPRECATED, f"{used} {'are' if ' and ' in used else 'is'} deprecated on torch {torch.__version__}: "
                      f"'{texts[0]}'",
                      fix="ship with torch.export.export or the default torch.onnx.export")]

@@ -104,8 +104,13 @@ def _specialised(model: Any, ep: Any, example: Variant, dims: Dims) -> list[dict
     return out
 
 
-_RNN_FIX = ("torch.export on torch 2.13 fixes the time length an nn.LSTM / nn.GRU / nn.RNN runs over, whatever "
-            "the dynamic_shapes say: pad sequences to one length, or export one program per length you serve")
+def _rnn_fix() -> str:
+    """The fix for a time length torch.export fixed through a recurrent module, on the torch this check ran on."""
+    import torch
+
+    return (f"torch.export (on torch {torch.__version__}, where this check saw it) fixes the time length an "
+            "nn.LSTM / nn.GRU / nn.RNN runs over, whatever the dynamic_shapes say: pad sequences to one length, or "
+            "export one program per length you serve")
 
 
 def export_findings(export: PathResult, onnx: PathResult | None, rnn: bool = False) -> list[Finding]:
@@ -136,6 +141,6 @@ def export_findings(export: PathResult, onnx: PathResult | None, rnn: bool = Fal
         severity = Severity.ERROR if wrong else None  # a silently wrong ONNX model, not just a refusal
         out.append(C.finding(EXPORT_SPECIALISED, message, severity=severity, path=item.get("path"), line=item.get("line"),
                             subject=f"{item['input']}.shape[{item['dim']}]",
-                            fix=_RNN_FIX if rnn and item["name"] in ("time", "seq", "length") else
+                            fix=_rnn_fix() if rnn and item["name"] in ("time", "seq", "length") else
                             "remove the size-specific code, or mark the dimension Dim.STATIC if one size is intended"))
     return out

@@ -42,12 +42,6 @@ def silenced(node: ast.AST, ctx: FileContext, category: str | None, text: str | 
     return False
 
 
-def all_uses_silenced(names: set[str], ctx: FileContext, category: str | None, text: str | None) -> bool:
-    """Every read of the (imported) ``names`` in the file is silenced, and there is one."""
-    uses = [n for n in ctx.nodes(ast.Name) if n.id in names and isinstance(n.ctx, ast.Load)]  # type: ignore[attr-defined]
-    return bool(uses) and all(silenced(u, ctx, category, text) for u in uses)
-
-
 def _ignores(call: ast.Call, ctx: FileContext, category: str | None, text: str | None) -> bool:
     name = ctx.call_name(call)
     if name not in _FILTERS:

@@ -44,6 +44,7 @@ class CheckpointWithoutUseReentrant(Rule):
     fix_hint = "pass `use_reentrant=False`"
     triggers = ("checkpoint",)
     fixable = True
+    unsafe_fix = True  # see Fix safety: applied only with --unsafe-fixes
     nodes = (ast.Call,)
     calls = last_names(CHECKPOINTS)
 

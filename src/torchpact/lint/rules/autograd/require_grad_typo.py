@@ -35,6 +35,7 @@ class RequireGradTypo(Rule):
     triggers = ("require_grad",)
     requires = ("the object is a tensor or module: resolved, or a parameter of a value resolved to a module",)
     fixable = True
+    unsafe_fix = True  # see Fix safety: applied only with --unsafe-fixes
 
     valid = ["""
 import torch

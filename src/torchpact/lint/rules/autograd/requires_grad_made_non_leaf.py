@@ -72,6 +72,7 @@ class RequiresGradMadeNonLeaf(Rule):
     )
     triggers = ("requires_grad", "Parameter")
     fixable = True
+    unsafe_fix = True  # see Fix safety: applied only with --unsafe-fixes
     facts = ("conversion-makes-non-leaf",)
 
     valid = [

@@ -4,7 +4,7 @@ import ast
 from typing import Iterator
 
 from torchpact.findings import Category, Severity
-from torchpact.lint.context import FileContext, is_const, keyword
+from torchpact.lint.context import MODULE, FileContext, is_const, keyword
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.rules.compile._cudagraph_hazards import compiled_calls, kept_output, varying_shape
 
@@ -26,7 +26,10 @@ class CudagraphCompileMode(Rule):
     a later call). CUDA graphs are what these modes are chosen for: with a fixed shape and outputs
     used before the next call (or `.clone()`d) there is nothing to report, nor where the calls are
     not visible (the compiled function is returned or handed to other code).
-    `"max-autotune-no-cudagraphs"` and the default mode are never flagged.
+    `"max-autotune-no-cudagraphs"` and the default mode are never flagged. `x.compile(...)` is
+    `nn.Module.compile` (which calls `torch.compile` on the module) only when `x` is known to be a
+    module; another object's `compile` method (a project's trainer, another framework's model) is
+    not flagged.
 
     ## Why is this bad?
     On torch 2.13 both modes set `triton.cudagraphs=True` (`torch._inductor.list_mode_options`;
@@ -75,6 +78,20 @@ import torch
 def build(model, mode):
     return torch.compile(model, mode=mode)           # chosen by the caller
 opts = torch.compile(model, options={"triton.cudagraphs": False, "max_autotune": True})
+""",
+        """
+import torch
+
+class Pipeline:
+    def prepare(self, engine, batches, sizes):
+        engine.compile(mode="max-autotune")
+        outs = []
+        for b in batches:
+            outs.append(engine(b))
+        self.runner.compile(mode="reduce-overhead")
+        for n in sizes:
+            self.runner(torch.randn(n, 16))
+        return outs
 """,
         """
 import torch
@@ -208,7 +225,8 @@ def run(x, sizes):
         qn = ctx.call_name(node)
         if qn != "torch.compile" and not (
                 qn is None and isinstance(node.func, ast.Attribute) and node.func.attr == "compile"
-                and ctx.imports_torch and (keyword(node, "mode") is not None or keyword(node, "options") is not None)):
+                and MODULE in ctx.kinds(node.func.value)
+                and (keyword(node, "mode") is not None or keyword(node, "options") is not None)):
             return
         mode = keyword(node, "mode")
         if isinstance(mode, ast.Constant) and mode.value in _CUDAGRAPH_MODES:

@@ -7,6 +7,7 @@ from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules._api import respell
+from torchpact.lint.rules.numerics._integers import whole_numbers
 
 
 def is_one(node: ast.AST) -> bool:
@@ -23,6 +24,11 @@ class LogOfOnePlus(Rule):
     or softmax probability, or a product with a constant below `1e-3` — the finding says so. Elsewhere
     (a width over a scale, a count) nothing says `x` is small, and the finding is a hint:
     `log1p` is never less accurate, and the rewrite is free.
+
+    The condition it needs: `x` may hold small fractions. Only floating values round: `1 + x` is
+    exact for a whole number, so `x` known to hold whole numbers — an integer dtype (`torch.randint`,
+    `torch.arange` of ints, `.long()`, `dtype=torch.int64`, a count such as `len(...)` or
+    `.size(0)`), or the result of `floor` / `ceil` / `round` — is not flagged (`_integers.py`).
 
     ## Why is this bad?
     For small `x`, `1 + x` rounds to 1 before the log is taken: on torch 2.13, in float32,
@@ -54,6 +60,27 @@ import torch
 y = torch.log1p(x)
 z = torch.log(2 + x)
 w = torch.log(x) + 1
+""", """
+import torch
+positions = torch.arange(seq_len)
+bias = torch.log(1 + positions)
+""", """
+import torch
+buckets = torch.floor(position_ids / window)
+scale = 1 + torch.log(1 + buckets)
+""", """
+import torch
+counts = (labels == target).sum(dim=0)
+weights = torch.log(counts.long() + 1)
+""", """
+import torch
+def idf(doc_freq: torch.Tensor, n_docs: int):
+    df = doc_freq.to(torch.int64)
+    return torch.log(n_docs + 1) - torch.log(df.clamp(min=0) + 1)
+""", """
+import torch
+ids = torch.zeros(4, dtype=torch.long)
+tokens = torch.log(1 + ids.size(0))
 """]
     invalid = [
         Invalid("""
@@ -65,6 +92,35 @@ import torch
 y = torch.log1p(x)
 z = torch.log1p(x.exp())
 """, count=2),
+        Invalid("""
+import torch
+positions = torch.arange(seq_len) / seq_len
+bias = torch.log(1 + positions)
+""", fixed="""
+import torch
+positions = torch.arange(seq_len) / seq_len
+bias = torch.log1p(positions)
+"""),
+        Invalid("""
+import torch
+buckets = position_ids / window
+scale = 1 + torch.log(1 + buckets)
+""", fixed="""
+import torch
+buckets = position_ids / window
+scale = 1 + torch.log1p(buckets)
+"""),
+        Invalid("""
+import torch
+def idf(doc_freq: torch.Tensor, n_docs: int):
+    df = doc_freq.float()
+    return torch.log(df.clamp(min=0) + 1)
+""", fixed="""
+import torch
+def idf(doc_freq: torch.Tensor, n_docs: int):
+    df = doc_freq.float()
+    return torch.log1p(df.clamp(min=0))
+"""),
         Invalid("""
 import torch
 def softplus(z):
@@ -102,8 +158,8 @@ odds = torch.log1p(torch.sigmoid(score))
         if not (isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add)):
             return
         other = arg.right if is_one(arg.left) else arg.left if is_one(arg.right) else None
-        if other is None:
-            return
+        if other is None or whole_numbers(other, ctx):
+            return  # 1 + a whole number is exact: nothing rounds
         func = respell(node.func, ctx, "torch.log1p")
         edits = [ctx.locator.replace(node, f"{func}({ctx.locator.source(other)})")] if func else []
         small = _visibly_small(other, ctx)

@@ -40,7 +40,7 @@ class RemovedLinalgFunction(ApiUse):
     triggers = ("solve", "symeig", "matrix_rank", "lstsq", "eig")
     names = dict.fromkeys(REPLACEMENT)
     requires = ("the name resolves to one of these torch functions through the file's imports",
-                "it is called (a reference or an import whose name is never called is `may`)")
+                "it is called there (`may` for a name bound to it that the file calls, or an import never used)")
 
     valid = [
         """
@@ -69,8 +69,10 @@ def spectrum(S):
 """, count=3, evidence=Evidence.MUST),
         Invalid("""
 import torch
-SOLVERS = {"solve": torch.solve, "lstsq": torch.linalg.lstsq}
-""", severity=Severity.WARNING, evidence=Evidence.MAY),  # referenced, not called here
+def fit(A, b, legacy):
+    solve = torch.solve if legacy else torch.linalg.solve
+    return solve(b, A)
+""", severity=Severity.WARNING, evidence=Evidence.MAY),  # bound to a name the file calls: on some paths
     ]
 
     def evidence(self, ctx: FileContext, qn: str, called: bool) -> Evidence | None:

@@ -7,6 +7,7 @@ from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, is_const, keyword
 from torchpact.lint.rule import Hit, Invalid, Rule, last_names
 from torchpact.lint.rules.security._checkpoint_use import comes_from_outside, loaded_as_weights
+from torchpact.lint.rules.security._sources import downloaded
 
 TORCH_LOAD = {"torch.load", "torch.serialization.load"}
 LOAD_FROM_URL = {"torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url"}
@@ -26,15 +27,22 @@ class LoadWithFullPickle(Rule):
     An explicit `torch.load(..., weights_only=False)` is a decision; it is reported (as an `info`)
     only where it is actionable, when both hold: the file comes from outside the program — its path
     derives from a parameter of the function, the command line (`sys.argv`, `parse_args()`), the
-    environment, or a download (`hf_hub_download`, `download_url_to_file`, `urlretrieve`), and not
-    from a temporary directory the program writes itself — and what is loaded is what
-    `weights_only=True` loads too: the result goes to `load_state_dict` (or a `load_model...` /
-    `load_weights...` function), directly, through its name or as a list of such loads, or is read
-    as a tensor (`.to()`, `.float()`, `.shape`, `torch.is_tensor`). A result read for other keys
-    (`ckpt["args"]`, `"epoch" in ckpt`), handed to other code or returned may hold pickled objects
-    that only full unpickling restores (a config, a Namespace, a whole module): there the option is
-    the format's need, and no finding. Nor is a load of a file the same function has just written
-    with `torch.save` (directly, through `with open(path, "wb")` or through a helper of the file).
+    environment, or a call whose name says it downloads (`maybe_download_weights(...)`; the known
+    downloads below are warnings), and not from a temporary directory the program writes itself —
+    and what is loaded is what `weights_only=True` loads too: the result goes to `load_state_dict`
+    (or a `load_model...` / `load_weights...` function), directly, through its name or as a list of
+    such loads, or is read as a tensor (`.to()`, `.float()`, `.shape`, `torch.is_tensor`). A result
+    read for other keys (`ckpt["args"]`, `"epoch" in ckpt`), handed to other code or returned may
+    hold pickled objects that only full unpickling restores (a config, a Namespace, a whole module):
+    there the option is the format's need, and no finding. Nor is a load of a file the same function
+    has just written with `torch.save` (directly, through `with open(path, "wb")` or through a
+    helper of the file).
+
+    Where the same code fetched the file from the network — its path or bytes come from
+    `hf_hub_download`, `cached_path`, `urlretrieve`, `requests.get`, a URL, or
+    `download_url_to_file`'s destination — an explicit `weights_only=False` is a `warning`, whatever
+    is used from the file and in a test module as anywhere else: whoever serves the file runs code in
+    the process that loads it.
 
     ## Why is this bad?
     Full unpickling calls whatever callables the file names, with arguments from the file. In the
@@ -184,7 +192,7 @@ def from_hub(model, repo):
     local = hf_hub_download(repo, "pytorch_model.bin")
     state_dict = torch.load(local, map_location="cpu", weights_only=False)
     model.load_state_dict(state_dict=state_dict)
-""", severity=Severity.INFO),
+"""),
         Invalid("""
 import os
 import torch
@@ -211,6 +219,19 @@ def restore(path):
 import torch.hub
 state_dict = torch.hub.load_state_dict_from_url("https://example.com/resnet.pth", progress=False)
 """,
+        """
+import torch
+from huggingface_hub import hf_hub_download
+def fetch(repo):
+    path = hf_hub_download(repo, "training_args.bin")
+    return torch.load(path, weights_only=False)
+""",
+        """
+import torch
+def fetch(url, dst):
+    torch.hub.download_url_to_file(url, dst)
+    return torch.load(dst, map_location="cpu", weights_only=False)
+""",
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -225,14 +246,18 @@ state_dict = torch.hub.load_state_dict_from_url("https://example.com/resnet.pth"
             weights_only = node.args[6]
         shown = ctx.locator.source(node.func)
         if weights_only is not None:
-            if is_const(weights_only, False) and not round_trip(node, ctx) and (
-                    name in LOAD_FROM_URL or _outside_weights(node, ctx)):
-                # spelled out, full unpickling is a decision: worth a word only where it buys nothing
-                what = ("the downloaded file is fully unpickled (`weights_only=False`)" if name in LOAD_FROM_URL else
-                        "a file from outside the program is fully unpickled (`weights_only=False`) although only "
-                        "weights are used from it, which `weights_only=True` loads")
-                yield self.hit(node, subject=shown, severity=Severity.INFO,
-                               message=f"{what}: a malicious file runs arbitrary code the moment it is loaded")
+            if is_const(weights_only, False) and not round_trip(node, ctx):
+                if downloaded(node, ctx):
+                    yield self.hit(node, subject=shown, message=(
+                        "a file this code downloads is fully unpickled (`weights_only=False`): whoever "
+                        "serves it runs arbitrary code the moment it is loaded"))
+                elif name in LOAD_FROM_URL or _outside_weights(node, ctx):
+                    # spelled out, full unpickling is a decision: worth a word only where it buys nothing
+                    what = ("the downloaded file is fully unpickled (`weights_only=False`)" if name in LOAD_FROM_URL else
+                            "a file from outside the program is fully unpickled (`weights_only=False`) although only "
+                            "weights are used from it, which `weights_only=True` loads")
+                    yield self.hit(node, subject=shown, severity=Severity.INFO,
+                                   message=f"{what}: a malicious file runs arbitrary code the moment it is loaded")
             return
         if name in LOAD_FROM_URL:
             yield self.hit(node, subject=shown, message=(

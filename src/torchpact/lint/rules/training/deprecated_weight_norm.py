@@ -51,6 +51,15 @@ def apply_weight_norm(layer):
         weight_norm = nn.utils.parametrizations.weight_norm
     weight_norm(layer)
 """, """
+from __future__ import annotations
+import typing
+import torch
+if typing.TYPE_CHECKING:
+    from torch.nn.utils import weight_norm
+
+def describe(wrapper: weight_norm) -> str:
+    return wrapper.__name__
+""", """
 import warnings
 from torch.nn.utils import weight_norm
 
@@ -95,10 +104,27 @@ def wrap(layer):
     with catch_warnings():
         simplefilter("ignore")
         return torch.nn.utils.weight_norm(layer)
+""", """
+import warnings
+from torch.nn.utils import weight_norm
+
+NORMS = {"weight": weight_norm}
+
+def legacy(m):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        return weight_norm(m)
 """]
     invalid = ["""
 from torch import nn
 conv = nn.utils.weight_norm(nn.Conv1d(16, 16, 3))
+""", """
+import typing
+import torch
+if typing.TYPE_CHECKING:
+    from torch.nn.utils import weight_norm
+import torch.nn.utils as nn_utils
+conv = nn_utils.weight_norm(torch.nn.Conv1d(4, 4, 3))
 """, """
 import warnings
 from torch import nn

@@ -42,6 +42,7 @@ class FunctionalDropoutIgnoresEval(Rule):
     calls = last_names(DROPOUTS)
     triggers = ("dropout",)
     fixable = True
+    unsafe_fix = True  # see Fix safety: applied only with --unsafe-fixes
 
     valid = ["""
 import torch.nn.functional as F

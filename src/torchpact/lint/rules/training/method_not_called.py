@@ -43,6 +43,7 @@ class MethodNotCalled(Rule):
     triggers = ("zero_grad", "step", "train", "eval", "backward", "update")
     requires = ("the receiver is resolved to a module, optimizer, scheduler, loss or GradScaler through dataflow",)
     fixable = True
+    unsafe_fix = True  # see Fix safety: applied only with --unsafe-fixes
 
     valid = ["""
 import torch

@@ -70,6 +70,7 @@ class SubmodulesInPlainContainer(Rule):
     nodes = (ast.Assign,)
     triggers = ("self.",)
     fixable = True
+    unsafe_fix = True  # see Fix safety: applied only with --unsafe-fixes
     facts = ("modules-in-plain-list-not-registered",)
 
     valid = [
