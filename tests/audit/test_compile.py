@@ -35,7 +35,7 @@ def test_recompilations_name_the_variant_and_the_failed_guard():
     # after the break the resumed function is compiled (and recompiled) on its own
     assert any("torch_dynamo_resume_in_forward" in f.message for f in recompiles)
     default = r.summary()["modes"]["default"]
-    assert {rc["variant"] for rc in default["recompiles"]} >= {"batch=1", "batch=9"}
+    assert {rc["variant"] for rc in default["recompiles"]} >= {"batch=1", "batch=2"}
 
 
 def test_every_cpu_mode_is_measured_and_matches_eager():
@@ -43,11 +43,11 @@ def test_every_cpu_mode_is_measured_and_matches_eager():
     assert set(summary["modes"]) == set(CPU_MODES)
     for mode in summary["modes"].values():
         assert mode["status"] == "ok" and mode["cold_compile_s"] > 0
-        assert set(mode["latency_ms"]) == {"example", "batch=1", "batch=9"}
+        assert set(mode["latency_ms"]) == {"example", "batch=1", "batch=17"}
         for lat in mode["latency_ms"].values():
             assert 0 < lat["p50"] <= lat["p99"]
         assert mode["max_abs_err"] < 1e-4
-    assert set(summary["eager_latency_ms"]) == {"example", "batch=1", "batch=9"}
+    assert set(summary["eager_latency_ms"]) == {"example", "batch=1", "batch=17"}
     assert not [f for f in report().findings if f.code in ("TP853", "TP854")]
 
 

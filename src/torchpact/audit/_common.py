@@ -30,6 +30,16 @@ def user_frame(frames: list[traceback.FrameSummary]) -> traceback.FrameSummary |
     return None
 
 
+_TORCHPACT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def inner_user_frame(frames: list[traceback.FrameSummary]) -> traceback.FrameSummary | None:
+    """The innermost model-code frame below torchpact's own frames: the model line at work, never the
+    script or test that called torchpact."""
+    last = max((i for i, f in enumerate(frames) if os.path.abspath(f.filename).startswith(_TORCHPACT)), default=-1)
+    return user_frame(frames[last + 1:])
+
+
 def source_line(path: str | None, line: int | None) -> str:
     if not path or not line:
         return ""
@@ -94,7 +104,7 @@ class WarningLog:
     def _show(self, message, category, filename, lineno, file=None, line=None) -> None:
         path, where = (filename, lineno) if is_user_file(filename) else (None, None)
         if path is None:
-            frame = user_frame(traceback.extract_stack()[:-1])
+            frame = inner_user_frame(traceback.extract_stack()[:-1])
             if frame is not None:
                 path, where = frame.filename, frame.lineno
         self.caught.append(CaughtWarning(category, str(message), path, where))

@@ -24,7 +24,8 @@ from torchpact.audit.export.checks import OUTPUT_TYPE
 from torchpact.audit.export.onnx import OnnxPath
 from torchpact.audit.export.path import Context, ExportPath
 from torchpact.audit.export.results import FAILED, SKIPPED, ExportReport, PathResult
-from torchpact.audit.export.run import artifact_latency, run_path
+from torchpact.audit.export.probes import probe_variants
+from torchpact.audit.export.run import artifact_latency, run_more, run_path
 from torchpact.audit.export.script import ScriptPath
 from torchpact.audit.export.torch_export import TorchExportPath
 from torchpact.audit.export.trace import TracePath
@@ -82,6 +83,7 @@ def _export_check(target: Target, paths: tuple[str, ...], strict_too: bool,
                                     eager_ms["example"], budget_s / 2)
 
     results: dict[str, PathResult] = {}
+    strict: PathResult | None = None
     for path_obj in PATH_OBJECTS:
         name = path_obj.name
         if name not in paths:
@@ -98,10 +100,16 @@ def _export_check(target: Target, paths: tuple[str, ...], strict_too: bool,
             note("export (strict)")
             strict = run_path("export", lambda r: TorchExportPath(strict=True).build(model, example, dims, r),
                               eager, example, None)
-            results[name].detail["strict"] = {"status": strict.status, "reason": strict.reason,
-                                              "max_abs_err": C.rounded(strict.max_abs_err),
-                                              "seconds": round(strict.seconds, 3)}
-            results[name].detail["mode"] = "non-strict"
+    probes = probe_variants(results, example, dims, eager)
+    if probes:
+        note(f"{len(probes)} sizes past the bounds torch stated")
+        for r in [*results.values()] + ([strict] if strict is not None else []):
+            run_more(r, probes, eager)
+    if strict is not None:
+        results["export"].detail["strict"] = {"status": strict.status, "reason": strict.reason,
+                                               "max_abs_err": C.rounded(strict.max_abs_err),
+                                               "seconds": round(strict.seconds, 3)}
+        results["export"].detail["mode"] = "non-strict"
 
     findings += F.structure_findings(results, eager.valid)
     output_findings = F.output_type_findings(eager, results)

@@ -54,6 +54,7 @@ def _ort_session(model: Any) -> Any:
     ort.set_default_logger_severity(4)  # errors reach the report through the exception
     options = ort.SessionOptions()
     options.intra_op_num_threads = torch.get_num_threads()
+    options.log_severity_level = 4  # onnxruntime would print each failed run on stderr; the report says it
     # ORT's idle workers spin by default and would steal the cores eager is timed on afterwards
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])

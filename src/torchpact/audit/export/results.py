@@ -43,6 +43,7 @@ class PathResult:
     warnings: list[C.CaughtWarning] = field(default_factory=list)
     detail: dict[str, Any] = field(default_factory=dict)
     explained: set[str] = field(default_factory=set)  # broken variants a finding already explains
+    runner: Any = field(default=None, repr=False)  # the built artifact, fed one variant at a time
 
     @property
     def max_abs_err(self) -> float | None:

@@ -14,10 +14,11 @@ from torchpact.audit.export.results import FAILED, MISMATCH, OK, PathResult, Var
 from torchpact.audit.variants import Variant
 
 
-def run_variants(result: PathResult, run: Callable[[Variant], Any], eager: Eager) -> None:
+def run_variants(result: PathResult, run: Callable[[Variant], Any], eager: Eager,
+                 variants: list[Variant] | None = None) -> None:
     import torch
 
-    for v in eager.valid:
+    for v in eager.valid if variants is None else variants:
         try:
             with torch.no_grad(), C.quiet():
                 out = run(v)
@@ -70,10 +71,30 @@ def run_path(name: str, build: Callable[[PathResult], Callable[[Variant], Any]],
         result.seconds = time.perf_counter() - start
         return result
     result.warnings = log.caught
+    result.runner = run
     with C.WarningLog():
         run_variants(result, run, eager)
         if latency is not None:
             result.latency_ms = latency(run)
+    settle(result)
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def run_more(result: PathResult, variants: list[Variant], eager: Eager) -> None:
+    """Run a built artifact on ``variants`` too (probes chosen after every path was built)."""
+    if result.runner is None:
+        return
+    start = time.perf_counter()
+    done = {v.name for v in result.variants}
+    with C.WarningLog():
+        run_variants(result, result.runner, eager, [v for v in variants if v.name not in done])
+    settle(result)
+    result.seconds += time.perf_counter() - start
+
+
+def settle(result: PathResult) -> None:
+    """The path's status and reason from its variants."""
     broken = result.broken()
     if broken:
         result.status = MISMATCH
@@ -83,8 +104,6 @@ def run_path(name: str, build: Callable[[PathResult], Callable[[Variant], Any]],
     else:
         result.status = OK
         result.reason = f"matches eager on {len(result.variants)} input variants"
-    result.seconds = time.perf_counter() - start
-    return result
 
 
 def failure_reason(name: str, exc: BaseException) -> str:
