@@ -47,11 +47,18 @@ Call `model.eval()` before exporting.""" + _RUNTIME)
 
 TRACE_SHAPE = Check(
     code="TP751", category=Category.EXPORT, severity=Severity.ERROR,
+    severity_note="`info` when torch emitted a `TracerWarning` at a line but no input torchpact ran showed the trace wrong",
     summary="The traced model breaks on another batch size, sequence length or image size: trace specialised a shape.",
     doc="""## What it does
 Runs the traced model on other batch sizes, sequence or time lengths and image heights/widths (the
-example's values repeated) and compares with eager. Reports a disagreement or an error that only other shapes cause, with the model
-line of the `TracerWarning` emitted while tracing, when there was one.
+example's values repeated: sizes 1 and 2, half the example, past twice and past four times it, and
+the smallest size eager accepts, found by halving and bisecting) and compares with eager. Every line
+torch emitted a `TracerWarning` at while tracing is a finding. When that line compares a size with
+a number (`if seq_len > self.max_cached:`), torchpact reads both sides in the model's frame while
+tracing and also runs the trace on the sizes on both sides of the comparison (40 and 41 here), so a
+trace that is wrong only past a threshold is caught. The finding is an error with the input that
+shows the trace wrong, `info` when no input did (it names the sizes tried, or says the condition
+could not be read).
 
 ## Why is this bad?
 `torch.jit.trace` records sizes read into Python (`int(x.shape[0])`, `x.size(1) // 2` passed to a
@@ -68,9 +75,15 @@ EXPORT_SPECIALISED = Check(
     summary="torch.export silently fixed a dimension torchpact marked dynamic (Dim.AUTO) to the example's size.",
     doc="""## What it does
 Exports with the batch, sequence, time and image height/width dimensions marked `torch.export.Dim.AUTO`
-(each kept only where eager accepts other sizes) and reads the exported
-program's input shapes: a dimension that came out as a number was specialised. The finding names the
-model line that caused it when torch reported one.
+(each kept only where eager accepts other sizes; the axes named by the modules that take them, e.g.
+dim 0 is time for an `nn.GRU` with `batch_first=False`) and reads the exported program's input
+shapes: a dimension that came out as a number was specialised. It also reads the guards the
+exporter's shape environment collected, not only `range_constraints` (which shows `[2, int_oo]`
+for a width that four stride-2 convolutions forbid below 17): where the guards flip from refusing to
+accepting a size, the program runs on both sides, and a size it refuses where eager returns is
+reported with the guard and the model line that added it. A guard `Ne(e, 1)` is torch.export's 0/1
+specialisation (pytorch/pytorch#146046, #157621): the finding says so, and torchpact tries exporting
+under `backed_size_oblivious=True` and says whether that program takes the refused sizes.
 
 ## Why is this bad?
 With `Dim.AUTO` torch 2.13 does not raise when the code forces a size (a Python comparison on
