@@ -12,6 +12,11 @@ One torch thread by default: on a shared 2-core machine two threads wait on each
 every op, and the figures measure the scheduler rather than the model (`--threads N` to change).
 
     python bench/compile_check.py [--threads N] [--modes default,max-autotune-no-cudagraphs]
+
+``--stability N`` runs compile-check N times (each a fresh process) on a model with a steady gain
+(the tiny BERT: many small ops inductor fuses) and one with none (one large matmul, which eager and
+inductor both hand to the same GEMM), and prints each run's verdict with the paired intervals and
+the machine's load. PASS: one verdict per model over the N runs.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -62,6 +68,47 @@ def tiny_lstm():
     return Tagger().eval(), (torch.randn(2, 10, 6),), {}
 
 
+def one_gemm():
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Linear(1024, 1024).eval(), (torch.randn(64, 1024),), {}
+
+
+def _verdict(text: str) -> str:
+    """The kind of a recommendation sentence: the mode it names, or none."""
+    if "no recommendation" in text:
+        return "no recommendation"
+    m = re.search(r"mode='([^']+)'", text)
+    return f"mode={m.group(1)}" if m else text[:60]
+
+
+def stability(runs: int, threads: list[str], modes: str) -> bool:
+    steady = True
+    for func in ("tiny_bert", "one_gemm"):
+        verdicts = []
+        for i in range(runs):
+            load = os.getloadavg()[0]
+            summary, seconds = torchpact("compile-check", func, "--modes", modes, *threads)
+            rec = summary["recommendation"]
+            kinds = {s: _verdict(rec[s]) for s in ("latency", "throughput")}
+            verdicts.append(tuple(kinds.values()))
+            intervals = {label: (e.get("speedup"), e.get("cpu_speedup"))
+                         for m in summary["modes"].values() for label, e in (m.get("latency_ms") or {}).items()}
+            print(f"{func} run {i + 1}: load {load:.1f}, {seconds:.0f}s; " + "; ".join(
+                f"{s}: {k}" for s, k in kinds.items()), flush=True)
+            for label, (wall, cpu) in intervals.items():
+                print(f"    {label}: eager/mode wall {_iv(wall)}, cpu {_iv(cpu)}", flush=True)
+        same = len(set(verdicts)) == 1
+        steady &= same
+        print(f"{func}: {'same' if same else 'DIFFERENT'} verdict in {runs} runs: {sorted(set(verdicts))}", flush=True)
+    return steady
+
+
+def _iv(x: dict | None) -> str:
+    return f"{x['ratio']:.2f}x [{x['low']:.2f}, {x['high']:.2f}]" if x else "-"
+
+
 def torchpact(command: str, func: str, *options: str) -> tuple[dict, float]:
     """The command's JSON summary (a fresh process, as a user runs it) and its wall seconds."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -85,6 +132,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="torch threads in both commands (default: 1)")
     parser.add_argument("--modes", default="default", help="compile modes for BERT (default: default)")
+    parser.add_argument("--stability", type=int, metavar="N", help="run compile-check N times on a model with a "
+                        "steady gain and one with none; PASS when each keeps one verdict")
     opts = parser.parse_args()
 
     import torch
@@ -92,6 +141,10 @@ def main() -> None:
     threads = ["--threads", str(opts.threads)]
     print(f"torch {torch.__version__}, {opts.threads} thread(s), {os.cpu_count()} cores, "
           f"load {os.getloadavg()[0]:.1f}", flush=True)
+    if opts.stability:
+        ok = stability(opts.stability, threads, opts.modes)
+        print("PASS" if ok else "FAIL")
+        sys.exit(0 if ok else 1)
 
     exported, export_s = torchpact("export-check", "tiny_bert", "--paths", "trace,export", *threads)
     compiled, compile_s = torchpact("compile-check", "tiny_bert", "--modes", opts.modes, *threads)

@@ -8,6 +8,11 @@ export are done first, so neither side pays them. Target: the whole check under 
 2-core machine.
 
     python bench/export_check.py [--threads N]
+
+``--agreement`` instead compares export-check's verdict per path with ground truth computed with
+plain torch (``tests/audit/ground_truth.py``) on the edge models of ``tests/audit/edge_targets.py``,
+at sizes chosen from each model's documented range and never from torchpact's variants, and prints
+the agreement per path. Those models were written with the feature: the figures are in-sample.
 """
 
 from __future__ import annotations
@@ -85,10 +90,46 @@ def bare_calls(model, args, kwargs) -> dict[str, float]:
     return times
 
 
+def agreement(threads: int | None) -> bool:
+    """export-check's verdict per path and model against plain torch's; True when all agree."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root))
+    from tests.audit import edge_targets as E
+    from tests.audit import ground_truth as G
+    from torchpact.audit.export import export_check
+    from torchpact.audit.target import load_target
+
+    expected = {"ok": "ok", "broken": "mismatch", "failed": "failed"}
+    agree = {p: 0 for p in G.PATHS}
+    print(f"{'model':<18}" + "".join(f"{p:>22}" for p in G.PATHS) + "   (torchpact / plain torch)")
+    for func in E.RANGES:
+        with contextlib.redirect_stderr(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            report = export_check(load_target(f"{E.__file__}:{func}"), paths=G.PATHS, strict_too=False,
+                                  threads=threads or 1)
+            truths = {p: G.truth(func, p)["verdict"] for p in G.PATHS}
+        cells = []
+        for p in G.PATHS:
+            got = report.paths[p].status
+            same = got == expected[truths[p]]
+            agree[p] += same
+            cells.append(f"{got} / {truths[p]}{'' if same else ' !!'}")
+        print(f"{func:<18}" + "".join(f"{c:>22}" for c in cells), flush=True)
+    n = len(E.RANGES)
+    print("agreement per path (in-sample): " + ", ".join(f"{p} {agree[p]}/{n}" for p in G.PATHS))
+    return all(v == n for v in agree.values())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's setting)")
+    parser.add_argument("--agreement", action="store_true", help="export-check's verdicts against plain-torch "
+                        "ground truth on the edge models, per path")
     opts = parser.parse_args()
+    if opts.agreement:
+        sys.exit(0 if agreement(opts.threads) else 1)
 
     import torch
 

@@ -47,18 +47,23 @@ def _severities(expr: ast.AST, func: ast.AST | None) -> set[str]:
 
 def _runtime_modules() -> list[tuple[Path, dict[str, tuple[str, str]], ast.Module]]:
     """Each watcher / audit module, its checks (variable -> (code, severity)) and its tree."""
-    files = [*(SRC / "watch" / "watchers").glob("*.py"), SRC / "audit" / "export.py", SRC / "audit" / "compile.py"]
-    out = []
-    for path in sorted(files):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
+    files = [*(SRC / "watch" / "watchers").glob("*.py"), *(SRC / "audit" / "export").glob("*.py"),
+             SRC / "audit" / "compile.py"]
+    trees = {path: ast.parse(path.read_text(encoding="utf-8")) for path in sorted(files)}
+
+    def checks_of(tree: ast.Module) -> dict[str, tuple[str, str]]:
         checks = {}
         for node in tree.body:
             if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
                     and getattr(node.value.func, "id", "") == "Check"):
                 kw = {k.arg: k.value for k in node.value.keywords}
                 checks[node.targets[0].id] = (kw["code"].value, kw["severity"].attr.lower())
-        out.append((path, checks, tree))
-    return out
+        return checks
+
+    # export-check's paths are modules of one package; its checks are defined once, in checks.py
+    package = checks_of(trees[SRC / "audit" / "export" / "checks.py"])
+    return [(path, package if path.parent.name == "export" else checks_of(tree), tree)
+            for path, tree in trees.items()]
 
 
 def reported_severities() -> dict[str, set[str]]:

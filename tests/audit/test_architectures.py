@@ -156,7 +156,7 @@ def test_float_sequences_get_their_time_axis_varied():
     r = report("lstm")
     assert r.dims.describe() == {"batch": 2, "time": 10}
     names = [v.name for v in r.variants]
-    assert {"time=5", "time=20"} <= set(names)
+    assert {"time=1", "time=2", "time=5", "time=21", "time=41"} <= set(names)
     assert not [n for n in names if n.startswith("length=")]  # the feature axis is not a time axis
     assert not r.invalid_variants
     # torch.export fixes the time axis (Dim.AUTO), and says so instead of "matches eager"
@@ -165,16 +165,34 @@ def test_float_sequences_get_their_time_axis_varied():
     f = [f for f in r.findings if f.code == "TP752"]
     assert len(f) == 1 and "x.shape[1] (time, marked Dim.AUTO) to the example's 10" in f[0].message
     assert f[0].path.endswith("arch_targets.py") and "self.rnn(x)" in f[0].message
-    assert "onnxruntime accepts time=5, time=20 and matches eager" in f[0].message
+    assert "onnxruntime accepts time=1, time=2, time=5, time=21, time=41 and matches eager" in f[0].message
     assert "fixes the time length an nn.LSTM / nn.GRU / nn.RNN runs over" in f[0].fix
     # trace records aten::lstm, which takes any length; so does the ONNX LSTM op
     assert r.paths["trace"].status == "ok" and r.paths["onnx"].status == "ok"
 
 
-def test_raw_audio_gets_a_time_axis():
+@pytest.mark.heavy
+def test_raw_audio_gets_a_time_axis_its_smallest_length_and_the_bound_the_guards_state():
     r = report("wav2vec2")
     assert r.dims.describe() == {"batch": 2, "time": 400}
-    assert r.paths["export"].status == "ok"
+    # found by halving and bisecting: the feature extractor's two convolutions need 20 samples
+    assert r.dims.smallest["time"] == 20 and {"time=1", "time=2"} <= set(r.invalid_variants)
+    # torch.export's guards refuse lengths under 30 (0/1 specialisation), where eager takes 20 and more
+    statuses = {v.name: v.status for v in r.paths["export"].variants}
+    assert statuses["time=20"] == statuses["time=29"] == "error" and statuses["time=30"] == "ok"
+    f = [f for f in r.findings if f.code == "TP752"]
+    assert len(f) == 1 and f[0].subject == "input_values.shape[1]" and "refuse sizes 1..29" in f[0].message
+    assert "0/1 specialisation" in f[0].message and "refuses time=20, time=29 where eager accepts" in f[0].message
+    # plain torch says the same
+    model, _, kwargs = _target("wav2vec2")
+    with torch.no_grad():
+        with pytest.raises(RuntimeError, match="Kernel size can't be greater than actual input size"):
+            model(torch.randn(2, 19), return_dict=False)
+        model(torch.randn(2, 20), return_dict=False)
+        ep = torch.export.export(ByHand(model, (), kwargs), (kwargs["input_values"],),
+                                 dynamic_shapes=(({0: Dim.AUTO, 1: Dim.AUTO},),))
+        with pytest.raises(AssertionError, match=r"Guard failed: .*size\(\)\[1\] >= 30"):
+            ep.module()(torch.randn(2, 29))
 
 
 def test_list_of_images_varies_count_and_size_never_channels():

@@ -35,19 +35,22 @@ def test_recompilations_name_the_variant_and_the_failed_guard():
     # after the break the resumed function is compiled (and recompiled) on its own
     assert any("torch_dynamo_resume_in_forward" in f.message for f in recompiles)
     default = r.summary()["modes"]["default"]
-    assert {rc["variant"] for rc in default["recompiles"]} >= {"batch=1", "batch=9"}
+    assert {rc["variant"] for rc in default["recompiles"]} >= {"batch=1", "batch=2"}
 
 
 def test_every_cpu_mode_is_measured_and_matches_eager():
     summary = report().summary()
     assert set(summary["modes"]) == set(CPU_MODES)
     for mode in summary["modes"].values():
-        assert mode["status"] == "ok" and mode["cold_compile_s"] > 0
-        assert set(mode["latency_ms"]) == {"example", "batch=1", "batch=9"}
+        assert mode["status"] == "ok" and mode["cold_compile_s"] > 0 and mode["cold_compile_cpu_s"] > 0
+        assert set(mode["latency_ms"]) == {"example", "batch=1", "batch=17"}
         for lat in mode["latency_ms"].values():
-            assert 0 < lat["p50"] <= lat["p99"]
+            assert 0 < lat["p50"] <= lat["p99"] and lat["cpu_ms"] > 0 and lat["eager_p50"] > 0
+            # eager timed in the same rounds as the mode: a paired ratio with its interval, wall and CPU
+            for key in ("speedup", "cpu_speedup"):
+                assert lat[key]["low"] <= lat[key]["ratio"] <= lat[key]["high"] and lat[key]["rounds"] == 15
         assert mode["max_abs_err"] < 1e-4
-    assert set(summary["eager_latency_ms"]) == {"example", "batch=1", "batch=9"}
+    assert set(summary["eager_latency_ms"]) == {"example", "batch=1", "batch=17"}
     assert not [f for f in report().findings if f.code in ("TP853", "TP854")]
 
 
@@ -55,8 +58,8 @@ def test_recommendation_is_grounded_in_the_measurements():
     summary = report().summary()
     rec = summary["recommendation"]
     assert set(rec) == {"latency", "throughput", "cuda_graphs"}
-    eager = summary["eager_latency_ms"]["batch=1"]["p50"]
-    assert f"{eager:.3g} ms" in rec["latency"]
+    ratios = [m["latency_ms"]["batch=1"]["speedup"]["ratio"] for m in summary["modes"].values()]
+    assert any(f"{r:.2f}x" in rec["latency"] for r in ratios)
     assert "re-recorded for every new input shape" in rec["cuda_graphs"] and "default mode does not" in rec["cuda_graphs"]
 
 
@@ -112,25 +115,51 @@ def test_stability_is_judged_on_the_tail_and_on_the_spread_of_repeats():
     assert stats["p50"] == 1.0 and stats["calls"] == 60 and stats["repeats"] == 3 and "unstable" in stats
 
 
-def _mode(mode, p50, unstable=None):
+def test_paired_rounds_alternate_the_order_and_the_interval_is_of_the_log_mean():
+    from torchpact.audit.paired import paired, ratio_interval
+
+    calls = []
+    result = paired(lambda: calls.append("a"), lambda: calls.append("b"), budget_s=0.0, rounds=4)
+    timed = calls[6 + 2:]  # after three warm-up pairs and one call of each to size the blocks
+    n = result["calls_per_block"]
+    blocks = [timed[i:i + n] for i in range(0, len(timed), n)]
+    assert [b[0] for b in blocks] == ["a", "b", "b", "a", "a", "b", "b", "a"] and all(len(set(b)) == 1 for b in blocks)
+    same = ratio_interval([2.0, 2.0, 2.0])
+    assert (round(same.ratio, 6), round(same.low, 6), round(same.high, 6)) == (2.0, 2.0, 2.0)
+    spread = ratio_interval([1.0, 4.0])  # geometric mean 2; t(1) = 12.71 on a log sd of ln(4)/sqrt(2)
+    assert round(spread.ratio, 6) == 2.0 and spread.low < 1 < 4 < spread.high
+    assert ratio_interval([1.5]) is None
+
+
+def _mode(mode, ratio, low, high):
     from torchpact.audit.compile import ModeResult
 
-    lat = {"p50": p50, "p99": p50 * 1.2}
-    if unstable:
-        lat["unstable"] = unstable
-    return ModeResult(mode, "ok", cold_compile_s=3.0, latency_ms={"example": lat})
+    speedup = {"ratio": ratio, "low": low, "high": high, "rounds": 15}
+    lat = {"p50": 1.0 / ratio, "p99": 1.2 / ratio, "cpu_ms": 1.0, "eager_p50": 1.0, "eager_cpu_ms": 1.0,
+           "speedup": speedup, "cpu_speedup": speedup, "rounds": 15}
+    return ModeResult(mode, "ok", cold_compile_s=3.0, cold_compile_cpu_s=2.5, latency_ms={"example": lat})
 
 
-def test_unstable_timings_rank_no_mode():
+def test_a_mode_is_recommended_only_when_its_interval_clears_the_margin():
     from torchpact.audit.compile import recommend
     from torchpact.audit.variants import Dims, Variant
 
     timing = {"example": Variant("example", "example", (), {})}
-    eager = {"example": {"p50": 32.5, "p99": 40.0, "unstable": "the p50s of 3 repeats spread 80%"}}
-    rec = recommend({"default": _mode("default", 0.346)}, eager, timing, "cpu", Dims())
-    assert "no recommendation, the timings are unstable" in rec["throughput"]
-    assert "eager: the p50s of 3 repeats spread 80%" in rec["throughput"] and "mode='default'" not in rec["throughput"]
-    # the same numbers, stable: a mode is recommended
-    eager["example"].pop("unstable")
-    rec = recommend({"default": _mode("default", 0.346)}, eager, timing, "cpu", Dims())
-    assert "mode='default'" in rec["throughput"]
+    eager = {"example": {"p50": 1.0, "p99": 1.2}}
+
+    def verdict(*modes):
+        return recommend({m[0]: _mode(*m) for m in modes}, eager, timing, "cpu", Dims())["throughput"]
+
+    text = verdict(("default", 1.5, 1.3, 1.7))
+    assert "mode='default'" in text and "1.50x faster, 95% interval [1.30, 1.70]" in text
+    assert "cold compile of 2.5 CPU seconds" in text
+    # the same gain, but the interval reaches under the 1.10x margin: noise, with the interval
+    text = verdict(("default", 1.5, 0.9, 2.5))
+    assert "no recommendation: noise" in text and "default 1.50x [0.90, 2.50]" in text and "mode=" not in text
+    # no mode reaches the margin even at its upper end: still no recommendation, the same words
+    text = verdict(("default", 1.0, 0.97, 1.03), ("max-autotune-no-cudagraphs", 0.9, 0.8, 1.05))
+    assert "no recommendation: noise" in text and "max-autotune-no-cudagraphs 0.90x [0.80, 1.05]" in text
+    assert "slower than eager" not in text
+    assert "every mode measured slower" in verdict(("default", 0.8, 0.7, 0.9))
+    # two modes clear it: default is kept within 10% of the fastest
+    assert "mode='default'" in verdict(("default", 1.45, 1.3, 1.6), ("max-autotune-no-cudagraphs", 1.5, 1.35, 1.65))

@@ -32,7 +32,7 @@ def test_clean_model_gives_no_warning_and_every_path_matches():
         lat = entry["latency_ms"]
         assert set(lat) - {"unstable"} == {"artifact", "eager", "artifact_p99", "eager_p99"}
         assert 0 < lat["artifact"] <= lat["artifact_p99"] and 0 < lat["eager"] <= lat["eager_p99"]
-        assert [v["name"] for v in entry["variants"]][:3] == ["example", "batch=1", "batch=9"]
+        assert [v["name"] for v in entry["variants"]][:5] == ["example", "batch=1", "batch=2", "batch=9", "batch=17"]
     assert paths["export"]["strict"]["status"] == "ok" and paths["export"]["mode"] == "non-strict"
 
 
@@ -78,9 +78,9 @@ def test_batch_size_read_into_python_is_a_shape_specialisation():
     assert "batch=1" in trace.message
     export = only(report, "TP752")
     assert export.line == line and export.subject == "x.shape[0]"
-    assert "to the example's 4" in export.message and "rejects batch=1, batch=9" in export.message
+    assert "to the example's 4" in export.message and "rejects batch=1, batch=2, batch=9, batch=17" in export.message
     # the ONNX model built on it takes other batch sizes and silently returns wrong numbers: an error
-    assert "the ONNX model accepts batch=1, batch=9 but returns wrong results" in export.message
+    assert "the ONNX model accepts batch=1, batch=2, batch=9, batch=17 but returns wrong results" in export.message
     assert export.severity is Severity.ERROR
     assert "strict=True) kept it dynamic" in export.message
     assert report.paths["export"].detail["strict"]["status"] == "ok"
@@ -167,9 +167,10 @@ def test_keyword_inputs():
 
 def test_onnx_path_is_skipped_with_the_install_hint_when_onnx_is_missing(monkeypatch):
     from torchpact.audit import export as export_mod
+    from torchpact.audit.export import onnx as onnx_path
     from torchpact.audit.target import load_target
 
-    monkeypatch.setattr(export_mod, "onnx_missing", lambda: ["onnxruntime"])
+    monkeypatch.setattr(onnx_path, "onnx_missing", lambda: ["onnxruntime"])
     report = export_mod.export_check(load_target(f"{TARGETS}:clean"), paths=("onnx",), budget_s=0.1)
     onnx = report.summary()["paths"]["onnx"]
     assert onnx["status"] == "skipped" and "pip install 'torchpact[export]'" in onnx["reason"]
@@ -179,7 +180,7 @@ def test_onnx_path_is_skipped_with_the_install_hint_when_onnx_is_missing(monkeyp
 def test_variants_eager_itself_rejects_are_left_out_and_listed():
     report = export_report("fixed_batch", paths=("trace",))
     invalid = {v["name"]: v["reason"] for v in report.summary()["variants"] if v["kind"] == "invalid"}
-    assert set(invalid) == {"batch=1", "batch=9"}
+    assert set(invalid) == {"batch=1", "batch=2", "batch=9", "batch=17"}
     assert invalid["batch=1"].startswith("eager raised RuntimeError: shape '[4, 2, 4]' is invalid")
     assert report.paths["trace"].status == "ok" and codes(report, "warning") == []
 
@@ -187,7 +188,8 @@ def test_variants_eager_itself_rejects_are_left_out_and_listed():
 def test_image_size_is_varied_and_exposes_a_size_read_into_python():
     report = export_report("size_pool", paths=("trace", "export"), strict_too=False)
     assert report.dims.describe() == {"batch": 4, "height": 8, "width": 8}
-    assert {"height=4", "height=16", "width=4", "width=16"} <= {v.name for v in report.variants}
+    assert {"height=1", "height=2", "height=4", "height=17", "height=33", "width=4", "width=17"} <= {
+        v.name for v in report.variants}
     assert not report.invalid_variants  # eager pools any image size
     line = marker_line("SIZE_LINE")
     trace = only(report, "TP751")

@@ -27,7 +27,7 @@ def test_compile_footer_shows_p99_unstable_and_inductor_setup_apart():
                "eager_latency_ms": {"example": {"p50": 1.5, "p99": 9.0, "unstable": "p99 is 6.0x p50"}},
                "modes": {"default": {"status": "ok", "cold_compile_s": 4.0, "recompiles": [],
                                      "latency_ms": {"example": {"p50": 0.4, "p99": 0.5}}}},
-               "recommendation": {"latency": "no recommendation, the timings are unstable"}}
+               "recommendation": {"latency": "no recommendation: noise"}}
     lines = compile_footer(summary, "m.py:f")
     assert "example p50 1.5 ms p99 9 ms (unstable: p99 is 6.0x p50)" in lines[1]
     assert "inductor setup" in lines[2] and "132.0s" in lines[2]

@@ -183,7 +183,7 @@ def test_export_parity_page_in_chromium(tmp_path, capsys):
     doc = json.loads(capsys.readouterr().out)
     assert code == 1 and {"trace", "script"} <= set(doc["summary"]["paths"])
     text = page.read_text()
-    assert 'id="parity"' in text and "seq=24" in text and 'class="bad"' in text
+    assert 'id="parity"' in text and "seq=25" in text and 'class="bad"' in text
     rendered = chromium.render(page, screenshot=tmp_path / "export.png", height=1600)
     assert rendered.console == [], rendered.console
     assert rendered.screenshot is not None
@@ -240,12 +240,12 @@ def test_compile_modes_show_latency_p50_p99_and_unstable():
                "eager_latency_ms": {"example": {"p50": 1.8, "p99": 9.7, "unstable": "p99 is 5.4x p50"}},
                "modes": {"default": {"status": "ok", "reason": "matches eager", "cold_compile_s": 7.0,
                                      "latency_ms": {"example": {"p50": 0.54, "p99": 0.6}}}},
-               "recommendation": {"latency": "no recommendation, the timings are unstable"}}
+               "recommendation": {"latency": "no recommendation: noise"}}
     text = render("html", [], {"command": "compile-check m.py:make", "summary": summary})
     rows = {m.group(1): m.group(0) for m in re.finditer(r"<tr><th>([\w-]+)</th>.*?</tr>", text)}
     assert "example: 1.8 / 9.7 ms" in rows["eager"] and "(unstable: p99 is 5.4x p50)" in rows["eager"]
     assert "example: 0.54 / 0.6 ms" in rows["default"] and "unstable" not in rows["default"]
-    assert "<li><b>latency</b>: no recommendation, the timings are unstable</li>" in text
+    assert "<li><b>latency</b>: no recommendation: noise</li>" in text
 
 
 def _chart_ticks(svg: str) -> list[str]:

@@ -14,6 +14,8 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+from torchpact.checks import Check
+from torchpact.findings import Finding, Severity
 from torchpact.userframes import is_user_file
 
 # Outputs agree when max |artifact - eager| <= ATOL + RTOL * max |eager|, per output tensor.
@@ -26,6 +28,16 @@ def user_frame(frames: list[traceback.FrameSummary]) -> traceback.FrameSummary |
         if is_user_file(frame.filename):
             return frame
     return None
+
+
+_TORCHPACT = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def inner_user_frame(frames: list[traceback.FrameSummary]) -> traceback.FrameSummary | None:
+    """The innermost model-code frame below torchpact's own frames: the model line at work, never the
+    script or test that called torchpact."""
+    last = max((i for i, f in enumerate(frames) if os.path.abspath(f.filename).startswith(_TORCHPACT)), default=-1)
+    return user_frame(frames[last + 1:])
 
 
 def source_line(path: str | None, line: int | None) -> str:
@@ -50,6 +62,14 @@ def short_path(path: str | None) -> str | None:
     except ValueError:
         return path
     return path if rel.startswith(".." + os.sep + "..") else rel
+
+
+def finding(check: Check, message: str, severity: Severity | None = None, path: str | None = None,
+            line: int | None = None, subject: str | None = None, fix: str | None = None) -> Finding:
+    """A Finding of ``check`` (at its own severity unless told), at the model's line when known."""
+    return Finding(code=check.code, category=check.category, severity=severity or check.severity,
+                   message=message, path=short_path(path), line=line, subject=subject, fix=fix,
+                   evidence=check.evidence)
 
 
 @dataclass
@@ -84,7 +104,7 @@ class WarningLog:
     def _show(self, message, category, filename, lineno, file=None, line=None) -> None:
         path, where = (filename, lineno) if is_user_file(filename) else (None, None)
         if path is None:
-            frame = user_frame(traceback.extract_stack()[:-1])
+            frame = inner_user_frame(traceback.extract_stack()[:-1])
             if frame is not None:
                 path, where = frame.filename, frame.lineno
         self.caught.append(CaughtWarning(category, str(message), path, where))
@@ -148,6 +168,16 @@ def first_line(exc: BaseException | str, limit: int = 300) -> str:
     name = type(exc).__name__ if isinstance(exc, BaseException) else ""
     out = f"{name}: {text}" if name else text
     return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def error_text(exc: BaseException) -> str:
+    """The exception's message with those of its causes and contexts, one per line."""
+    parts, current, seen = [], exc, set()
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        parts.append(str(current))
+        current = current.__cause__ or current.__context__
+    return "\n".join(parts)
 
 
 def exception_location(exc: BaseException) -> tuple[str | None, int | None]:

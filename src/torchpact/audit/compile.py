@@ -1,17 +1,19 @@
 """compile-check: what torch.compile does with the model, measured.
 
-Eager latency first, before any dynamo work (``explain`` and ``reset`` leave the process in a state
-where eager runs several times slower), by :func:`torchpact.audit.timing.eager_latency` exactly as
-export-check times it; then graph breaks with their reasons and model lines
-(``torch._dynamo.explain``). When dynamo captures no graph at all (an ``nn.LSTM`` with
+Eager latency first, before any dynamo work, by :func:`torchpact.audit.timing.eager_latency` exactly
+as export-check times it (reported, not used to rank); then graph breaks with their reasons and
+model lines (``torch._dynamo.explain``). When dynamo captures no graph at all (an ``nn.LSTM`` with
 ``allow_rnn`` off) every mode would run eagerly: that is reported and nothing is recommended.
-Otherwise inductor's one-time setup is timed apart, then per mode the cold compile, the
+Otherwise inductor's one-time setup is timed apart, then per mode the cold compile (wall and CPU
+seconds: on a shared machine the wall time swings with the load, the CPU time much less), the
 recompilations the varied inputs trigger (with the guard that failed, from dynamo's compilation
-metrics), parity with eager on every variant, and warm latency p50/p99 (in repeats) on the example,
-the smallest and the largest batch. Modes: ``default`` and ``max-autotune-no-cudagraphs`` everywhere;
-``reduce-overhead`` and ``max-autotune`` (CUDA graphs) when the model is on CUDA. The
-recommendation per scenario is derived from those measurements only, and only from stable ones.
-Plain data and Findings here; the reporters present them.
+metrics), parity with eager on every variant, and warm latency on the example, the smallest and the
+largest batch, each timed in the same rounds as eager (:mod:`torchpact.audit.paired`) so that the
+ratio is paired, with its 95% interval. Modes: ``default`` and ``max-autotune-no-cudagraphs``
+everywhere; ``reduce-overhead`` and ``max-autotune`` (CUDA graphs) when the model is on CUDA.
+
+A mode is recommended only when the lower end of its speed-up interval clears ``1 + MARGIN``; "no
+recommendation: noise", with the intervals, otherwise. Plain data and Findings here; the reporters present them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from typing import Any, Callable
 
 from torchpact.audit import _common as C
 from torchpact.audit import timing as T
+from torchpact.audit.paired import cpu_seconds, paired
+from torchpact.audit.eager import eager_inputs
 from torchpact.audit.target import Target
 from torchpact.audit.variants import Dims, Variant
 from torchpact.findings import Category, Finding, Severity
@@ -117,18 +121,12 @@ module (and check parity), or do not compile this model.""" + _RUNTIME)
 
 CHECKS = (GRAPH_BREAK, RECOMPILE, COMPILE_PARITY, COMPILE_FAILED, NOTHING_COMPILED)
 
-NOISE = 0.1  # p50 differences under 10% are not called a difference
+MARGIN = 0.10  # a mode is recommended when eager / mode is at least 1.10x at the interval's lower end
+NOISE = 0.1  # between modes that both clear the margin, default is kept when within 10% of the fastest
 
 CUDAGRAPH_NOTE = ("reduce-overhead and max-autotune use CUDA graphs, which are re-recorded for every new "
                   "input shape (each batch size or sequence length records and keeps another graph); "
                   "the default mode does not")
-
-
-def _finding(check: Check, message: str, severity: Severity | None = None, path: str | None = None,
-             line: int | None = None, subject: str | None = None, fix: str | None = None) -> Finding:
-    return Finding(code=check.code, category=check.category, severity=severity or check.severity,
-                   message=message, path=C.short_path(path), line=line, subject=subject, fix=fix,
-                   evidence=check.evidence)
 
 
 @dataclass
@@ -151,9 +149,10 @@ class ModeResult:
     status: str = "skipped"  # ok / mismatch / failed / skipped
     reason: str = ""
     cold_compile_s: float | None = None  # the first call, compilation included, after inductor's setup
+    cold_compile_cpu_s: float | None = None  # the same call's CPU seconds (this process and its workers)
     recompiles: list[Recompile] = field(default_factory=list)
     parity: list[dict[str, Any]] = field(default_factory=list)
-    latency_ms: dict[str, dict[str, float | None]] = field(default_factory=dict)  # input -> p50/p99
+    latency_ms: dict[str, dict[str, Any]] = field(default_factory=dict)  # input -> p50/p99, paired with eager
     error: BaseException | None = None
     hit_limit: bool = False
 
@@ -161,6 +160,7 @@ class ModeResult:
         errs = [p["max_abs_err"] for p in self.parity if p.get("max_abs_err") is not None]
         return {"status": self.status, "reason": self.reason,
                 "cold_compile_s": C.rounded(self.cold_compile_s, 3),
+                "cold_compile_cpu_s": C.rounded(self.cold_compile_cpu_s, 3),
                 "recompiles": [r.to_dict() for r in self.recompiles],
                 "max_abs_err": max(errs) if errs else None,
                 "variants": self.parity, "latency_ms": self.latency_ms}
@@ -192,6 +192,8 @@ class CompileReport:
             "inductor_setup_s": C.rounded(self.inductor_setup_s, 3),
             "cold_compile_note": ("first call on the example, compilation included, with inductor's on-disk "
                                   "caches as found: a mode compiled after another one reuses its kernels. "
+                                  "cold_compile_cpu_s is its CPU time (this process and inductor's compile "
+                                  "workers), which the machine's load does not inflate as it does the wall time. "
                                   "inductor_setup_s is inductor's one-time start (on a fresh machine it builds "
                                   "its C++ headers and cache), timed apart on a one-op function before any mode"),
             "seconds": round(self.seconds, 3),
@@ -227,7 +229,7 @@ def _graph_breaks(model: Any, example: Variant) -> tuple[int, list[dict[str, Any
         seen.add((path, line, reason))
         breaks.append({"reason": reason, "path": C.short_path(path), "line": line})
         src = C.source_line(path, line)
-        findings.append(_finding(GRAPH_BREAK, "torch.compile breaks the graph here"
+        findings.append(C.finding(GRAPH_BREAK, "torch.compile breaks the graph here"
                                  + (f" (`{src}`)" if src else "") + f": {reason}", path=path, line=line,
                                  fix="move the Python-only code out of forward, or use torch.where / torch.cond "
                                      "for branches on tensor values"))
@@ -255,7 +257,7 @@ def _run_mode(mode: str, model: Any, variants: list[Variant], refs: dict[str, li
     example = variants[0]
     log = C.WarningLog()
     with log, torch.no_grad(), C.quiet():
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), cpu_seconds()
         try:
             compiled(*example.args, **example.kwargs)
             T.sync(device)
@@ -265,6 +267,7 @@ def _run_mode(mode: str, model: Any, variants: list[Variant], refs: dict[str, li
             torch._dynamo.reset()
             return result
         result.cold_compile_s = time.perf_counter() - start
+        result.cold_compile_cpu_s = cpu_seconds() - cpu_start
         seen = len(_metrics())
         for v in variants:
             try:
@@ -290,8 +293,7 @@ def _run_mode(mode: str, model: Any, variants: list[Variant], refs: dict[str, li
                 if m.fail_reason and "recompile_limit" in str(m.fail_reason):
                     result.hit_limit = True
             seen = len(metrics)
-        result.latency_ms = T.timed({label: (lambda v=v: compiled(*v.args, **v.kwargs)) for label, v in timing.items()},
-                                    device, budget_s)
+        result.latency_ms = _paired_latency(model, compiled, timing, device, budget_s)
     if any("recompile_limit" in w.message for w in log.caught):
         result.hit_limit = True
     bad = [p for p in result.parity if p["status"] != "ok"]
@@ -306,48 +308,81 @@ def _run_mode(mode: str, model: Any, variants: list[Variant], refs: dict[str, li
     return result
 
 
+def _paired_latency(model: Any, compiled: Any, timing: dict[str, Variant], device: str,
+                    budget_s: float) -> dict[str, dict[str, Any]]:
+    """Per timing input: the compiled mode's p50/p99 and CPU ms per call, eager's timed in the same
+    rounds, and the paired speed-up eager / mode (wall and CPU) with its 95% interval."""
+    out: dict[str, dict[str, Any]] = {}
+    for label, v in timing.items():
+        def call(fn: Any, v: Variant = v) -> None:
+            fn(*v.args, **v.kwargs)
+            T.sync(device)
+        try:
+            p = paired(lambda: call(model), lambda: call(compiled), 2 * budget_s)
+        except Exception as exc:
+            out[label] = {"p50": None, "p99": None, "error": C.first_line(exc, 160)}
+            continue
+        out[label] = {**p["other"], "eager_p50": p["baseline"]["p50"], "eager_cpu_ms": p["baseline"]["cpu_ms"],
+                      "speedup": p["speedup"], "cpu_speedup": p["cpu_speedup"], "rounds": p["rounds"]}
+    return out
+
+
 # Recommendation -------------------------------------------------------------------------------------
+
+def _interval(entry: dict[str, Any] | None) -> tuple[float, float, float] | None:
+    sp = (entry or {}).get("speedup")
+    return (sp["ratio"], sp["low"], sp["high"]) if sp else None
+
+
+def _intervals_text(options: dict[str, tuple[float, float, float]]) -> str:
+    return ", ".join(f"{m} {r:.2f}x [{lo:.2f}, {hi:.2f}]" for m, (r, lo, hi) in options.items())
+
 
 def recommend(modes: dict[str, ModeResult], eager: dict[str, dict[str, Any]], timing: dict[str, Variant],
               device: str, dims: Dims) -> dict[str, str]:
-    """One sentence per scenario, from the measured p50s only, and only when they are stable."""
+    """One sentence per scenario from the paired speed-ups (eager / mode, wall time, 95% interval):
+    a mode when its interval's lower end clears ``1 + MARGIN``, no recommendation otherwise.
+
+    Two outcomes only: a third ("stay in eager" when every upper end is under the margin) flipped
+    run to run for a model with no gain, whose interval sits on the margin (a 1024x1024 Linear: 1.02x
+    [0.92, 1.14] in one run, 0.95x [0.84, 1.09] in the next, on a loaded 2-core machine)."""
     out: dict[str, str] = {}
     usable = {m: r for m, r in modes.items() if r.status == "ok"}
     labels = list(timing)
     scenarios = {"latency": labels[1] if len(labels) > 1 and labels[1] != labels[-1] else labels[0],
                  "throughput": labels[-1]}
+    bar = 1 + MARGIN
     for scenario, label in scenarios.items():
-        e = (eager.get(label) or {}).get("p50")
-        options = {m: (r.latency_ms.get(label) or {}).get("p50") for m, r in usable.items()}
-        options = {m: t for m, t in options.items() if t is not None}
         what = "small batches, latency-critical" if scenario == "latency" else "large batches, throughput"
-        if not options or e is None:
+        options = {m: iv for m, r in usable.items() if (iv := _interval(r.latency_ms.get(label))) is not None}
+        if not options:
             out[scenario] = f"{what} ({label}): no compile mode could be measured; stay in eager"
             continue
-        shaky = {m: (usable[m].latency_ms.get(label) or {}).get("unstable") for m in options}
-        shaky["eager"] = (eager.get(label) or {}).get("unstable")
-        shaky = {m: why for m, why in shaky.items() if why}
-        if shaky:
-            measured = ", ".join(f"{m} {t:.3g} ms" for m, t in options.items())
-            out[scenario] = (f"{what} ({label}): no recommendation, the timings are unstable ("
-                             + "; ".join(f"{m}: {why}" for m, why in shaky.items())
-                             + f"); p50 eager {e:.3g} ms, {measured}. Measure again on an idle machine")
-            continue
-        best = min(options, key=options.get)
-        if "default" in options and options["default"] <= options[best] * (1 + NOISE):
-            best = "default"  # within noise of the fastest: the mode without autotuning compiles faster
-        if options[best] >= e * (1 - NOISE):
-            text = (f"{what} ({label}): stay in eager ({e:.3g} ms p50); no mode was measurably faster "
-                    f"(best: {best}, {options[best]:.3g} ms)")
-        else:
+        intervals = _intervals_text(options)
+        clear = {m: iv for m, iv in options.items() if iv[1] >= bar}
+        if clear:
+            best = max(clear, key=lambda m: clear[m][0])
+            if "default" in clear and clear["default"][0] >= clear[best][0] * (1 - NOISE):
+                best = "default"  # within 10% of the fastest: the mode without autotuning compiles faster
             r = usable[best]
-            text = (f"{what} ({label}): mode={best!r}, {options[best]:.3g} ms p50 vs eager {e:.3g} ms "
-                    f"({e / options[best]:.2f}x), after a {r.cold_compile_s:.1f}s cold compile")
+            entry = r.latency_ms[label]
+            cpu = entry.get("cpu_speedup")
+            text = (f"{what} ({label}): mode={best!r}, {entry['p50']:.3g} ms p50 vs eager {entry['eager_p50']:.3g} ms "
+                    f"timed in the same rounds: {clear[best][0]:.2f}x faster, 95% interval [{clear[best][1]:.2f}, "
+                    f"{clear[best][2]:.2f}] (clears the {bar:.2f}x margin)"
+                    + (f"; CPU time per call {cpu['ratio']:.2f}x [{cpu['low']:.2f}, {cpu['high']:.2f}]" if cpu else "")
+                    + f"; after a cold compile of {r.cold_compile_cpu_s or 0:.1f} CPU seconds")
             if r.recompiles:
                 text += (f" and {len(r.recompiles)} recompilation{'s' * (len(r.recompiles) != 1)} over the varied "
                          "inputs (mark the varying dimensions dynamic to compile once)")
-        if best in CUDAGRAPH_MODES and dims.dims:
-            text += f"; {CUDAGRAPH_NOTE}: pad or bucket the {'/'.join(dims.dims)} sizes"
+            if best in CUDAGRAPH_MODES and dims.dims:
+                text += f"; {CUDAGRAPH_NOTE}: pad or bucket the {'/'.join(dims.dims)} sizes"
+        else:
+            slower = all(iv[2] < 1 for iv in options.values())
+            text = (f"{what} ({label}): no recommendation: noise; no mode's interval clears the {bar:.2f}x margin "
+                    f"(eager / mode, timed in the same rounds, 95%: {intervals})"
+                    + ("; every mode measured slower than eager here, so compiling buys nothing for this input"
+                       if slower else ""))
         out[scenario] = text
     if usable and not device.startswith("cuda"):
         out["cuda_graphs"] = (f"not measured (model on {device}): {CUDAGRAPH_NOTE}; on CUDA, reduce-overhead "
@@ -369,8 +404,6 @@ def compile_check(target: Target, modes: tuple[str, ...] | None = None, budget_s
 
 def _compile_check(target: Target, modes: tuple[str, ...] | None, budget_s: float,
                    progress: Callable[[str], None] | None) -> CompileReport:
-    from torchpact.audit.export import eager_inputs
-
     start = time.perf_counter()
     note = progress or (lambda s: None)
     model = target.model
@@ -388,7 +421,7 @@ def _compile_check(target: Target, modes: tuple[str, ...] | None, budget_s: floa
     try:
         graph_count, breaks, break_findings = _graph_breaks(model, eager.valid[0])
     except Exception as exc:
-        graph_count, breaks, break_findings = None, [], [_finding(
+        graph_count, breaks, break_findings = None, [], [C.finding(
             COMPILE_FAILED, f"torch._dynamo.explain failed: {C.first_line(exc, 240)}", subject="explain")]
     findings += break_findings
     results: dict[str, ModeResult] = {}
@@ -451,7 +484,7 @@ def _nothing_compiled(model: Any) -> Finding:
         message = ("torch.compile captured no graph (dynamo skipped every frame of forward), so every mode runs "
                    "the model eagerly; no mode was measured and none is recommended")
         fix = "run with TORCH_LOGS=dynamo to see why dynamo skips the frames"
-    return _finding(NOTHING_COMPILED, message, subject=rnns[0] if rnns else None, fix=fix)
+    return C.finding(NOTHING_COMPILED, message, subject=rnns[0] if rnns else None, fix=fix)
 
 
 def _mode_findings(results: dict[str, ModeResult]) -> list[Finding]:
@@ -460,13 +493,13 @@ def _mode_findings(results: dict[str, ModeResult]) -> list[Finding]:
     for mode, r in results.items():
         if r.status == "failed":
             path, line = C.exception_location(r.error) if r.error else (None, None)
-            out.append(_finding(COMPILE_FAILED, f"torch.compile(mode={mode!r}) failed: {r.reason}", path=path,
+            out.append(C.finding(COMPILE_FAILED, f"torch.compile(mode={mode!r}) failed: {r.reason}", path=path,
                                 line=line, subject=mode))
             continue
         bad = [p for p in r.parity if p["status"] != "ok"]
         if bad:
             worst = max((p.get("max_abs_err") or 0) for p in bad)
-            out.append(_finding(COMPILE_PARITY, f"torch.compile(mode={mode!r}) "
+            out.append(C.finding(COMPILE_PARITY, f"torch.compile(mode={mode!r}) "
                                 + ("raises" if all(p["status"] == "error" for p in bad) else f"differs from eager by up to {worst:.3g}")
                                 + f" on {', '.join(p['name'] for p in bad)}: {bad[0].get('problem')}", subject=mode,
                                 severity=Severity.ERROR if any(p["status"] == "mismatch" for p in bad) else Severity.WARNING))
@@ -479,7 +512,7 @@ def _mode_findings(results: dict[str, ModeResult]) -> list[Finding]:
                 continue  # the same recompilations in another mode
             reported.update((function, rc.reason) for rc in rcs)
             guards = "; ".join(f"{rc.variant}: {rc.reason}" for rc in new)
-            out.append(_finding(RECOMPILE, f"torch.compile (mode={mode!r}) recompiled {function} "
+            out.append(C.finding(RECOMPILE, f"torch.compile (mode={mode!r}) recompiled {function} "
                                 f"{len(new)} time{'s' * (len(new) != 1)} over the varied inputs; guard failed: {guards}"
                                 + ("; it hit recompile_limit and runs eagerly from then on" if r.hit_limit else ""),
                                 severity=Severity.WARNING if r.hit_limit else Severity.INFO, subject=function,

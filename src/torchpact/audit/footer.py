@@ -41,6 +41,11 @@ def _p50_p99(v: dict[str, Any]) -> str:
     return text + (f" (unstable: {v['unstable']})" if v.get("unstable") else "")
 
 
+def _speedup(v: dict[str, Any]) -> str:
+    sp = v.get("speedup")
+    return f", eager/mode {sp['ratio']:.2f}x [{sp['low']:.2f}, {sp['high']:.2f}]" if sp else ""
+
+
 def compile_footer(summary: dict[str, Any], target: str) -> list[str]:
     lines = [f"compile-check {target} on {summary['device']}: {summary['graphs']} graph(s), "
              f"{len(summary['graph_breaks'])} graph break(s)"]
@@ -53,9 +58,11 @@ def compile_footer(summary: dict[str, Any], target: str) -> list[str]:
         if m["status"] in ("failed", "skipped"):
             lines.append(f"  {mode}: {m['status']}: {m['reason']}")
             continue
-        lat = ", ".join(f"{k} {_p50_p99(v)}" for k, v in m["latency_ms"].items())
-        lines.append(f"  {mode}: {m['status']}, cold compile {m['cold_compile_s']:.1f}s, "
-                     f"{len(m['recompiles'])} recompile(s); {lat}")
+        lat = ", ".join(f"{k} {_p50_p99(v)}{_speedup(v)}" for k, v in m["latency_ms"].items())
+        cpu = m.get("cold_compile_cpu_s")
+        lines.append(f"  {mode}: {m['status']}, cold compile {m['cold_compile_s']:.1f}s"
+                     + (f" ({cpu:.1f} CPU s)" if cpu is not None else "")
+                     + f", {len(m['recompiles'])} recompile(s); {lat}")
     lines.extend(f"  recommendation: {text}" for text in summary["recommendation"].values())
     lines.append(f"  ({summary['seconds']:.1f}s)")
     return lines

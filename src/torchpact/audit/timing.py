@@ -4,9 +4,10 @@ trust them when the machine decided them.
 Eager is timed by :func:`eager_latency` only, by both commands, first thing after eager's reference
 outputs and before any trace, export or dynamo work (``torch._dynamo.explain`` and ``reset`` have
 left eager several times slower), in eval mode under ``no_grad``, with the command's thread count,
-on the same inputs (:func:`latency_inputs`). Artifacts and compiled modes are timed with
-:func:`timed` afterwards; :func:`drift` says when eager, timed again next to an artifact, no longer
-runs at its clean-state speed, so that the two cannot be compared.
+on the same inputs (:func:`latency_inputs`). export-check's artifacts are timed with :func:`timed`
+afterwards; :func:`drift` says when eager, timed again next to an artifact, no longer runs at its
+clean-state speed, so that the two cannot be compared. compile-check ranks its modes on eager timed
+in the same rounds as each mode instead (:mod:`torchpact.audit.paired`).
 """
 
 from __future__ import annotations

@@ -44,6 +44,8 @@ class Dims:
     dims: dict[str, tuple[int, list[tuple[int, int]]]] = field(default_factory=dict)
     candidates: set[str] = field(default_factory=set)
     images: ImageList | None = None
+    layout: dict[str, str] = field(default_factory=dict)  # name -> the module whose layout named it
+    smallest: dict[str, int] = field(default_factory=dict)  # name -> the smallest size eager accepts
 
     def of_leaf(self, index: int) -> dict[int, str]:
         """dim -> name for one flattened input."""
@@ -59,7 +61,8 @@ class Dims:
         """These dims without the candidates along which eager accepted no other size."""
         varied = {v.dim for v in valid if v.dim}
         kept = {n: d for n, d in self.dims.items() if n not in self.candidates or n in varied}
-        return Dims(kept, self.candidates & set(kept), self.images)
+        return Dims(kept, self.candidates & set(kept), self.images,
+                    {n: why for n, why in self.layout.items() if n in kept}, dict(self.smallest))
 
 
 @dataclass
@@ -178,6 +181,19 @@ def _shape_variant(leaves: list[Any], spec: Any, dims: Dims, name: str, size: in
     return Variant(label, SHAPE, *_unflatten(out, spec), dim=name)
 
 
+def shape_variant(args: tuple, kwargs: dict[str, Any], dims: Dims, name: str, size: int) -> Variant:
+    """The example with dim ``name`` at ``size`` (its values repeated), named ``name=size``."""
+    leaves, spec = flatten_inputs(args, kwargs)
+    return _shape_variant(leaves, spec, dims, name, size, f"{name}={size}")
+
+
+def edge_sizes(size: int, batch: bool = False) -> list[int]:
+    """The sizes every real input distribution hits: 1 and 2, half the example (not for a batch),
+    past twice and past four times the example; never the example's own."""
+    sizes = {1, 2, 2 * size + 1, 4 * size + 1} | (set() if batch else {max(1, size // 2)})
+    return sorted(sizes - {size})
+
+
 def _image_variants(args: tuple, kwargs: dict[str, Any], images: ImageList) -> list[Variant]:
     """Other numbers of images (the example's repeated), and every image at half and twice its size."""
     kind, key = images.where
@@ -219,14 +235,9 @@ def make_variants(args: tuple, kwargs: dict[str, Any], dims: Dims | None = None,
     leaves, spec = flatten_inputs(args, kwargs)
     dims = dims if dims is not None else infer_dims(args, kwargs)
     variants = [Variant(EXAMPLE, EXAMPLE, tuple(args), dict(kwargs))]
-    if "batch" in dims.dims:
-        b = dims.dims["batch"][0]
-        for size in sorted({1, 2 * b + 1} - {b}):
-            variants.append(_shape_variant(leaves, spec, dims, "batch", size, f"batch={size}"))
-    for name in ("seq", "time", "length") + (() if dims.images else ("height", "width")):
+    for name in ("batch", "seq", "time", "length") + (() if dims.images else ("height", "width")):
         if name in dims.dims:
-            s = dims.dims[name][0]
-            for size in sorted({max(1, s // 2), 2 * s} - {s}):
+            for size in edge_sizes(dims.dims[name][0], batch=name == "batch"):
                 variants.append(_shape_variant(leaves, spec, dims, name, size, f"{name}={size}"))
     if dims.images is not None:
         variants += _image_variants(args, kwargs, dims.images)

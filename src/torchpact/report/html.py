@@ -624,7 +624,7 @@ def _compile_sections(summary: dict[str, Any]) -> list[str]:
     advice = ("<ul>" + "".join(f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in recommendation.items()) + "</ul>"
               if isinstance(recommendation, dict) else f"<p>{e(recommendation)}</p>")
     extra = (f'<p class="note">graphs: {e(summary.get("graphs"))}, graph breaks: '
-             f'{e(len(summary.get("graph_breaks") or []))}; eager timed first, before any dynamo work</p>{advice}')
+             f'{e(len(summary.get("graph_breaks") or []))}; eager timed first, before any dynamo work, and again in the same rounds as each mode</p>{advice}')
     return [f'<section id="compile"><h2>Compile modes</h2>{extra}<div class="scroll"><table><thead><tr><th>mode</th>{head}'
             f'<th>latency p50 / p99</th></tr></thead><tbody>{rows}</tbody></table></div></section>']
 
@@ -636,6 +636,9 @@ def _p50_p99_cell(latency: dict[str, Any]) -> str:
         if not isinstance(x, dict):
             continue
         text = f"{e(label)}: {_pair(x.get('p50'), x.get('p99'))}"
+        sp = x.get("speedup")
+        if isinstance(sp, dict):
+            text += f" (eager / mode {sp.get('ratio')}x, 95% [{sp.get('low')}, {sp.get('high')}])"
         if x.get("unstable") or x.get("error"):
             text += f' <span class="unstable">(unstable: {e(x.get("unstable") or x.get("error"))})</span>'
         lines.append(text)
