@@ -1,54 +1,40 @@
 """Where NaN / inf first appears: the module whose output (forward) or input gradient (backward) turns non-finite.
 
-Forward (TP351). On recorded steps, every floating tensor that enters or leaves a module is noted with
-its version. When the outermost module call returns, the model's output is reduced to its sum (NaN
-when a NaN is present, +inf or -inf when only that infinity is). "Bad" means NaN or +inf: -inf alone
-is how masks are written (``masked_fill(mask, -inf)``) and log-probabilities of impossible events, so
-it is tracked but never reported by itself. Only when the model's output is bad (a NaN that a later
-module masks on purpose, e.g. imputed missing values, is fine) are the other tensors reduced, read
-with one ``tolist()`` per device and dtype, and a culprit looked for: the first module, in completion
-order, with a bad output and no bad input. That one module is then run again on a private copy
-(detached parameters, cloned buffers and inputs, no hooks, RNG state saved and restored, the autocast
-state of the original call) under a ``TorchDispatchMode`` that names the first aten op whose output
-turns bad, with its source line.
+This watcher only routes the session's callbacks; the work is done by the parts in ``_nonfinite/``.
 
-With grad enabled the tensors are held until the outermost call returns (autograd keeps most of them
-alive anyway, and the re-run needs the inputs), so their reduction waits for a bad output and most
-forwards never pay it. A tensor changed in place since it was seen (``out += identity``) is then
-unknown and makes no module the culprit, which falls to the enclosing module; the inputs of a module
-that overwrites them (``nn.ReLU(inplace=True)`` and the other ``inplace`` modules) are reduced before
-it runs. Under no_grad each tensor is reduced when seen (one kernel, no host sync) and only a weak
-reference is kept, so no op is searched for.
+Recorded steps (TP351, TP352). On sampled steps every floating tensor that enters or leaves a module is
+noted (``recorder``), with a tensor hook on each non-leaf one keeping its gradient. When the model's
+output holds NaN or +inf, the first module, in completion order, whose output is bad while its inputs
+were not is named (``forward``), and re-run alone to name the op (``opsearch``). When the gradients
+about to be applied are non-finite, the first hooked tensor, in backward order, whose gradient is bad
+names the module whose backward produced it (``backward``). Unlike ``torch.autograd.detect_anomaly``
+(which checks backward outputs for NaN only, so a backward that produces inf is blamed on whichever
+later op turns inf into NaN), inf counts. Recording a training step costs a small GPT up to 3.5 ms, a
+third of all the checks of its sampled steps.
 
-Backward (TP352). On the same recorded steps, a tensor hook (never a module backward hook, which would
-change the graph) is put on every non-leaf tensor that enters or leaves a module; the hook keeps the
-gradient (up to ``HOLD_BYTES`` in all; past that, each is reduced to its sum). Every step, in the
-optimizer's step pre-hook, one ``_foreach_norm`` over the gradients about to be applied says whether
-any is non-finite. Only then are the kept gradients reduced and read; in firing order (backward
-order), the first tensor whose gradient is non-finite is the input of the module whose backward
-produced it: every gradient downstream of it fired earlier and was finite.
-Unlike ``torch.autograd.detect_anomaly`` (which checks backward outputs for NaN only, so a backward
-that produces inf is blamed on whichever later op turns inf into NaN), inf counts.
+Every step (``stepcheck``). In the optimizer's step pre-hook one ``_foreach_norm`` over the gradients
+about to be applied says whether any is non-finite (on CUDA read one step late, without a sync; on CPU,
+when the script's own ``clip_grad_norm_`` has just computed the total norm of these very gradients,
+that number is read instead). If it finds inf/NaN, every following step is recorded for
+``ARMED_STEPS`` steps.
 
-Recorded steps are the sampled ones, the steps after a non-finite gradient, and, on the sampler's
-periodic every-Nth steps past its first ones (``Session.periodic``), forwards without grad
-(evaluations) only. A training forward's NaN reaches the gradients, which are checked on every step:
-on a periodic step it is detected there, arms the steps after it and, when it does not recur, is
-reported with the rerun that locates it. Recording a training step costs a small GPT up to 3.5 ms, a third
-of all the checks of its sampled steps.
+Unrecorded steps (``capture``, ``replay``). The unsampled steps, and the training forwards of the
+sampler's periodic every-Nth steps (``Session.periodic``; their evaluations under no_grad are
+recorded), keep only references to each outermost call's inputs, the generator's state and the
+gradient reaching its outputs: a few microseconds per model call. When the check finds a non-finite
+gradient there (on CPU, before the update), that step's model calls are replayed in recording mode on
+private copies (same inputs, parameters and RNG state; buffers, parameters and ``.grad`` untouched), so
+the module and op are named from the replay, which says how faithful it was: its outputs and gradients
+compared with the step's bit for bit. A replay that cannot be faithful (an input changed in place since,
+a sharded model, another device) or that does not reproduce the step claims no module: the finding says
+why, and how to rerun to locate it.
 
 Trade-offs. Module granularity costs a tensor hook per activation on recorded steps, and a reduction
 per activation gradient past ``HOLD_BYTES`` (and per tensor of a no-grad forward); an op-level view
-would cost one per autograd node. The backward op is not re-run (that would need every module's
-inputs and output gradients held through the backward); instead, for modules defined in the user's
+would cost one per autograd node. The backward op is not re-run; for modules defined in the user's
 code, the calls in ``forward`` whose derivative is infinite at a boundary (sqrt at 0, acos at 1, ...)
 are named. A gradient is attributed to the module that consumes the tensor, which is exact unless the
-parent also uses that tensor directly (then both are named). On the other steps only the per-step
-gradient check runs (on CUDA read one step late, without a sync; on CPU, when the script's own
-``clip_grad_norm_`` has just computed the total norm of these very gradients, that number is read
-instead); if it finds inf/NaN, every
-following step is checked for ``ARMED_STEPS`` steps, and the step is reported without a module
-unless a later step locates the cause.
+parent also uses that tensor directly (then both are named).
 """
 
 from __future__ import annotations
@@ -61,10 +47,12 @@ from torchpact.watch.watchers._batched import grad_norms, surely_finite
 from torchpact.watch.watchers._local import dense_grads
 from torchpact.watch.watchers._nonfinite import forward, values
 from torchpact.watch.watchers._nonfinite.backward import blame
+from torchpact.watch.watchers._nonfinite.capture import Captures
 from torchpact.watch.watchers._nonfinite.checks import BACKWARD, FORWARD
 from torchpact.watch.watchers._nonfinite.opsearch import OpSearch
 from torchpact.watch.watchers._nonfinite.recorder import Recorder, settle
-from torchpact.watch.watchers._nonfinite.report import Reporter
+from torchpact.watch.watchers._nonfinite.replay import MAX_REPLAYS, Replay, Unreplayable
+from torchpact.watch.watchers._nonfinite.report import Replayed, Reporter
 from torchpact.watch.watchers._nonfinite.stepcheck import ClipNorms, Deferred
 from torchpact.watch.watchers._patch import Patch, remove_all
 
@@ -97,6 +85,8 @@ class NonFinite(Watcher):
         self._reporter: Reporter = None  # type: ignore[assignment]
         self._patches: list[Patch] = []
         self._clip = ClipNorms(lambda: self._recorded)
+        self._captures = Captures()           # the outermost calls of an unrecorded iteration, for a replay
+        self._replays = 0
 
     def attach(self, session: Any) -> None:
         super().attach(session)
@@ -110,20 +100,26 @@ class NonFinite(Watcher):
     def on_forward_pre(self, module: Any, args: tuple) -> None:
         session = self.session
         if session.depth == 1:
-            if not (self._stepped or self._on or session.sampled or self._armed_until > session.step):
-                return  # the usual unsampled model call: nothing to record, nothing to reset
-            self._begin_outermost()
+            if self._stepped or self._on or session.sampled or self._armed_until > session.step:
+                self._begin_outermost()
+            if not self._on:  # the usual unsampled model call: kept for a replay, nothing recorded
+                if self._replays < MAX_REPLAYS:
+                    self._captures.start(module, args)
+                return
         if self._on:
             self._recorder.enter(module, args)
 
     def on_forward(self, module: Any, args: tuple, output: Any) -> None:
         if self._recorder.leave(module, output):
             self._end_outermost()
+        elif self._captures.pending is not None and self.session.depth == 0:
+            self._captures.end(module, self.session.root_kwargs, output)
 
     def _begin_outermost(self) -> None:
         session = self.session
         if self._stepped:  # a new iteration: the backward of the last one is over
             self._recorder.new_iteration()
+            self._captures.new_iteration()
             self._stepped = False
             self._forward_bad_this_step = False
             self._recorded = False
@@ -153,27 +149,44 @@ class NonFinite(Watcher):
     def _analyse_forward(self, verdict: forward.Verdict | None) -> None:
         if verdict is None:
             return
-        entries = self._recorder.entries
         if verdict.kind == "input":
-            if not self._forward_bad_this_step:  # else it is the output of a model called before
-                self._reporter.bad_input(verdict.call, entries)
+            # else it is the output of a model called before, or of parameters an earlier update made non-finite
+            if not self._forward_bad_this_step and not self._bad_update_steps:
+                self._reporter.bad_input(verdict.call, self._recorder.entries)
             self._forward_bad_this_step = True
             return
         self._forward_bad_this_step = True
-        reporter, call = self._reporter, verdict.call
-        if reporter.full(FORWARD.code):
+        if self._reporter.full(FORWARD.code):
             return
+        evidence = self._forward_evidence(verdict, self._recorder)
+        if evidence is not None and evidence[0] == "stale" and self._bad_update_steps:
+            self._reporter.report_unlocated()
+            return  # a consequence of the update reported there
+        self._report_forward(evidence, None)
+
+    def _forward_evidence(self, verdict: forward.Verdict, recorder: Recorder) -> tuple | None:
+        """What the findings of a forward verdict need, taken while the recorder still holds its tensors:
+        ("input", call, entries), ("stale", call, parameter name) or ("module", call, entries, op hit)."""
+        call, entries = verdict.call, recorder.entries
+        if verdict.kind == "input":
+            return ("input", call, entries)
         bad_params = forward.nonfinite_params(call.module, self.session.names)
         if bad_params:
-            if self._bad_update_steps:
-                reporter.report_unlocated()
-                return  # a consequence of the update reported there
-            reporter.stale_parameter(call, bad_params[0])
-            return
+            return ("stale", call, bad_params[0])
         if not forward.confirmed(call, entries):
+            return None
+        return ("module", call, entries, self._ops.find(call, recorder.version_at_call))
+
+    def _report_forward(self, evidence: tuple | None, replayed: Replayed | None) -> None:
+        if evidence is None:
             return
-        hit = self._ops.find(call, self._recorder.version_at_call)
-        reporter.forward(call, entries, hit)
+        kind, call, *rest = evidence
+        if kind == "input":
+            self._reporter.bad_input(call, rest[0], replayed)
+        elif kind == "stale":
+            self._reporter.stale_parameter(call, rest[0], replayed)
+        else:
+            self._reporter.forward(call, rest[0], rest[1], replayed)
 
     # -------------------------------------------------------------------------------- step
     def on_step_pre(self, optimizer: Any) -> None:
@@ -196,8 +209,10 @@ class NonFinite(Watcher):
         if not self._recorded and norms.device.type == "cuda":
             self._pending.append(Deferred(norms, step, params))  # read once ready: no sync per step
             return
-        if not self._recorded:
-            self._check_pending(Deferred(norms, step, params))  # on CPU: read now, nothing to overlap with
+        if not self._recorded:  # on CPU: read now, nothing to overlap with, and replayed before the update
+            bad = self._check_pending(Deferred(norms, step, params))
+            if bad:
+                self._replay(params, bad)
             return
         bad = [p for p, v in zip(params, norms.tolist(), strict=True) if not math.isfinite(v)]
         if not bad:
@@ -212,6 +227,7 @@ class NonFinite(Watcher):
 
     def on_step(self, optimizer: Any) -> None:
         self._stepped = True
+        self._clip.since_step = False
 
     def on_step_end(self, step: int) -> None:
         self._stepped = True
@@ -231,27 +247,94 @@ class NonFinite(Watcher):
         # Reducer and its process group would live on into the interpreter's teardown, where
         # ~ProcessGroupGloo can block joining its threads (a rank that never exits).
         self._recorder.clear()
+        self._captures.clear()
 
     def _poll(self) -> None:
         while self._pending and self._pending[0].ready():
             self._check_pending(self._pending.pop(0))
 
-    def _check_pending(self, pending: Deferred) -> None:
+    def _check_pending(self, pending: Deferred) -> list[Any]:
+        """The parameters whose gradients an unrecorded step's check found non-finite (arming the next steps)."""
         got = pending.value()
         if all(math.isfinite(v) for v in got):
-            return
+            return []
         params = [p for p, v in zip(pending.params, got, strict=True) if not math.isfinite(v)]
         if pending.step == self.session.step:  # still this step's gradients: a norm can overflow, values cannot
             torch = values.torch
             params = [p for p in params if p.grad is not None and not bool(torch.isfinite(p.grad).all())]
             if not params:
-                return
+                return []
         if self._armed_until <= self.session.step:
             self._armed_at = self.session.step
         self._armed_until = max(self._armed_until, self.session.step + ARMED_STEPS)
         self.unsampled_calls = "all"
         self._bad_update_steps.append(pending.step)
-        self._reporter.note_unlocated(pending.step, [self.session.names.param(p) for p in params])
+        if pending.event is not None:
+            self._unlocated(pending.step, params, self._reporter.read_late(), "none")
+        return params
+
+    def _unlocated(self, step: int, params: list[Any], why: str, replay: str) -> None:
+        self._reporter.note_unlocated(step, [self.session.names.param(p) for p in params], why, replay)
+
+    # -------------------------------------------------------------------------------- replay
+    def _replay(self, params: list[Any], bad_params: list[Any]) -> None:
+        """Replay this unrecorded step's model calls, before the update, and report what the replay shows."""
+        step, reporter = self.session.step, self._reporter
+        captures = self._captures.of_step()
+        replay = Replay(captures, self.session.names, HOLD_BYTES)
+        found: list[tuple] = []
+
+        def on_forward(recorder: Recorder) -> bool:
+            if not found and forward.output_bad(recorder.calls, recorder.entries):
+                settle(recorder.entries)
+                verdict = forward.culprit(recorder.calls, recorder.entries)
+                evidence = self._forward_evidence(verdict, recorder) if verdict is not None else None
+                if evidence is not None:
+                    found.append(evidence)
+            return False
+
+        try:
+            if self._replays >= MAX_REPLAYS:
+                raise Unreplayable(f"torchpact replays at most {MAX_REPLAYS} steps per run")
+            if self._captures.device is not None:
+                raise Unreplayable(f"the model's inputs are on {self._captures.device}")
+            if not captures:
+                raise Unreplayable("no module was called with grad enabled in it")
+            replay.check(self._captures.overflow)
+            self._replays += 1
+            with self.session.unobserved():
+                replay.run(on_forward)
+        except Unreplayable as exc:
+            self._unlocated(step, bad_params, reporter.not_replayed(str(exc)), "failed")
+            return
+        except Exception as exc:  # noqa: BLE001 - the script's forward, run again, may fail where torchpact cannot tell
+            self._unlocated(step, bad_params, reporter.not_replayed(
+                f"running it again raised {type(exc).__name__}: {exc}"), "failed")
+            return
+        compared, differing = replay.compare(params)
+        names = self.session.names
+        replayed = Replayed(calls=len(captures), outputs=replay.outputs_compared > 0,
+                            exact=not differing if compared else None,
+                            differing=[names.param(p) for p in differing], clipped=self._clip.since_step,
+                            caveats=replay.caveats)
+        if replay.mismatched:  # not the step: what it shows is not about the step
+            self._unlocated(step, bad_params, reporter.not_reproduced(replayed, replay.mismatched), "differs")
+            return
+        if found:
+            self._forward_bad_this_step = True
+            if found[0][0] != "module" and self._bad_update_steps[:-1]:
+                reporter.report_unlocated()
+                return  # a consequence of an earlier update, reported there
+            self._report_forward(found[0], replayed)
+            return
+        replay.recorder.reduce_held()
+        where = blame(replay.recorder.tables())
+        replay_bad = replay.bad_parameters()
+        if where.kind == "params" and not replay_bad:
+            self._unlocated(step, bad_params, reporter.stayed_finite(replayed, replay.unreplayed_backward), "finite")
+            return
+        if not reporter.full(BACKWARD.code):
+            reporter.backward(where, [names.param(p) for p in replay_bad or bad_params], replayed)
 
     # -------------------------------------------------------------------------------- backward
     def _analyse_backward(self, bad_params: list[Any]) -> None:

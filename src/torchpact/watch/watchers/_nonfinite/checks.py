@@ -26,6 +26,10 @@ RNG state. The finding gives the module's qualified name, the step, the line tha
 and the op when found. -inf alone is not reported (attention masks and log-probabilities use it), but
 an op that turns -inf into NaN (e.g. a softmax over a fully masked row) is.
 
+On the other steps, a forward NaN/inf that reaches the gradients is found by TP352's check of every
+step; on CPU that step is then replayed before the update (see TP352), and the module and op are named
+from the replay, with the words "step N was not recorded: this was seen in its replay".
+
 When the model's own input already holds NaN/inf, that is reported instead (the data or the code
 before the model produced it). When the culprit module's parameters are already NaN because an
 earlier update applied non-finite gradients, only that earlier step is reported (TP352).
@@ -64,6 +68,20 @@ defined in the user's code, the calls in its `forward` whose derivative is infin
 (sqrt at 0, `** 0.5` at 0, log at 0, acos/asin at ±1) are named as the likely cause. A step whose
 forward already produced NaN/inf is reported as TP351, not here. Steps where `GradScaler` skips the
 update (its scaled gradients are expected to overflow) are not reported.
+
+On the steps that are not recorded, each outermost model call keeps references to its inputs, the
+CPU generator's state and the gradient its outputs receive. When that step's gradients are non-finite
+(on CPU, where the check is read before `optimizer.step()`), its model calls are replayed on private
+copies of the modules (same inputs, parameters and RNG state; the script's parameters, `.grad`,
+BatchNorm statistics and RNG are left exactly as they were) with the recording above, so the module
+(and op) is named as on a recorded step. The finding says how faithful the replay was: its outputs and
+gradients equal the step's bit for bit, or differ. A replay that cannot be faithful (an input modified
+in place after the call, a sharded or TorchScript model, a model on another device, more than 64 model
+calls in the step) or whose outputs differ from the step's (a forward that reads a counter or another
+generator, non-deterministic kernels) names no module: the finding says why. Module hooks are not run
+in the replay (the finding names the modules that have some); under `DistributedDataParallel` only this
+rank's calls are replayed. On CUDA the check is read after the update without a sync, so no replay is
+made; the fix names the `--sample-first` rerun that records that step.
 
 ## Why is this bad?
 The forward is finite, so the loss looks fine, but the update writes NaN into the parameters and

@@ -88,10 +88,13 @@ class OpSearch:
         try:
             copy = private_copy(call.module, {})
             args = tree_map(lambda a: a.detach().clone() if isinstance(a, torch.Tensor) else a, call.args)
+            kwargs = tree_map(lambda a: a.detach().clone() if isinstance(a, torch.Tensor) else a, call.kwargs or {})
         except Exception:  # noqa: BLE001 - a module torchpact cannot copy is simply not re-run
             return None
         mode = self._mode_class(sys._getframe())
         with torch.random.fork_rng(devices=cuda_devices), torch.no_grad():
+            if call.rng is not None:  # a replay knows the generator's state at the call: dropout draws the same
+                torch.set_rng_state(call.rng)
             autocast = call.autocast
             if autocast is AUTOCAST_OFF:
                 device = next((t.device.type for t in flat(call.args) if isinstance(t, torch.Tensor)), "cpu")
@@ -100,7 +103,7 @@ class OpSearch:
                        if autocast is not None else contextlib.nullcontext())
             try:
                 with context, mode:
-                    copy(*args)
+                    copy(*args, **kwargs)
             except FoundIt:
                 pass
             except Exception:  # noqa: BLE001 - it needs kwargs or state torchpact did not keep: no op, no harm

@@ -86,7 +86,7 @@ def settle(entries: list[Entry]) -> None:
 class Call:
     """One module call during a recorded forward (``ins`` / ``outs``: indices of its tensors' entries)."""
 
-    __slots__ = ("args", "autocast", "ins", "module", "outs", "parent", "root")
+    __slots__ = ("args", "autocast", "ins", "kwargs", "module", "outs", "parent", "rng", "root")
 
     def __init__(self, module: Any, parent: Call | None, args: tuple | None,
                  autocast: tuple[str, bool, Any] | None) -> None:
@@ -94,6 +94,8 @@ class Call:
         self.parent = parent
         self.root = parent.root if parent is not None else module
         self.args = args
+        self.kwargs: dict | None = None   # known in a replay only (torch's global hooks do not pass them)
+        self.rng: Any = None              # the CPU generator's state at the call, in a replay only
         self.autocast = autocast
         self.ins: list[int] | tuple = ()
         self.outs: list[int] | tuple = ()
@@ -135,10 +137,13 @@ class Recorder:
 
     # Every module call of a recorded step comes here: few allocations (each one counts towards the
     # garbage collector's next pass) and no call that can be saved.
-    def enter(self, module: Any, args: tuple) -> None:
+    def enter(self, module: Any, args: tuple, kwargs: dict | None = None, rng: Any = None) -> None:
         stack = self.stack
         grad_mode = values.torch.is_grad_enabled()
         call = Call(module, stack[-1] if stack else None, args if grad_mode else None, None)
+        if kwargs and grad_mode:
+            call.kwargs = kwargs
+        call.rng = rng
         tensors = floating_tensors(args[0] if len(args) == 1 else args)
         if tensors:
             call.autocast = autocast_at_call(tensors[0])

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 from torchpact.watch.watchers._nonfinite.backward import Blame
 from torchpact.watch.watchers._nonfinite.checks import BACKWARD, FORWARD
@@ -33,6 +33,39 @@ BACKWARD_FIX = ("make the derivative finite where the forward is: `torch.sqrt(x 
                 "clamp `acos`/`asin` arguments into (-1, 1), mask inputs before (not after) an op whose gradient is "
                 "infinite on the masked side")
 UNRECORDED = "unrecorded step"
+SAME_STATE = "on the same inputs, parameters and RNG state"
+
+
+class Replayed(NamedTuple):
+    """What a replay of an unrecorded step showed about itself (see ``replay.py``)."""
+
+    calls: int                  # model calls replayed
+    outputs: bool               # its outputs were compared with the step's (and equal: else it shows nothing)
+    exact: bool | None          # its gradients equal the step's bit for bit; None: not compared
+    differing: list[str]        # parameters whose gradients differ from the step's
+    clipped: bool               # the script clipped the gradients after backward (not compared then)
+    caveats: list[str]          # what the replay left out (module hooks, a wrapper)
+
+    def label(self) -> str:
+        return "exact" if self.exact else "not compared" if self.exact is None else "differs"
+
+    def fidelity(self) -> str:
+        equal = [what for what, yes in (("outputs", self.outputs), ("gradients", self.exact and not self.clipped))
+                 if yes]
+        text = f", whose {' and '.join(equal)} equal the step's bit for bit" if equal else ""
+        if self.clipped:
+            return text + " (gradients not compared: `clip_grad_norm_` changed the step's since)"
+        if self.exact is False:
+            shown = ", ".join(f"`{n}`" for n in self.differing[:3]) + (" and others" if len(self.differing) > 3 else "")
+            text += (f"; its gradients differ from the step's (in {shown}): non-deterministic kernels, or code that "
+                     "changes gradients between `backward()` and `step()`")
+        return text
+
+    def note(self, step: int) -> str:
+        calls = f"{self.calls} model call{'s' if self.calls != 1 else ''}"
+        text = (f"; step {step} was not recorded: this was seen in its replay before the update ({calls} "
+                f"{SAME_STATE}){self.fidelity()}")
+        return text + "".join(f"; {c}" for c in self.caveats)
 
 
 def where(path: str | None, line: int | None) -> str:
@@ -57,6 +90,7 @@ class Reporter:
         self.session = session
         self.counts = {FORWARD.code: 0, BACKWARD.code: 0}
         self.unlocated: dict | None = None   # a non-finite step seen without its module
+        self._replayed: Replayed | None = None
 
     def full(self, code: str) -> bool:
         return self.counts[code] >= MAX_REPORTS
@@ -71,7 +105,7 @@ class Reporter:
         return finding
 
     # -------------------------------------------------------------------------------- forward
-    def bad_input(self, call: Call, entries: list[Entry]) -> None:
+    def bad_input(self, call: Call, entries: list[Entry], replayed: Replayed | None = None) -> None:
         if self.full(FORWARD.code):
             return
         name = self.session.names.module(call.module)
@@ -80,23 +114,23 @@ class Reporter:
         self._report(
             FORWARD,
             f"the input given to `{name}` already holds {what} at step {self.session.step}: it comes from the "
-            "data or from the code before the model, not from a module",
-            subject=f"input of {name}", path=path, line=line,
+            "data or from the code before the model, not from a module" + _note(replayed, self.session.step),
+            subject=f"input of {name}", path=path, line=line, **_extra(replayed),
             fix="check the batch (e.g. `torch.isfinite(x).all()` in the data pipeline) and the preprocessing "
                 "(normalising by a zero std, log of 0)")
 
-    def stale_parameter(self, call: Call, param: str) -> None:
+    def stale_parameter(self, call: Call, param: str, replayed: Replayed | None = None) -> None:
         name = self.session.names.module(call.module)
         path, line = self.location(call.root)
         self._report(
             FORWARD,
             f"`{name}` outputs NaN/inf at step {self.session.step} because its parameter `{param}` "
-            "already holds NaN/inf",
-            subject=name, path=path, line=line,
+            "already holds NaN/inf" + _note(replayed, self.session.step),
+            subject=name, path=path, line=line, **_extra(replayed),
             fix="the parameter was non-finite before this step (a checkpoint, an initialisation, or an update "
                 "torchpact did not see): check where it was last written")
 
-    def forward(self, call: Call, entries: list[Entry], hit: OpHit | None) -> None:
+    def forward(self, call: Call, entries: list[Entry], hit: OpHit | None, replayed: Replayed | None = None) -> None:
         name = self.session.names.module(call.module)
         step = self.session.step
         what = "NaN" if any(entries[i].nan for i in call.outs) else "inf"
@@ -116,12 +150,14 @@ class Reporter:
                 message += ", whose input holds -inf"
             fix = op_fix(hit) or fix
             op_info = {"op": hit.op, "op_path": hit.path, "op_line": hit.line, "dtype": hit.dtype}
-        self._report(FORWARD, message, subject=name, path=path, line=line, fix=fix, **op_info)
+        message += _note(replayed, step)
+        self._report(FORWARD, message, subject=name, path=path, line=line, fix=fix, **op_info, **_extra(replayed))
 
     # -------------------------------------------------------------------------------- backward
-    def backward(self, blame: Blame, bad_params: list[str]) -> None:
+    def backward(self, blame: Blame, bad_params: list[str], replayed: Replayed | None = None) -> None:
         """Report where a step's non-finite gradient arose (``blame``); ``bad_params``: the parameters
         whose gradient is non-finite."""
+        self._replayed = replayed
         session = self.session
         step = session.step
         shown = ", ".join(f"`{n}`" for n in bad_params[:3]) + (f" and {len(bad_params) - 3} more"
@@ -160,7 +196,8 @@ class Reporter:
 
     def _emit_backward(self, subject: str, message: str, module: Any, root: Any) -> None:
         path, line = self.location(root) if root is not None else (None, None)
-        extra: dict[str, Any] = {}
+        extra: dict[str, Any] = _extra(self._replayed)
+        note = _note(self._replayed, self.session.step)
         if module is not None:
             risky = risky_calls(module)
             if risky:
@@ -168,14 +205,47 @@ class Reporter:
                 message += f"; its forward calls `{label}`{where(rpath, rline)}, {why}"
                 if len(risky) > 1:
                     message += " (also " + ", ".join(f"`{r[0]}`{where(r[2], r[3])}" for r in risky[1:3]) + ")"
-                extra = {"op": label, "op_path": rpath, "op_line": rline}
+                extra.update(op=label, op_path=rpath, op_line=rline)
+        message += note
         if self._report(BACKWARD, message, subject=subject, path=path, line=line, fix=BACKWARD_FIX, **extra):
             self.unlocated = None
 
     # -------------------------------------------------------------------------------- unrecorded steps
-    def note_unlocated(self, step: int, params: list[str]) -> None:
+    def note_unlocated(self, step: int, params: list[str], why: str, replay: str) -> None:
+        """A step whose gradients are non-finite and whose origin is not known: ``why`` (words that follow
+        "the modules of that step were not recorded"), ``replay`` ("failed", "finite", "none")."""
         if self.unlocated is None:
-            self.unlocated = {"step": step, "params": params}
+            self.unlocated = {"step": step, "params": params, "why": why, "replay": replay}
+
+    @staticmethod
+    def not_known() -> str:
+        return ", so the module where they arose is not known (the forward or the backward produced them)"
+
+    @staticmethod
+    def not_replayed(reason: str) -> str:
+        return f", and it could not be replayed: {reason}; so the module where they arose is not known"
+
+    @staticmethod
+    def read_late() -> str:
+        return (" and, on CUDA, their check is read after the update (without stalling the GPU), so the step is "
+                "not replayed: the module where they arose is not known")
+
+    @staticmethod
+    def not_reproduced(replayed: Replayed, mismatched: list[str]) -> str:
+        calls = f"{replayed.calls} model call{'s' if replayed.calls != 1 else ''}"
+        shown = ", ".join(f"`{n}`" for n in mismatched[:3])
+        return (f", and its replay before the update ({calls} {SAME_STATE}) did not reproduce it: the output of "
+                f"{shown} differs from the step's (its forward reads state that changed since, such as a counter, "
+                "another generator or `random`, or runs non-deterministic kernels), so the module where they arose "
+                "is not known")
+
+    @staticmethod
+    def stayed_finite(replayed: Replayed, also: list[str]) -> str:
+        calls = f"{replayed.calls} model call{'s' if replayed.calls != 1 else ''}"
+        text = (f", and its replay before the update ({calls} {SAME_STATE}) stayed finite{replayed.fidelity()}: they "
+                "arose outside these calls (code between `backward()` and `step()`: a gradient hook, an edit of "
+                "`.grad`, clipping with a NaN `max_norm`) or the step is not reproducible")
+        return text + "".join(f"; {c}" for c in [*also, *replayed.caveats])
 
     def report_unlocated(self) -> None:
         info = self.unlocated
@@ -188,15 +258,22 @@ class Reporter:
         self.session.report(
             BACKWARD,
             f"the gradients applied at step {info['step']} held NaN/inf; the modules of that step were not recorded "
-            "(the first steps and the steps after a NaN/inf are), so the module where they arose is not known "
-            "(the forward or the backward produced them)",
-            subject=UNRECORDED, step=info["step"],
+            f"(the first steps and the steps after a NaN/inf are){info['why']}",
+            subject=UNRECORDED, step=info["step"], replay=info["replay"],
             fix=f"rerun checking every step up to it (`torchpact run --sample-first {info['step'] + 1} ...`, or "
                 f"`Sampler(first={info['step'] + 1})` from Python) to locate the module")
 
     def located(self) -> bool:
         return any(f.code in (FORWARD.code, BACKWARD.code) and f.subject != UNRECORDED
                    for f in self.session.findings)
+
+
+def _note(replayed: Replayed | None, step: int) -> str:
+    return replayed.note(step) if replayed is not None else ""
+
+
+def _extra(replayed: Replayed | None) -> dict[str, Any]:
+    return {"replay": replayed.label()} if replayed is not None else {}
 
 
 def _module_named(name: str, session: Any) -> Any:

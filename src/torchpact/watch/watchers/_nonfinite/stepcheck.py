@@ -48,6 +48,7 @@ class ClipNorms:
         # (total norm, {id(grad): (weak grad, version)}) of the last clip_grad_norm_ on CPU (see says_finite)
         self.clipped: tuple[Any, dict[int, tuple[weakref.ref, int]]] | None = None
         self.recording = recording   # a recorded step reads every gradient's norm anyway: no clip is noted
+        self.since_step = False      # a clip ran since the last optimizer step (gradients changed after backward)
 
     def wrap(self, original: Callable) -> Callable:
         def clip_grad_norm_(parameters: Any, max_norm: Any, norm_type: Any = 2.0, *args: Any, **kwargs: Any) -> Any:
@@ -56,6 +57,7 @@ class ClipNorms:
             params = parameter_list(parameters)
             total = original(params, max_norm, norm_type, *args, **kwargs)
             self.clipped = None
+            self.since_step = True
             if type(total) is not torch.Tensor or total.device.type != "cpu" or self.recording():
                 return total
             try:  # a 0-norm counts NaN as non-zero; a NaN max_norm makes every gradient NaN
