@@ -497,3 +497,66 @@ def test_a_gan_generator_whose_backward_turns_nan_after_the_discriminator_steppe
     assert f.step == NAN_STEP + 1  # the discriminator steps first: it counts the steps
     assert f.subject == "1" and f.extra["op"] == "sqrt" and f.extra["replay"] == "exact"
     assert "3 model calls" in f.message  # gen (previous iteration), disc(fake) and the BCE loss module
+
+
+DDP_SCRIPT = '''
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+
+class LogFeatures(nn.Module):
+    def forward(self, x):
+        return torch.log(x)
+
+
+def main():
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(0)
+    model = DDP(nn.Sequential(LogFeatures(), nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1)))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = torch.Generator().manual_seed(rank)
+    for step in range(53):
+        x = torch.rand(8, 4, generator=data) + 0.5
+        if step == 50 and rank == 1:
+            x[2, 1] = -1.0
+        loss = F.mse_loss(model(x), x.sum(-1, keepdim=True))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    dist.destroy_process_group()
+
+
+main()
+'''
+
+
+def test_under_ddp_the_rank_whose_data_made_the_nan_names_it_and_the_others_say_why_they_cannot(tmp_path):
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    (tmp_path / "train.py").write_text(DDP_SCRIPT)
+    cmd = [sys.executable, "-m", "torchpact", "run", "--quiet", "--format", "json", "--output", "out.json",
+           "--watchers", "nonfinite", "--nproc", "2", "train.py"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=600)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+    findings = json.loads((tmp_path / "out.json").read_text())["findings"]
+    by_rank = {f["rank"]: f for f in findings}
+    assert sorted(by_rank) == [0, 1], (findings, stderr[-2000:])
+    named, other = by_rank[1], by_rank[0]
+    assert named["code"] == "TP351" and named["step"] == NAN_STEP and named["subject"] == "0"
+    assert named["extra"]["op"] == "log" and named["extra"]["replay"] == "exact"
+    assert other["code"] == "TP352" and other["subject"] == "unrecorded step" and other["extra"]["replay"] == "finite"
+    assert "stayed finite, with outputs equal to the step's bit for bit" in other["message"]
+    assert "or on another rank (DistributedDataParallel averages the gradients of every rank" in other["message"]

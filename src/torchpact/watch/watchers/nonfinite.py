@@ -331,7 +331,8 @@ class NonFinite(Watcher):
         where = blame(replay.recorder.tables())
         replay_bad = replay.bad_parameters()
         if where.kind == "params" and not replay_bad:
-            self._unlocated(step, bad_params, reporter.stayed_finite(replayed, replay.unreplayed_backward), "finite")
+            self._unlocated(step, bad_params, reporter.stayed_finite(replayed, replay.unreplayed_backward,
+                                                                     replay.distributed), "finite")
             return
         if not reporter.full(BACKWARD.code):
             reporter.backward(where, [names.param(p) for p in replay_bad or bad_params], replayed)

@@ -5,7 +5,8 @@ Per outermost call made with grad enabled on CPU tensors (at most ``MAX_CAPTURES
 module, references to its args and kwargs (no copy), the version of every tensor among them (an
 in-place change after the call is then seen), the CPU generator's state (5 KB, ~2 us) and the autocast
 state; references to its floating outputs (the replay's must equal them bit for bit, or it claims
-nothing), and one tensor hook per output with a ``grad_fn`` that keeps the gradient flowing into it.
+nothing), and, per output with a ``grad_fn``, a pre-hook on that node that keeps the gradient flowing
+into the output (a node's pre-hook, not ``Tensor.register_hook``: the same gradient, half the Python).
 Outputs and gradients are held until the next iteration's first forward, ``OUT_GRAD_BYTES`` in all per
 iteration; past that, none (the replay then says so). Taken together a few microseconds per model call.
 The hook notes the iteration and the autograd graph task it fired in: the calls whose outputs received
@@ -22,7 +23,7 @@ import weakref
 from typing import Any
 
 from torchpact.watch.watchers._nonfinite import values
-from torchpact.watch.watchers._nonfinite.values import autocast_at_call, floating_tensors
+from torchpact.watch.watchers._nonfinite.values import AUTOCAST_OFF, autocast_at_call, floating_tensors
 
 MAX_CAPTURES = 64         # outermost calls kept per iteration (an RL rollout makes one per time step)
 MAX_OUTPUTS = 8           # output tensors hooked per call
@@ -34,49 +35,52 @@ OUT_GRAD_BYTES = 64 << 20
 class Capture:
     """One outermost model call of an unrecorded iteration."""
 
-    __slots__ = ("args", "autocast", "dropped", "fired", "grads", "hooked", "kwargs", "module", "outputs", "positions",
-                 "rng", "task", "unkept", "versions", "out_versions", "__weakref__")
+    __slots__ = ("args", "autocast", "dropped", "fired", "grads", "kwargs", "module", "out_versions", "outputs",
+                 "positions", "rng", "task", "unkept", "versions", "waiting", "__weakref__")
 
-    def __init__(self, module: Any, args: tuple, versions: list[tuple[Any, int]], rng: Any,
+    def __init__(self, module: Any, args: tuple, versions: list[Any], rng: Any,
                  autocast: tuple[str, bool, Any] | None) -> None:
         self.module = module
         self.args = args
         self.kwargs: dict | None = None
-        self.versions = versions          # (tensor, version at the call) for every tensor in args and kwargs
+        self.versions = versions          # tensor, its version at the call, tensor, version, ... (args, then kwargs)
         self.rng = rng
         self.autocast = autocast
         self.positions: list[int] = []    # indices, in floating_tensors(output), of the outputs kept
         self.outputs: list[Any] = []      # those outputs
         self.out_versions: list[int] = []  # and their versions when the call returned
-        self.hooked: list[bool] = []      # whether each has a grad_fn, and so a hook keeping its gradient
-        self.grads: list[Any] = []        # their gradients, as they fire (None: not yet)
+        self.grads: list[Any] = []        # their gradients, as they fire (None: not yet, or no grad_fn)
+        self.waiting = 0                  # hooked outputs whose gradient has not fired yet
         self.unkept = 0                   # bytes of outputs not kept (over OUT_GRAD_BYTES)
         self.fired = -1                   # the iteration in which the last one fired
         self.task = -1                    # the autograd graph task it fired in
         self.dropped = 0                  # bytes of output gradients not kept (over OUT_GRAD_BYTES)
 
-    def waiting(self) -> bool:
-        """Whether some hooked output has not received its gradient yet."""
-        return any(h and g is None for h, g in zip(self.hooked, self.grads, strict=True))
+    def inputs(self) -> list[tuple[Any, int]]:
+        """(tensor, version at the call) of every tensor among its args and kwargs."""
+        v = self.versions
+        return [(v[i], v[i + 1]) for i in range(0, len(v), 2)]
 
 
 class OutputGrad:
-    """The tensor hook on a captured call's output: keeps the gradient flowing into it.
+    """The pre-hook on the autograd node of a captured call's output: keeps the gradient flowing into it.
 
     It refers to its capture weakly: the capture holds the output, whose autograd node holds this hook, and
     a strong reference would make a cycle that only the garbage collector frees (the step's graph would
     outlive the step)."""
 
-    __slots__ = ("capture", "index", "owner")
+    __slots__ = ("capture", "index", "nr", "owner")
 
-    def __init__(self, owner: Captures, capture: Capture, index: int) -> None:
+    def __init__(self, owner: Captures, capture: Capture, index: int, nr: int) -> None:
         self.owner = owner
         self.capture = weakref.ref(capture)
         self.index = index
+        self.nr = nr          # the output's position among its node's outputs
 
-    def __call__(self, grad: Any) -> None:
+    def __call__(self, grads: tuple) -> None:
         capture, owner = self.capture(), self.owner
-        if capture is None:  # the iteration it belonged to is over
+        grad = grads[self.nr]
+        if capture is None or grad is None:  # the iteration it belonged to is over; a sibling output's gradient
             return
         if grad.requires_grad:  # a double backward's: do not keep its graph
             grad = grad.detach()
@@ -86,7 +90,8 @@ class OutputGrad:
         if old is not None:  # a second backward through the same output (retain_graph=True)
             capture.grads[self.index] = old + grad
             return
-        size = _nbytes(grad)
+        capture.waiting -= 1
+        size = grad.numel() * grad.element_size()
         if owner.held + size > OUT_GRAD_BYTES:
             capture.dropped += size
             return
@@ -105,14 +110,15 @@ class Captures:
         self.held = 0
         self.overflow = 0                      # calls past MAX_CAPTURES this iteration
         self.device: str | None = None         # a device other than the CPU seen in a call's inputs
+        self._state: Any = None                # the CPU generator's get_state
 
     def new_iteration(self) -> None:
-        previous = [c for c in self.items if c.waiting()]
+        previous = [c for c in self.items if c.waiting > 0]
         self.held = 0
         for c in previous:  # what fired was read by the step it belonged to
             c.grads = [None] * len(c.grads)
             c.dropped = 0
-            self.held += sum(_nbytes(t) for t in c.outputs)
+            self.held += sum(t.numel() * t.element_size() for t in c.outputs)
         self.previous = previous
         self.items = []
         self.pending = None
@@ -123,6 +129,7 @@ class Captures:
     def clear(self) -> None:
         self.items, self.previous, self.pending = [], [], None
 
+    # The two callbacks below run at every outermost call of an unrecorded step: few calls, few objects.
     def start(self, module: Any, args: tuple) -> None:
         """An outermost call begins (``on_forward_pre`` at depth 1)."""
         torch = values.torch
@@ -132,13 +139,19 @@ class Captures:
         if len(self.items) >= MAX_CAPTURES:
             self.overflow += 1
             return
-        versions = _versions(args, [])
-        if versions is None:
+        versions: list[Any] = []
+        if not _versions(args, versions):
             self.device = self.device or "a device other than the CPU"
             return
-        tensors = floating_tensors(args[0] if len(args) == 1 else args)
-        self.pending = Capture(module, args, versions, torch.get_rng_state(),
-                               autocast_at_call(tensors[0]) if tensors else None)
+        if torch._C._is_any_autocast_enabled():
+            tensors = floating_tensors(args[0] if len(args) == 1 else args)
+            autocast = autocast_at_call(tensors[0]) if tensors else None
+        else:
+            autocast = AUTOCAST_OFF
+        state = self._state
+        if state is None:
+            state = self._state = torch.default_generator.get_state
+        self.pending = Capture(module, args, versions, state(), autocast)
 
     def end(self, module: Any, kwargs: dict | None, output: Any) -> None:
         """The outermost call returned (``on_forward`` at depth 0; ``output`` None when it raised)."""
@@ -146,25 +159,23 @@ class Captures:
         if capture is None or capture.module is not module or output is None:
             return
         if kwargs:
-            if _versions(kwargs, capture.versions) is None:
+            if not _versions(kwargs, capture.versions):
                 self.device = self.device or "a device other than the CPU"
                 return
-            capture.kwargs = kwargs
-        else:
-            capture.kwargs = {} if kwargs is not None else None
+        capture.kwargs = kwargs  # None: torch did not pass them
         for i, t in enumerate(floating_tensors(output)[:MAX_OUTPUTS]):
-            size = _nbytes(t)
+            size = t.numel() * t.element_size()
             if self.held + size > OUT_GRAD_BYTES:
                 capture.unkept += size
                 continue
             self.held += size
-            hooked = t.grad_fn is not None  # never a hook on a leaf: it would stay on it for good
-            if hooked:
-                t.register_hook(OutputGrad(self, capture, len(capture.positions)))
+            node = t.grad_fn
+            if node is not None:  # never a hook on a leaf: it would stay on it for good
+                node.register_prehook(OutputGrad(self, capture, len(capture.positions), t.output_nr))
+                capture.waiting += 1
             capture.positions.append(i)
             capture.outputs.append(t)
             capture.out_versions.append(values.version(t))
-            capture.hooked.append(hooked)
             capture.grads.append(None)
         self.items.append(capture)
 
@@ -174,23 +185,20 @@ class Captures:
         return [c for c in self.previous if c.fired == self.iteration] + self.items
 
 
-def _nbytes(t: Any) -> int:
-    return t.numel() * t.element_size()
-
-
-def _versions(value: Any, out: list[tuple[Any, int]], depth: int = 0) -> list[tuple[Any, int]] | None:
-    """(tensor, version) of each tensor in ``value`` (args, kwargs, nested up to two levels), appended to
-    ``out``; None when one is not on the CPU."""
+def _versions(value: Any, out: list[Any], depth: int = 0) -> bool:
+    """Append each tensor in ``value`` (args, kwargs, nested up to two levels) and its version to ``out``;
+    False when one is not on the CPU."""
     torch = values.torch
     if isinstance(value, torch.Tensor):
         if not value.is_cpu:
-            return None
-        out.append((value, values.version(value)))
-        return out
+            return False
+        out.append(value)
+        out.append(values.version(value))
+        return True
     if depth > 2:
-        return out
+        return True
     items = value.values() if isinstance(value, dict) else value if isinstance(value, (tuple, list)) else ()
     for v in items:
-        if _versions(v, out, depth + 1) is None:
-            return None
-    return out
+        if not _versions(v, out, depth + 1):
+            return False
+    return True

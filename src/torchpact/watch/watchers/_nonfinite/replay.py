@@ -55,6 +55,7 @@ class Replay:
         self.recording = False
         self.leaves: dict[int, tuple[Any, Any]] = {}   # id(parameter) -> (parameter, its leaf in the copies)
         self.caveats: list[str] = []
+        self.distributed = False                        # a DistributedDataParallel model: this rank's calls only
         self.unreplayed_backward: list[str] = []       # why some call's backward did not run
         self.outputs_compared = 0
         self.mismatched: list[str] = []                 # calls whose replayed outputs differ from the step's
@@ -71,10 +72,10 @@ class Replay:
             name = self.names.module(capture.module)
             if capture.kwargs is None:
                 raise Unreplayable(f"torch did not pass the keyword arguments of `{name}`'s call")
-            for k, (t, seen) in enumerate(capture.versions):
+            for t, seen in capture.inputs():
                 now = values.version(t)
                 if now != seen:
-                    raise Unreplayable(f"the {_which_input(capture, k)} of `{name}`'s call was modified in place "
+                    raise Unreplayable(f"the {_which_input(capture, t)} of `{name}`'s call was modified in place "
                                        f"after the call (its version went from {seen} to {now})")
             root = _replayed(capture.module)
             for module in root.modules():
@@ -86,8 +87,10 @@ class Replay:
             for p in list(root.parameters()) + list(root.buffers()):
                 if not p.is_cpu or hasattr(p, "to_local"):
                     raise Unreplayable(f"`{name}` has parameters on {p.device} or sharded")
-            if root is not capture.module:
-                self._caveat(f"`{name}` was replayed {_unwrapped(capture.module)}")
+            if type(capture.module).__name__ == "DistributedDataParallel":
+                self.distributed = True
+            elif root is not capture.module:
+                self._caveat(f"`{name}` was replayed eagerly (it is compiled)")
             hooked = _hooked_modules(root, self.names)
             if hooked:
                 self._caveat("the module hooks of " + ", ".join(f"`{n}`" for n in hooked[:3])
@@ -258,11 +261,6 @@ def _replayed(module: Any) -> Any:
     return module
 
 
-def _unwrapped(module: Any) -> str:
-    return "eagerly (it is compiled)" if type(module).__name__ == "OptimizedModule" else \
-        f"without its {type(module).__name__} wrapper"
-
-
 def _hooked_modules(root: Any, names: Any) -> list[str]:
     """Names of the modules with forward or backward hooks of their own (the replay does not run them)."""
     out = []
@@ -277,9 +275,8 @@ def _differentiated(capture: Capture) -> bool:
     return capture.fired >= 0 and capture.task >= 0 and any(g is not None for g in capture.grads)
 
 
-def _which_input(capture: Capture, k: int) -> str:
-    """Words for the ``k``-th tensor among a call's inputs (positional ones first)."""
-    t = capture.versions[k][0]
+def _which_input(capture: Capture, t: Any) -> str:
+    """Words for the tensor ``t`` among a call's inputs."""
     for i, a in enumerate(capture.args):
         if a is t:
             return f"{_ordinal(i + 1)} argument"

@@ -240,11 +240,15 @@ class Reporter:
                 "is not known")
 
     @staticmethod
-    def stayed_finite(replayed: Replayed, also: list[str]) -> str:
+    def stayed_finite(replayed: Replayed, also: list[str], distributed: bool) -> str:
         calls = f"{replayed.calls} model call{'s' if replayed.calls != 1 else ''}"
-        text = (f", and its replay before the update ({calls} {SAME_STATE}) stayed finite{replayed.fidelity()}: they "
-                "arose outside these calls (code between `backward()` and `step()`: a gradient hook, an edit of "
-                "`.grad`, clipping with a NaN `max_norm`) or the step is not reproducible")
+        equal = ", with outputs equal to the step's bit for bit" if replayed.outputs else ""
+        text = (f", and its replay before the update ({calls} {SAME_STATE}) stayed finite{equal}: they arose outside "
+                "these calls (in code between `backward()` and `step()`: a gradient hook, an edit of `.grad`, clipping "
+                "with a NaN `max_norm`)")
+        if distributed:
+            text += (" or on another rank (DistributedDataParallel averages the gradients of every rank, and each "
+                     "rank replays its own calls: that rank's finding names the module)")
         return text + "".join(f"; {c}" for c in [*also, *replayed.caveats])
 
     def report_unlocated(self) -> None:
