@@ -560,3 +560,26 @@ def test_under_ddp_the_rank_whose_data_made_the_nan_names_it_and_the_others_say_
     assert other["code"] == "TP352" and other["subject"] == "unrecorded step" and other["extra"]["replay"] == "finite"
     assert "stayed finite, with outputs equal to the step's bit for bit" in other["message"]
     assert "or on another rank (DistributedDataParallel averages the gradients of every rank" in other["message"]
+
+
+def test_nan_made_by_a_gradient_hook_is_not_blamed_on_a_module():
+    """A parameter hook that normalises the gradient divides by its norm: 0/0 when the gradient is zero. The
+    replay's leaves carry no hook, so it stays finite and says where else the NaN can come from."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    model[2].bias.register_hook(lambda g: g / g.norm())
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train():
+        for step in range(NAN_STEP + 2):
+            x = torch.randn(16, 4)
+            y = model(x).detach() if step == NAN_STEP else x.sum(-1, keepdim=True)  # a perfect fit: zero gradient
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    (f,) = watched(train, WATCHER)
+    assert f.code == "TP352" and f.step == NAN_STEP and f.subject == "unrecorded step" and f.extra["replay"] == "finite"
+    assert "stayed finite, with outputs equal to the step's bit for bit: they arose outside these calls" in f.message
+    assert "a gradient hook" in f.message
