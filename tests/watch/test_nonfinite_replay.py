@@ -119,7 +119,8 @@ def test_forward_nan_from_a_built_in_module_is_named_at_that_module():
             opt.step()
 
     (f,) = only(watched(train, WATCHER), "TP351")
-    assert f.step == NAN_STEP and f.subject == "softmax" and "from inputs without NaN/+inf (they hold -inf)" in f.message
+    assert f.step == NAN_STEP and f.subject == "softmax"
+    assert "from inputs without NaN/+inf (they hold -inf)" in f.message
     assert f.extra["op"] == "softmax" and f.extra["replay"] == "exact"
     assert "2 model calls" in f.message  # the pool's and the head's: both outermost calls
 
@@ -378,7 +379,8 @@ def test_a_replay_that_does_not_reproduce_the_step_claims_no_origin():
     model = nn.Sequential(nn.Linear(4, 8), CountingScale(), nn.Linear(8, 1))
     findings = watched(lambda: _train(model, _positive_batch), WATCHER)
     (f,) = findings
-    assert f.code == "TP352" and f.step == NAN_STEP and f.subject == "unrecorded step" and f.extra["replay"] == "differs"
+    assert f.code == "TP352" and f.step == NAN_STEP and f.subject == "unrecorded step"
+    assert f.extra["replay"] == "differs"
     assert ("its replay before the update (1 model call on the same inputs, parameters and RNG state) did not "
             "reproduce it: the output of `Sequential` differs from the step's") in f.message
 
@@ -583,3 +585,32 @@ def test_nan_made_by_a_gradient_hook_is_not_blamed_on_a_module():
     assert f.code == "TP352" and f.step == NAN_STEP and f.subject == "unrecorded step" and f.extra["replay"] == "finite"
     assert "stayed finite, with outputs equal to the step's bit for bit: they arose outside these calls" in f.message
     assert "a gradient hook" in f.message
+
+
+def test_a_script_making_many_small_model_calls_per_step_keeps_none_and_says_so():
+    """A policy called at every time step of a rollout: keeping each call would cost a tenth of its time."""
+    torch.manual_seed(0)
+    policy = _log_net()
+    opt = torch.optim.SGD(policy.parameters(), lr=0.01)
+
+    def train():
+        for step in range(NAN_STEP + 2):
+            outs = []
+            for t in range(20):
+                x, _ = _positive_batch(step if t == 7 else -1)
+                outs.append(policy(x))
+            loss = torch.cat(outs).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    with_watch = {}
+    from torchpact.watch import watch
+
+    with watch(WATCHER) as session:
+        train()
+        with_watch["captures"] = session.watchers[0]._captures
+    assert with_watch["captures"].items == [] and with_watch["captures"].off is not None
+    (f,) = session.findings
+    assert f.code == "TP352" and f.step == NAN_STEP and f.subject == "unrecorded step" and f.extra["replay"] == "failed"
+    assert "could not be replayed: a step makes more than 16 model calls, which torchpact does not keep" in f.message

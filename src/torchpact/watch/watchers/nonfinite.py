@@ -296,11 +296,11 @@ class NonFinite(Watcher):
         try:
             if self._replays >= MAX_REPLAYS:
                 raise Unreplayable(f"torchpact replays at most {MAX_REPLAYS} steps per run")
-            if self._captures.device is not None:
-                raise Unreplayable(f"the model's inputs are on {self._captures.device}")
+            if self._captures.off is not None:
+                raise Unreplayable(self._captures.off)
             if not captures:
                 raise Unreplayable("no module was called with grad enabled in it")
-            replay.check(self._captures.overflow)
+            replay.check()
             self._replays += 1
             with self.session.unobserved():
                 replay.run(on_forward)

@@ -76,8 +76,9 @@ copies of the modules (same inputs, parameters and RNG state; the script's param
 BatchNorm statistics and RNG are left exactly as they were) with the recording above, so the module
 (and op) is named as on a recorded step. The finding says how faithful the replay was: its outputs and
 gradients equal the step's bit for bit, or differ. A replay that cannot be faithful (an input modified
-in place after the call, a sharded or TorchScript model, a model on another device, more than 64 model
-calls in the step) or whose outputs differ from the step's (a forward that reads a counter or another
+in place after the call, a sharded or TorchScript model, a model on another device, a script whose steps
+make more than 16 model calls, such as an RL rollout calling its policy at every time step, where
+keeping them would slow training) or whose outputs differ from the step's (a forward that reads a counter or another
 generator, non-deterministic kernels) names no module: the finding says why. Module hooks are not run
 in the replay (the finding names the modules that have some); under `DistributedDataParallel` only this
 rank's calls are replayed. On CUDA the check is read after the update without a sync, so no replay is

@@ -14,9 +14,10 @@ outside the copies accumulates anything), the calls whose outputs were different
 
 A replay is only as faithful as the step is reproducible. It is not attempted when an input was changed
 in place after the call (its version moved), when the keyword arguments were not seen, on devices
-other than the CPU, for sharded (FSDP) or TorchScript models, or when the step made more than
-``MAX_CAPTURES`` model calls. When it runs, the gradients it accumulates in the copies' leaves are
-compared with the ones the step is about to apply: equal bit for bit, the replay reproduced the step.
+other than the CPU, for sharded (FSDP) or TorchScript models, or once a step has made more than
+``capture.MAX_CAPTURES`` model calls (none is kept from then on). When it runs, its outputs and the
+gradients it accumulates in the copies' leaves are compared with the step's: outputs that differ mean it
+did not reproduce the step, and it then names nothing.
 The module hooks of the script are not run (they may have effects), and a forward that reads state
 changed since (a counter, another generator, ``random``) or non-deterministic kernels may make it
 differ: the comparison says so. A model compiled with ``torch.compile`` is replayed eagerly, a
@@ -31,7 +32,7 @@ import types
 from typing import Any, Callable
 
 from torchpact.watch.watchers._nonfinite import values
-from torchpact.watch.watchers._nonfinite.capture import MAX_CAPTURES, OUT_GRAD_BYTES, Capture
+from torchpact.watch.watchers._nonfinite.capture import OUT_GRAD_BYTES, Capture
 from torchpact.watch.watchers._nonfinite.recorder import Recorder
 from torchpact.watch.watchers._nonfinite.values import AUTOCAST_OFF, floating_tensors
 
@@ -63,11 +64,8 @@ class Replay:
         self._input_leaves: list[Any] = []             # inputs that required grad, as new leaves
 
     # -------------------------------------------------------------------------------- checks
-    def check(self, overflow: int) -> None:
+    def check(self) -> None:
         """Raise ``Unreplayable`` when the step cannot be replayed faithfully."""
-        if overflow:
-            raise Unreplayable(f"it made {MAX_CAPTURES + overflow} model calls, more than the {MAX_CAPTURES} "
-                               "torchpact keeps per step")
         for capture in self.captures:
             name = self.names.module(capture.module)
             if capture.kwargs is None:
