@@ -613,4 +613,26 @@ def test_a_script_making_many_small_model_calls_per_step_keeps_none_and_says_so(
     assert with_watch["captures"].items == [] and with_watch["captures"].off is not None
     (f,) = session.findings
     assert f.code == "TP352" and f.step == NAN_STEP and f.subject == "unrecorded step" and f.extra["replay"] == "failed"
-    assert "could not be replayed: a step makes more than 16 model calls, which torchpact does not keep" in f.message
+    assert ("could not be replayed: the script's steps make more than 16 model calls, which torchpact does not keep"
+            in f.message)
+
+
+def test_one_iteration_with_many_calls_does_not_stop_the_next_steps_from_being_kept():
+    """A validation pass left with grad enabled between two steps: that iteration keeps none, the next ones do."""
+    torch.manual_seed(0)
+    model = _log_net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train():
+        for step in range(NAN_STEP + 2):
+            if step == 30:
+                for _ in range(40):
+                    model(torch.rand(4, 4) + 0.5)  # no torch.no_grad(): every call could reach a gradient
+            x, y = _positive_batch(step)
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    (f,) = watched(train, WATCHER)
+    assert f.code == "TP351" and f.step == NAN_STEP and f.subject == "0" and f.extra["replay"] == "exact"

@@ -296,8 +296,8 @@ class NonFinite(Watcher):
         try:
             if self._replays >= MAX_REPLAYS:
                 raise Unreplayable(f"torchpact replays at most {MAX_REPLAYS} steps per run")
-            if self._captures.off is not None:
-                raise Unreplayable(self._captures.off)
+            if self._captures.off is not None or self._captures.overflow:
+                raise Unreplayable(self._captures.off or self._captures.too_many())
             if not captures:
                 raise Unreplayable("no module was called with grad enabled in it")
             replay.check()

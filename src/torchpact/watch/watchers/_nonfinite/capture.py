@@ -25,10 +25,13 @@ from typing import Any
 from torchpact.watch.watchers._nonfinite import values
 from torchpact.watch.watchers._nonfinite.values import AUTOCAST_OFF, autocast_at_call, floating_tensors
 
-# Outermost calls kept per iteration. A script that makes more (an RL rollout calls its policy at every time
-# step, a hand-unrolled RNN its cell) makes small calls, which keeping would slow by a tenth (~20 us each on
-# a 2-core CPU, against ~200 us for a 26-module policy): from the first step that makes more, none is kept.
+# Outermost calls kept per iteration; past that, none of the iteration's. A script whose steps all make more
+# (an RL rollout calls its policy at every time step, a hand-unrolled RNN its cell) makes small calls, which
+# keeping would slow by a tenth (~20 us each on a 2-core CPU, against ~200 us for a 26-module policy): after
+# OVERFLOWS such iterations in a row none is kept any more. (A validation pass left with grad enabled makes
+# one such iteration, and the next steps are kept again.)
 MAX_CAPTURES = 16
+OVERFLOWS = 3
 MAX_OUTPUTS = 8           # output tensors hooked per call
 # Outputs and their gradients held until the next iteration's first forward, as the recorder's activation
 # gradients are: a language model's logits above it are not kept.
@@ -112,6 +115,8 @@ class Captures:
         self.iteration = 0
         self.held = 0
         self.off: str | None = None            # why calls are no longer kept (for good)
+        self.overflow = False                  # this iteration made more than MAX_CAPTURES calls
+        self._overflows = 0                    # iterations in a row that did
         self._state: Any = None                # the CPU generator's get_state
 
     def new_iteration(self) -> None:
@@ -125,6 +130,10 @@ class Captures:
         self.items = []
         self.pending = None
         self.iteration += 1
+        self._overflows = self._overflows + 1 if self.overflow else 0
+        self.overflow = False
+        if self._overflows >= OVERFLOWS:
+            self.off = f"the script's steps make more than {MAX_CAPTURES} model calls, which torchpact does not keep"
 
     def clear(self) -> None:
         self.items, self.previous, self.pending = [], [], None
@@ -136,8 +145,10 @@ class Captures:
         torch = values.torch
         if self.off is not None or not torch.is_grad_enabled():
             return  # (without grad it reaches no gradient)
+        if self.overflow:
+            return
         if len(self.items) >= MAX_CAPTURES:
-            self.off = f"a step makes more than {MAX_CAPTURES} model calls, which torchpact does not keep"
+            self.overflow = True
             self.clear()
             return
         versions: list[Any] = []
@@ -178,6 +189,10 @@ class Captures:
             capture.out_versions.append(values.version(t))
             capture.grads.append(None)
         self.items.append(capture)
+
+    @staticmethod
+    def too_many() -> str:
+        return f"it made more than {MAX_CAPTURES} model calls, which torchpact does not keep"
 
     def of_step(self) -> list[Capture]:
         """The calls to replay for this step, in call order: this iteration's, and the previous iteration's
