@@ -6,7 +6,7 @@ module, references to its args and kwargs (no copy), the version of every tensor
 in-place change after the call is then seen), the CPU generator's state (5 KB, ~2 us) and the autocast
 state; references to its floating outputs (the replay's must equal them bit for bit, or it claims
 nothing), and, per output with a ``grad_fn``, a pre-hook on that node that keeps the gradient flowing
-into the output (a node's pre-hook, not ``Tensor.register_hook``: the same gradient, half the Python).
+into the output (a pre-hook on the node: no hook dictionary is added to the script's tensor).
 Outputs and gradients are held until the next iteration's first forward, ``OUT_GRAD_BYTES`` in all per
 iteration; past that, none (the replay then says so). Taken together a few microseconds per model call.
 The hook notes the iteration and the autograd graph task it fired in: the calls whose outputs received
