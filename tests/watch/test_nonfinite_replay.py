@@ -636,3 +636,47 @@ def test_one_iteration_with_many_calls_does_not_stop_the_next_steps_from_being_k
 
     (f,) = watched(train, WATCHER)
     assert f.code == "TP351" and f.step == NAN_STEP and f.subject == "0" and f.extra["replay"] == "exact"
+
+
+def test_a_gradient_placed_after_the_model_needs_the_replayed_output_checked_against_the_step():
+    """The NaN is in the loss, but the model's output was clamped in place after the call: the replay's output
+    cannot be compared with it, so the gradient reaching it (the step's) is not placed after the model."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train():
+        for step in range(NAN_STEP + 2):
+            out = model(torch.randn(8, 4))
+            out.clamp_(-1e3, 1e3)
+            loss = out.mean() + (torch.sqrt(out - out).sum() if step == NAN_STEP else 0)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    (f,) = watched(train, WATCHER)
+    assert f.code == "TP352" and f.step == NAN_STEP and f.subject == "unrecorded step"
+    assert f.extra["replay"] == "unchecked" and "its replay could not be checked against the step" in f.message
+
+
+def test_an_output_changed_in_place_still_lets_a_module_s_backward_be_named_with_a_caveat():
+    """Twin of the above: the output is clamped in place, but the NaN arises inside the model (sqrt at an all-zero
+    row), where the replay's own forward and backward meet: the module is named, and the finding says the
+    outputs were not compared."""
+    torch.manual_seed(0)
+    model = _norm_net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train():
+        for step in range(NAN_STEP + 2):
+            x, y = _zero_row_batch(step)
+            out = model(x)
+            out.clamp_(-1e3, 1e3)
+            loss = F.mse_loss(out, y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    (f,) = watched(train, WATCHER)
+    assert f.code == "TP352" and f.step == NAN_STEP and f.subject == "1" and f.extra["op"] == "sqrt"
+    assert "its outputs could not be compared with the step's" in f.message

@@ -313,10 +313,11 @@ class NonFinite(Watcher):
             return
         compared, differing = replay.compare(params)
         names = self.session.names
-        replayed = Replayed(calls=len(captures), outputs=replay.outputs_compared > 0,
-                            exact=not differing if compared else None,
+        verified = replay.outputs_compared > 0
+        caveats = replay.caveats if verified else [*replay.caveats, reporter.UNCOMPARED]
+        replayed = Replayed(calls=len(captures), outputs=verified, exact=not differing if compared else None,
                             differing=[names.param(p) for p in differing], clipped=self._clip.since_step,
-                            caveats=replay.caveats)
+                            caveats=caveats)
         if replay.mismatched:  # not the step: what it shows is not about the step
             self._unlocated(step, bad_params, reporter.not_reproduced(replayed, replay.mismatched), "differs")
             return
@@ -333,6 +334,10 @@ class NonFinite(Watcher):
         if where.kind == "params" and not replay_bad:
             self._unlocated(step, bad_params, reporter.stayed_finite(replayed, replay.unreplayed_backward,
                                                                      replay.distributed), "finite")
+            return
+        if where.kind == "outside" and not verified:
+            # the gradient reaching the output is the step's, the forward the replay's: only the same if checked
+            self._unlocated(step, bad_params, reporter.unchecked(), "unchecked")
             return
         if not reporter.full(BACKWARD.code):
             reporter.backward(where, [names.param(p) for p in replay_bad or bad_params], replayed)

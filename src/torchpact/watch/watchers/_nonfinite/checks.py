@@ -79,7 +79,9 @@ gradients equal the step's bit for bit, or differ. A replay that cannot be faith
 in place after the call, a sharded or TorchScript model, a model on another device, a script whose steps
 make more than 16 model calls, such as an RL rollout calling its policy at every time step, where
 keeping them would slow training) or whose outputs differ from the step's (a forward that reads a counter or another
-generator, non-deterministic kernels) names no module: the finding says why. Module hooks are not run
+generator, non-deterministic kernels) names no module: the finding says why. Nor does a replay whose
+gradient is already NaN/inf where it enters the model's output when that output could not be compared
+with the step's (changed in place after the call): the gradient is the step's, the forward the replay's. Module hooks are not run
 in the replay (the finding names the modules that have some); under `DistributedDataParallel` only this
 rank's calls are replayed. On CUDA the check is read after the update without a sync, so no replay is
 made; the fix names the `--sample-first` rerun that records that step.

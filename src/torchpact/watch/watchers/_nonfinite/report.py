@@ -213,13 +213,21 @@ class Reporter:
     # -------------------------------------------------------------------------------- unrecorded steps
     def note_unlocated(self, step: int, params: list[str], why: str, replay: str) -> None:
         """A step whose gradients are non-finite and whose origin is not known: ``why`` (words that follow
-        "the modules of that step were not recorded"), ``replay`` ("failed", "finite", "none")."""
+        "the modules of that step were not recorded"), ``replay`` ("failed", "finite", "differs", "unchecked", "none")."""
         if self.unlocated is None:
             self.unlocated = {"step": step, "params": params, "why": why, "replay": replay}
 
     @staticmethod
     def not_known() -> str:
         return ", so the module where they arose is not known (the forward or the backward produced them)"
+
+    UNCOMPARED = ("its outputs could not be compared with the step's (changed in place after the call, or over "
+                  "the 64 MB of outputs torchpact keeps)")
+
+    @classmethod
+    def unchecked(cls) -> str:
+        return (f", and its replay could not be checked against the step: {cls.UNCOMPARED}; so the module where they "
+                "arose is not known")
 
     @staticmethod
     def not_replayed(reason: str) -> str:
