@@ -38,6 +38,7 @@ test: setup
 
 docs: setup
 	$(PY) -m torchpact.docs docs/rules
+	$(PY) -m torchpact.lint.write_manifest
 
 bench: setup
 	$(PY) bench/lint_speed.py

@@ -13,9 +13,11 @@ from torchpact.lint.source import Source
 
 def lint_code(code: str, select: list[str] | None = None, path: str = "snippet.py",
               config: Config | None = None) -> tuple[list[Finding], str]:
-    """(findings, text after applying every fix once) for a snippet."""
+    """(findings, text after applying every fix once) for a snippet. Preview findings are reported
+    (the rules' own tests are about what a rule finds, not about the default set) unless ``config``
+    says otherwise."""
     text = textwrap.dedent(code)
-    config = config or Config()
+    config = config or Config(preview=True, unsafe_fixes=True)  # every fix the rule offers, unsafe ones too
     if select is not None:
         config.select = select
     findings, edits = lint_source(Source(path=path, text=text), config)

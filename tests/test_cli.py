@@ -18,8 +18,11 @@ GOLDEN = Path(__file__).parent / "golden"
 LEAKY = FIXTURES / "leaky_train.py"
 
 
-def run_cli(args, capsys):
-    code = main([str(a) for a in args])
+def run_cli(args, capsys, preview=True):
+    args = [str(a) for a in args]
+    if preview and args[:1] == ["lint"]:
+        args.insert(1, "--preview")  # these tests are about what lint reports, not about the default set
+    code = main(args)
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -119,8 +122,6 @@ def test_fail_on_threshold(tmp_path, leaky, capsys):
 
 
 def test_usage_errors_exit_2_with_one_line(tmp_path, capsys):
-    code, _, err = run_cli(["lint", tmp_path / "missing.py"], capsys)
-    assert code == 2 and err.count("\n") == 1 and "no such file" in err
     (tmp_path / "pyproject.toml").write_text("[tool.torchpact]\nselect = 3\n")
     (tmp_path / "a.py").write_text("import torch\n")
     code, _, err = run_cli(["lint", tmp_path / "a.py"], capsys)
@@ -146,7 +147,7 @@ def test_fix_writes_and_diff_only_prints(leaky, capsys):
     assert code == 1 and "+    total += loss.detach()" in out and leaky.read_text() == before
     code, out, _ = run_cli(["lint", leaky, "--fix"], capsys)
     assert code == 0 and "total += loss.detach()" in leaky.read_text()
-    assert "1 fixes applied" in out
+    assert "1 fix applied" in out and "1 file, " in out  # not "1 fixes", "1 files"
     assert run_cli(["lint", leaky, "--diff"], capsys)[0] == 0
 
 
@@ -181,7 +182,7 @@ def test_lint_never_imports_torch(leaky):
     notebook.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "!ls\n%time x = 1\n"}]}))
     script = (
         "import sys\nfrom torchpact.cli import main\n"
-        f"code = main(['lint', {str(leaky)!r}, {str(notebook)!r}, '--format', 'json', '-o', '/dev/null', '-j', '1'])\n"
+        f"code = main(['lint', '--preview', {str(leaky)!r}, {str(notebook)!r}, '--format', 'json', '-o', '/dev/null', '-j', '1'])\n"
         "assert 'torch' not in sys.modules, 'lint imported torch'\n"
         "assert 'IPython' not in sys.modules, 'lint imported IPython: it must work without it'\n"
         "print(code)\n")
@@ -191,7 +192,7 @@ def test_lint_never_imports_torch(leaky):
 
 
 def test_console_script_and_module_entry(leaky):
-    out = subprocess.run([sys.executable, "-m", "torchpact", "lint", str(leaky), "--format", "json"],
+    out = subprocess.run([sys.executable, "-m", "torchpact", "lint", "--preview", str(leaky), "--format", "json"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and json.loads(out.stdout)["findings"][0]["code"] == "TP101"
 
@@ -258,6 +259,29 @@ def test_tp952_reads_the_torch_floor_wherever_it_is_declared(tmp_path, capsys, m
         assert [code for _, code, _ in _codes(out) if code != "TP001"] == expected, (version, out)
 
 
+
+@pytest.mark.parametrize("files, expected", [
+    # an unpinned torch lets the installer take the newest: no floor, not a floor of 0.0
+    ({"requirements.txt": "numpy\ntorch\n"}, []),
+    ({"requirements.txt": "torch<3  # any 2.x\n"}, []),
+    ({"pyproject.toml": '[project]\nname = "p"\ndependencies = ["torch"]\n', "requirements.txt": "torch>=1.8\n"}, []),
+    # the closest project that names torch decides, even without a floor
+    ({"pyproject.toml": '[project]\nname = "root"\ndependencies = ["torch>=1.13"]\n',
+      "pkg/requirements.txt": "torch\n"}, []),
+    ({"pyproject.toml": '[project]\nname = "root"\ndependencies = ["torch>=1.13"]\n[tool.torchpact]\n',
+      "pkg/requirements.txt": "torch\n"}, []),
+    # other distributions whose names start with "torch" state nothing about torch
+    ({"pyproject.toml": '[project]\nname = "p"\ndependencies = ["torch-audiomentations>=0.12", "torch>=2.8"]\n'}, []),
+    ({"setup.cfg": "[options]\ninstall_requires =\n    torch_geometric>=2.0\n    Torch>=2.1\n"}, ["TP952"]),
+    ({"requirements.txt": "torch[opt-einsum]>=1.13 ; python_version >= '3.8'\n"}, ["TP952"]),
+])
+def test_tp952_only_a_lower_bound_of_torch_itself_is_a_floor(tmp_path, capsys, monkeypatch, files, expected):
+    (tmp_path / ".git").mkdir()
+    monkeypatch.chdir(tmp_path)
+    _tree(tmp_path, {**files, "pkg/load.py": LOAD})
+    _, out, _ = run_cli(["lint", ".", "--format", "json", "--select", "TP952"], capsys)
+    assert [code for _, code, _ in _codes(out) if code != "TP001"] == expected, out
+
 @pytest.mark.parametrize("args, pyproject, expected", [
     (["--select", "TP1011"], None, "unknown selector 'TP1011' in --select (did you mean 'TP101'?)"),
     (["--ignore", "memroy"], None, "unknown selector 'memroy' in --ignore (did you mean 'memory'?)"),
@@ -268,6 +292,10 @@ def test_tp952_reads_the_torch_floor_wherever_it_is_declared(tmp_path, capsys, m
     ([], "severity = {TP10 = 'info'}", "unknown code 'TP10'"),
     ([], "per-file-ignores = {'a.py' = 3}", "per-file-ignores values must be lists of codes"),
     ([], "[tool.torchpact.select]", "tool.torchpact.select must be a list of strings"),
+    # as ruff: one code is still written as a list
+    ([], "ignore = 'TP101'", 'tool.torchpact.ignore must be a list of strings, not a string: write ignore = ["TP101"]'),
+    ([], "exclude = 'build/'", 'write exclude = ["build/"]'),
+    ([], "per-file-ignores = {'tests/*' = 'TP101'}", 'not a string: write "tests/*" = ["TP101"]'),
 ])
 def test_unknown_keys_and_selectors_are_usage_errors(tmp_path, capsys, args, pyproject, expected):
     target = tmp_path / "train.py"
@@ -276,6 +304,17 @@ def test_unknown_keys_and_selectors_are_usage_errors(tmp_path, capsys, args, pyp
         (tmp_path / "pyproject.toml").write_text(f"[tool.torchpact]\n{pyproject}\n")
     code, out, err = run_cli(["lint", target, *args], capsys)
     assert code == 2 and out == "" and err.count("\n") == 1 and expected in err, err
+
+
+def test_config_naming_a_pyproject_without_a_torchpact_table_is_a_usage_error(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.ruff]\nline-length = 100\n')
+    (tmp_path / "a.py").write_text("import torch\n")
+    code, out, err = run_cli(["lint", "a.py", "--config", "pyproject.toml"], capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "pyproject.toml has no [tool.torchpact] table" in err
+    # found on its own (not named), such a file is another project's: lint goes on with the defaults
+    assert run_cli(["lint", "a.py"], capsys)[0] == 0
 
 
 def test_named_paths_are_linted_even_when_excluded(tmp_path, capsys, monkeypatch):
@@ -365,3 +404,20 @@ def test_run_help_states_the_samplers_real_schedule_and_budget():
     text = " ".join(run.format_help().split())
     assert f"at most {default.calls} module calls plus {default.share * 100:g}% of all" in text
     assert f"each sampled step counted {default.charge} calls more" in text
+
+
+def test_the_torch_version_in_reports_is_importlib_metadata_s():
+    from importlib import metadata
+
+    from torchpact.cli import installed_torch_version
+
+    assert installed_torch_version() == metadata.version("torch")
+
+
+def test_a_pyproject_without_a_torchpact_table_is_not_parsed(tmp_path, monkeypatch, capsys):
+    # another project's file, even a broken one, is none of lint's business
+    (tmp_path / "pyproject.toml").write_text("[tool.other\nkey = = 1\n")
+    (tmp_path / "a.py").write_text("import torch\nx = torch.range(0, 3)\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, _ = run_cli(["lint", "--no-cache", "a.py"], capsys)
+    assert code == 1 and "TP313" in out

@@ -177,7 +177,7 @@ def test_a_rule_past_its_budget_stops_with_one_info_finding(monkeypatch):
     monkeypatch.setattr(engine, "RULE_BUDGET_S", -1.0)  # already out of time: deterministic
     source = Source(path="t.py", text="import torch\nf()\ng()\nh()\n")
     findings, _ = lint_source(source, Config(), rules=[_Broken()])
-    assert [(f.code, f.severity) for f in findings] == [("TP002", Severity.INFO)]
+    assert [(f.code, f.severity) for f in findings] == [("TP002", Severity.WARNING)]
     assert "TP999" in findings[0].message and "budget" in findings[0].message
 
 

@@ -20,6 +20,14 @@ def test_docs_rules_are_up_to_date():
         f"docs/rules is stale (changed: {stale}, unexpected: {extra}); run `make docs`")
 
 
+def test_every_rule_says_what_it_relies_on_and_its_page_shows_it_with_the_default():
+    for rule in all_rules():
+        assert rule.requires and all(isinstance(f, str) and f.strip() for f in rule.requires), rule.code
+        text = page(rule.code)
+        assert "## Evidence and default" in text and all(f in text for f in rule.requires), rule.code
+        assert f"- `{rule.severity.value}`: " in text, rule.code
+
+
 # --------------------------------------------------------------------------- severities agree everywhere
 SRC = Path(__file__).resolve().parents[1] / "src" / "torchpact"
 

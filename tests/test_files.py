@@ -48,7 +48,7 @@ def test_notebook_findings_carry_cell_and_line(tmp_path):
         ("code", body[:6]),
         ("code", body[6:]),
     ]))
-    findings = lint_paths([str(nb)], Config()).findings
+    findings = lint_paths([str(nb)], Config(preview=True)).findings
     [f] = [f for f in findings if f.code == "TP101"]
     # cells are counted as ruff counts them: position among all cells, markdown included
     assert (f.cell, f.line, f.column) == (4, 8, 5)
@@ -57,7 +57,7 @@ def test_notebook_findings_carry_cell_and_line(tmp_path):
 def test_notebook_cell_magic_and_syntax_error_cell(tmp_path):
     nb = tmp_path / "bad.ipynb"
     nb.write_text(_notebook([("code", "%%bash\necho hi\n"), ("code", "import torch\n"), ("code", "def f(:\n")]))
-    [f] = lint_paths([str(nb)], Config()).findings
+    [f] = lint_paths([str(nb)], Config(preview=True)).findings
     assert f.category.value == "input" and (f.cell, f.line, f.column) == (3, 1, 7)
 
 
@@ -94,7 +94,7 @@ def test_every_ipython_form_parses_and_keeps_columns(tmp_path):
         ("code", "  # indented cell, dedented by IPython\n  y = 2\n"),
         ("code", loop),
     ]))
-    findings = lint_paths([str(nb)], Config()).findings
+    findings = lint_paths([str(nb)], Config(preview=True)).findings
     assert [f.category.value for f in findings] == ["memory"], findings
     [f] = findings
     # `    %time total += loss`: `total` is where the user sees it, after the magic
@@ -105,7 +105,7 @@ def test_an_invalid_cell_is_one_finding_and_the_others_are_linted(tmp_path):
     body = LEAKY.read_text()
     nb = tmp_path / "half.ipynb"
     nb.write_text(_notebook([("code", "import torch\n"), ("code", "x = [1,\n  2\nprint(x)\n"), ("code", body)]))
-    bad, leak = lint_paths([str(nb)], Config()).findings
+    bad, leak = lint_paths([str(nb)], Config(preview=True)).findings
     assert bad.code == "TP001" and bad.cell == 2 and "cannot parse this cell" in bad.message
     assert (leak.code, leak.cell, leak.line) == ("TP101", 3, 14)
 
@@ -129,12 +129,12 @@ def test_fix_and_diff_rewrite_only_the_fixed_cell(tmp_path, capsys):
     nb = tmp_path / "train.ipynb"
     nb.write_text(original, encoding="utf-8")
 
-    assert main(["lint", str(nb), "--diff"]) == 1
+    assert main(["lint", "--preview", str(nb), "--diff"]) == 1
     out, _ = capsys.readouterr()
     assert nb.read_text(encoding="utf-8") == original
     assert f"{nb}:cell 3" in out and "+    %time total += loss.detach()\n" in out
 
-    assert main(["lint", str(nb), "--fix"]) == 0
+    assert main(["lint", "--preview", str(nb), "--fix"]) == 0
     fixed = nb.read_text(encoding="utf-8")
     expected = original.replace('"    %time total += loss\\n"', '"    %time total += loss.detach()\\n"')
     assert fixed == expected != original  # outputs, layout and the other cells untouched

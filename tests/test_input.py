@@ -37,7 +37,7 @@ def messy(tmp_path):
 
 
 def test_every_bad_file_is_a_finding_and_good_files_are_still_linted(messy):
-    result = lint_paths([str(messy)], Config(), jobs=1)
+    result = lint_paths([str(messy)], Config(preview=True), jobs=1)
     by_file = {Path(f.path).name: f for f in result.findings if f.category.value == "input"}
     expected = {"syntax.py", "latin.py", "binary.py", "broken.ipynb", "notcells.ipynb", "dangling.py",
                 "deeper.py"}
@@ -57,7 +57,7 @@ def test_every_bad_file_is_a_finding_and_good_files_are_still_linted(messy):
 
 
 def test_bad_input_cli_prints_no_traceback(messy, capsys):
-    code = main(["lint", str(messy), "--format", "json"])
+    code = main(["lint", "--preview", str(messy), "--format", "json"])
     out, err = capsys.readouterr()
     assert code == 1 and "Traceback" not in out + err
     doc = json.loads(out)
@@ -67,6 +67,30 @@ def test_bad_input_cli_prints_no_traceback(messy, capsys):
 def test_parallel_run_agrees_with_serial(messy):
     for i in range(30):
         shutil.copy(LEAKY, messy / f"copy{i}.py")
-    serial = lint_paths([str(messy)], Config(), jobs=1).findings
-    parallel = lint_paths([str(messy)], Config(), jobs=2).findings
+    serial = lint_paths([str(messy)], Config(preview=True), jobs=1).findings
+    parallel = lint_paths([str(messy)], Config(preview=True), jobs=2).findings
     assert serial == parallel and len(parallel) > 30
+
+
+@pytest.mark.parametrize("data", [
+    b"import torch\n", b"", b"\xef\xbb\xbfimport torch\n", b"# -*- coding: latin-1 -*-\nx = '\xe9'\n",
+    b"#!/usr/bin/env python\n# vim: set fileencoding=cp1252 :\nx = '\x80'\n", b"x = 1\n# coding: latin-1\n\xe9\n",
+    b"x = '\xe9\xff'\n", b"import torch\n\nx = '\xe9'\n", b"\xef\xbb\xbf# coding: latin-1\n", b"# coding: nonesuch\n",
+    b"\xef\xbb\xbfx = '\xe9'\n",
+])
+def test_a_file_is_decoded_as_tokenize_decodes_it(data):
+    import io
+    import tokenize
+
+    from torchpact.lint.source import SourceError, decode_python
+
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        expected: object = data.decode(encoding)
+    except (SyntaxError, UnicodeDecodeError, LookupError):
+        expected = SourceError
+    try:
+        got: object = decode_python(data)
+    except SourceError:
+        got = SourceError
+    assert got == expected

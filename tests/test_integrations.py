@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -51,32 +52,28 @@ def _project() -> dict:
     return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 
 
+def _yaml_values_text(text: str, key: str) -> list[str]:
+    return [line.strip().lstrip("- ").split(":", 1)[1].split(" #")[0].strip() for line in text.splitlines()
+            if line.strip().lstrip("- ").startswith(f"{key}:")]
+
+
 def _install_targets(text: str) -> list[str]:
-    return [shlex.split(line.split("pip install", 1)[1])[-1] for line in text.splitlines()
-            if "pip install" in line and "torchpact" in line and not line.lstrip().startswith("#")]
+    """What each `pip install` line of the shell blocks (and the workflow's run lines) installs."""
+    blocks = text.split("```sh")[1:] if "```sh" in text else [text]
+    lines = [line for block in blocks for line in block.split("```")[0].splitlines()]
+    return [shlex.split(line.split("pip install", 1)[1], comments=True)[-1] for line in lines
+            if "pip install" in line and not line.lstrip().startswith("#") and "pip install" in line.split("#")[0]]
 
 
 def _check_installable(target: str) -> None:
-    """A pip target for torchpact that exists: a git URL or a wheel built from this project, valid extras."""
-    from packaging.requirements import Requirement
-
+    """A pip target that exists: this clone (``.``) or the wheel built from it, with extras it declares."""
     project = _project()
-    if target.endswith("]") and ".whl[" in target:
-        wheel, extras = target[:-1].split("[", 1)
-        assert Path(wheel).name == f"torchpact-{project['version']}-py3-none-any.whl", target
-        extras_set = set(extras.split(","))
+    path, _, extras = target.rstrip("]").partition("[")
+    if path.endswith(".whl"):
+        assert Path(path).name == f"torchpact-{project['version']}-py3-none-any.whl", target
     else:
-        req = Requirement(target)
-        assert req.name == "torchpact" and req.url and req.url.startswith("git+https://"), target
-        assert req.url.split("@")[0] == "git+" + _repo_url(), target
-        extras_set = set(req.extras)
-    assert extras_set <= set(project["optional-dependencies"]), target
-
-
-def _repo_url() -> str:
-    from torchpact.report.links import PROJECT_URL
-
-    return PROJECT_URL
+        assert path == ".", target  # a clone; torchpact is published nowhere else
+    assert set(extras.split(",")) - {""} <= set(project["optional-dependencies"]), target
 
 
 def test_example_workflow_installs_what_exists():
@@ -86,28 +83,90 @@ def test_example_workflow_installs_what_exists():
         _check_installable(target)
 
 
-def test_readme_says_how_to_install_into_a_project():
+def _workflow_steps() -> list[dict[str, str]]:
+    """The example workflow's steps as ``{key: value}`` (flat, one level under ``- ``)."""
+    steps: list[dict[str, str]] = []
+    for line in (ROOT / "docs" / "ci" / "github-actions.yml").read_text().splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#") or ":" not in stripped:
+            continue
+        if stripped.startswith("- "):
+            steps.append({})
+        key, _, value = stripped.lstrip("- ").partition(":")
+        if steps:
+            steps[-1][key.strip()] = value.strip()
+    return steps
+
+
+def test_example_workflow_uploads_with_upload_sarif_v4_and_the_permissions_it_needs():
+    text = (ROOT / "docs" / "ci" / "github-actions.yml").read_text()
+    permissions = text.split("\npermissions:\n", 1)[1].split("\njobs:", 1)[0]
+    granted = dict(_yaml_values_text(permissions, k) and (k, _yaml_values_text(permissions, k)[0])
+                   for k in ("contents", "actions", "security-events"))
+    # actions: read lets upload-sarif read the run in a private repository; security-events: write uploads
+    assert granted == {"contents": "read", "actions": "read", "security-events": "write"}
+    uses = [s["uses"] for s in _workflow_steps() if "uses" in s]
+    assert "github/codeql-action/upload-sarif@v4" in uses
+    assert not any(u.startswith("github/codeql-action/") and not u.endswith("@v4") for u in uses)
+
+
+def test_example_workflow_skips_the_upload_on_a_fork_pull_request_and_still_annotates():
+    steps = _workflow_steps()
+    upload = next(s for s in steps if s.get("uses", "").startswith("github/codeql-action/upload-sarif"))
+    # a fork's pull request runs with a read-only token: code scanning would refuse the upload and fail the job
+    assert "!github.event.pull_request.head.repo.fork" in upload["if"] and "!cancelled()" in upload["if"]
+    annotate = next(s for s in steps if "--format github" in s.get("run", ""))
+    assert "fork" not in annotate.get("if", "") and "!cancelled()" in annotate["if"]
+
+
+def test_readme_says_how_to_install_from_a_clone_or_a_wheel():
     readme = (ROOT / "README.md").read_text()
-    targets = _install_targets(readme)
-    assert any("[torch]" in t and t.endswith("]") for t in targets)  # the wheel, with the torch extra
-    assert any(t.startswith("torchpact[torch] @ git+") for t in targets)
+    section = readme.split("## Install into your own project", 1)[1].split("\n## ", 1)[0]
+    targets = _install_targets(section)
+    assert {".", ".[torch]"} <= set(targets)
+    assert any(t.endswith(".whl") for t in targets) and any(t.endswith(".whl[torch]") for t in targets)
     for target in targets:
         _check_installable(target)
 
 
-def test_readme_pre_commit_snippet_names_the_repo_rev_and_real_hooks():
+def test_no_file_sends_users_to_an_address_where_torchpact_is_not():
+    # torchpact is not published at github.com/torchpact/torchpact; a git URL in the docs is a marked placeholder
+    texts = {p: p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").rglob("*.md"),
+                                         *(ROOT / "docs").rglob("*.yml"), *(ROOT / "src").rglob("*.py")]}
+    for path, text in texts.items():
+        assert "github.com/torchpact" not in text, path
+        for url in re.findall(r"git\+https?://[^\s\"'`]+", text):
+            assert "example.com" in url and "YOUR-ORG" in url, (path, url)
+
+
+def test_readme_pre_commit_snippet_runs_the_installed_torchpact_as_the_declared_hooks_do():
     readme = (ROOT / "README.md").read_text()
     block = next(b for b in readme.split("```yaml")[1:] if "repos:" in b).split("```")[0]
-    assert _yaml_values_text(block, "repo") == [_repo_url()]
-    assert len(_yaml_values_text(block, "rev")) == 1 and _yaml_values_text(block, "rev")[0]
-    hooks = set(_yaml_values(ROOT / ".pre-commit-hooks.yaml", "id"))
-    ids = [v.split("#")[0].strip() for v in _yaml_values_text(block, "id")]
-    assert ids and set(ids) <= hooks
+    assert _yaml_values_text(block, "repo") == ["local"]
+    hook_entries = {tuple(shlex.split(e)) for e in _yaml_values(ROOT / ".pre-commit-hooks.yaml", "entry")}
+    [entry] = [v.split("#")[0].strip() for v in _yaml_values_text(block, "entry")]
+    assert tuple(shlex.split(entry)) in hook_entries
+    build_parser().parse_args([*shlex.split(entry)[1:], "some_file.py"])
+    assert _yaml_values_text(block, "types_or") == _yaml_values(ROOT / ".pre-commit-hooks.yaml", "types_or")[:1]
 
 
-def _yaml_values_text(text: str, key: str) -> list[str]:
-    return [line.strip().lstrip("- ").split(":", 1)[1].split(" #")[0].strip() for line in text.splitlines()
-            if line.strip().lstrip("- ").startswith(f"{key}:")]
+def test_the_readme_states_no_rule_count_the_registry_contradicts():
+    from torchpact.lint.registry import all_rules
+
+    readme = (ROOT / "README.md").read_text()
+    for count in re.findall(r"(\d+) lint rules", readme):
+        assert int(count) == len(all_rules()), f"README says {count} lint rules; the registry has {len(all_rules())}"
+
+
+def test_rules_lists_every_code_and_counts_them(capsys):
+    from torchpact.cli import main
+    from torchpact.lint.registry import all_rules
+
+    assert main(["rules"]) == 0
+    out = capsys.readouterr().out
+    listed = {line.split()[0] for line in out.splitlines() if re.match(r"TP\d{3}\s", line)}
+    assert {"TP001", "TP002"} <= listed and {r.code for r in all_rules()} <= listed
+    assert f"{len(all_rules())} lint rules" in out
 
 
 def test_the_project_lints_itself_clean():

@@ -58,23 +58,23 @@ def test_facts_flow_from_callees_to_callers():
 def test_a_helper_in_another_module_silences_the_caller(tmp_path):
     _write(tmp_path, "helpers.py", HELPERS)
     train = _write(tmp_path, "train.py", TRAIN)
-    alone = {f.code for f in lint_paths([train], Config(), jobs=1).findings}
+    alone = {f.code for f in lint_paths([train], Config(preview=True), jobs=1).findings}
     assert {"TP401", "TP501"} <= alone  # the helper is not linted: nothing is known of it
-    together = {f.code for f in lint_paths([str(tmp_path)], Config(), jobs=1).findings}
+    together = {f.code for f in lint_paths([str(tmp_path)], Config(preview=True), jobs=1).findings}
     assert not together & {"TP401", "TP501"}
 
 
 def test_an_unchanged_file_is_not_linted_again(tmp_path, monkeypatch):
     _write(tmp_path, "helpers.py", HELPERS)
     train = _write(tmp_path, "train.py", TRAIN.replace("train_one_epoch(model", "run(model"))
-    first = lint_paths([str(tmp_path)], Config(), jobs=1, cache=True, cache_root=str(tmp_path))
+    first = lint_paths([str(tmp_path)], Config(preview=True), jobs=1, cache=True, cache_root=str(tmp_path))
     assert (tmp_path / CACHE_DIR).is_dir()
 
     def refuse(*a, **k):
         raise AssertionError("linted a file the cache holds")
 
     monkeypatch.setattr(lint, "lint_file", refuse)
-    again = lint_paths([str(tmp_path)], Config(), jobs=1, cache=True, cache_root=str(tmp_path))
+    again = lint_paths([str(tmp_path)], Config(preview=True), jobs=1, cache=True, cache_root=str(tmp_path))
     assert [f.to_dict() for f in again.findings] == [f.to_dict() for f in first.findings]
     assert {f.code for f in first.findings} >= {"TP501"}
 
@@ -82,24 +82,24 @@ def test_an_unchanged_file_is_not_linted_again(tmp_path, monkeypatch):
     monkeypatch.undo()
     with open(train, "a") as fh:
         fh.write("\n# edited\n")
-    edited = lint_paths([str(tmp_path)], Config(), jobs=1, cache=True, cache_root=str(tmp_path))
+    edited = lint_paths([str(tmp_path)], Config(preview=True), jobs=1, cache=True, cache_root=str(tmp_path))
     assert [f.code for f in edited.findings] == [f.code for f in first.findings]
-    ignoring = lint_paths([str(tmp_path)], Config(ignore=["TP501"]), jobs=1, cache=True, cache_root=str(tmp_path))
+    ignoring = lint_paths([str(tmp_path)], Config(ignore=["TP501"], preview=True), jobs=1, cache=True, cache_root=str(tmp_path))
     assert "TP501" not in {f.code for f in ignoring.findings}
 
 
 def test_no_cache_and_an_unwritable_cache_never_break_a_run(tmp_path):
     _write(tmp_path, "train.py", TRAIN)
-    lint_paths([str(tmp_path)], Config(), jobs=1)
+    lint_paths([str(tmp_path)], Config(preview=True), jobs=1)
     assert not (tmp_path / CACHE_DIR).exists()  # off unless asked (the CLI asks; --no-cache does not)
     blocked = tmp_path / "ro"
     blocked.write_text("a file where the cache folder would go")
-    result = lint_paths([str(tmp_path / "train.py")], Config(), jobs=1, cache=True, cache_root=str(blocked))
+    result = lint_paths([str(tmp_path / "train.py")], Config(preview=True), jobs=1, cache=True, cache_root=str(blocked))
     assert {f.code for f in result.findings} >= {"TP501"}
     corrupt = tmp_path / "c"
     (corrupt / CACHE_DIR).mkdir(parents=True)
     (corrupt / CACHE_DIR / f"lint-{__version__}.json").write_text("{not json")
-    again = lint_paths([str(tmp_path / "train.py")], Config(), jobs=1, cache=True, cache_root=str(corrupt))
+    again = lint_paths([str(tmp_path / "train.py")], Config(preview=True), jobs=1, cache=True, cache_root=str(corrupt))
     assert {f.code for f in again.findings} == {f.code for f in result.findings}
 
 
@@ -109,7 +109,7 @@ def test_cli_cache_flag(tmp_path, monkeypatch, flag):
 
     _write(tmp_path, "train.py", TRAIN)
     monkeypatch.chdir(tmp_path)
-    main(["lint", "train.py", *flag])
+    main(["lint", "--preview", "train.py", *flag])
     assert (tmp_path / CACHE_DIR).exists() == (not flag)
 
 

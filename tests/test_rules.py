@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.registry import all_rules
 from torchpact.lint.rule import REQUIRED_SECTIONS
 from tests.lint_helpers import lint_code
@@ -42,6 +42,10 @@ def test_invalid_example_is_reported(rule, example):
     assert len(mine) == example.count, findings
     assert all(f.line and f.column for f in mine)
     assert {f.severity for f in mine} == {example.severity or rule.severity}, "severity policy: see CONTRIBUTING.md"
+    if example.evidence is not None:
+        assert {f.evidence for f in mine} == {example.evidence}, [f.extra.get("evidence_reasons") for f in mine]
+    if rule.severity == Severity.ERROR and example.severity in (None, Severity.ERROR):
+        assert {f.evidence for f in mine} == {Evidence.MUST}, "an error needs must evidence"
     if example.fixed is not None:
         assert fixed == textwrap.dedent(example.fixed)
         again, _ = lint_code(fixed, select=[rule.code])

@@ -22,7 +22,7 @@ def validator():
 
 
 def test_lint_sarif_is_valid(validator, capsys):
-    assert main(["lint", str(EXAMPLES), "--format", "sarif"]) == 1
+    assert main(["lint", "--preview", str(EXAMPLES), "--format", "sarif"]) == 1
     doc = json.loads(capsys.readouterr().out)
     errors = sorted(validator.iter_errors(doc), key=lambda e: list(e.path))
     assert not errors, [f"{list(e.path)}: {e.message}" for e in errors[:5]]
@@ -34,14 +34,14 @@ def test_notebook_and_input_findings_in_sarif_are_valid(validator, tmp_path, cap
     nb = {"cells": [{"cell_type": "code", "source": "import torch\nx = torch.zeros(2, requires_grad=True)\nx -= 1\n",
                      "metadata": {}, "outputs": []}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     (tmp_path / "nb.ipynb").write_text(json.dumps(nb))
-    main(["lint", str(tmp_path), "--format", "sarif"])
+    main(["lint", "--preview", str(tmp_path), "--format", "sarif"])
     doc = json.loads(capsys.readouterr().out)
     assert not list(validator.iter_errors(doc))
     assert {r["ruleId"] for r in doc["runs"][0]["results"]} >= {"TP001", "TP202"}
 
 
 def _sarif(args, capsys) -> dict:
-    main(["lint", *args, "--format", "sarif"])
+    main(["lint", "--preview", *args, "--format", "sarif"])
     return json.loads(capsys.readouterr().out)
 
 
@@ -116,7 +116,16 @@ def test_rule_table_holds_only_the_rules_of_the_results_with_their_docs(validato
         assert rule["shortDescription"]["text"] == known[rule["id"]]["summary"]
         assert rule["shortDescription"]["text"] not in messages
         assert rule["fullDescription"]["text"] and rule["help"]["markdown"].startswith(f"# {rule['id']} ")
-        assert rule["helpUri"].endswith(f"/docs/rules/{rule['id']}.md")
+        assert "helpUri" not in rule  # no public site holds the pages: the text is in `help`
+
+
+def test_rules_link_to_their_pages_only_where_the_user_serves_them(capsys, monkeypatch):
+    monkeypatch.setenv("TORCHPACT_RULES_URL", "https://docs.example.com/torchpact/rules")
+    doc = _sarif([str(EXAMPLES)], capsys)
+    driver = doc["runs"][0]["tool"]["driver"]
+    assert "informationUri" not in driver
+    for rule in driver["rules"]:
+        assert rule["helpUri"] == f"https://docs.example.com/torchpact/rules/{rule['id']}.md"
         assert (EXAMPLES.parent / "docs" / "rules" / f"{rule['id']}.md").is_file()
 
 
@@ -124,5 +133,5 @@ def test_one_finding_sarif_stays_small(tmp_path, capsys, monkeypatch):
     # Every rule's page in every log made a one-finding SARIF 245 KB (lint) / 393 KB (run).
     (tmp_path / "t.py").write_text((Path(__file__).parent / "fixtures" / "leaky_train.py").read_text())
     monkeypatch.chdir(tmp_path)
-    main(["lint", "t.py", "--format", "sarif"])
+    main(["lint", "--preview", "t.py", "--format", "sarif"])
     assert len(capsys.readouterr().out.encode()) < 20_000

@@ -4,38 +4,37 @@ Keys (all optional)::
 
     [tool.torchpact]
     select = ["ALL"]                 # codes, code prefixes ("TP1") or categories ("memory")
+    extend-select = ["TP005"]        # added to select (a --select on the command line replaces both)
     ignore = ["TP905"]
     per-file-ignores = {"tests/*" = ["TP402"]}
     severity = {TP905 = "warning"}  # severity overrides
+    preview = true                   # also report findings whose blind precision is not yet
+                                     # measured above the bar (see torchpact.lint.preview)
     exclude = ["build/*"]            # extra paths lint skips (gitignore syntax, relative to this file)
+    extend-exclude = ["gen/"]        # the same (the built-in skips always apply, so both add)
+    unsafe-fixes = true              # --fix applies the fixes that need a review too
     min-torch = "2.4"               # oldest torch the code must run on; default: what the closest
                                      # project declares (see torchpact.project), else torch 2.13
 
 Each linted file uses the closest ``pyproject.toml`` that has a ``[tool.torchpact]`` table (as ruff
 does), so a monorepo or a folder of projects gets each project's settings; ``--config`` names one for
-all files. Unknown keys and selectors are errors, with the closest valid name.
+all files (and must have the table). Unknown keys and selectors are errors, with the closest valid
+name; so is a string where a list goes (``ignore = "TP101"``), as in ruff.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import fnmatch
 import os
 import re
-import sys
 from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from torchpact.findings import Category, Finding, Severity
-from torchpact.project import declared_torch, parse_version, torch_requirement
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from torchpact.project import declared_torch, load_toml, parse_version, torch_requirement
 
 
 class ConfigError(Exception):
@@ -57,6 +56,10 @@ class Config:
     min_torch: tuple[int, int] | None = None  # stated in [tool.torchpact] or on the command line
     declared_torch: tuple[int, int] | None = None  # what the project's dependencies declare
     root: Path | None = None
+    # Report preview findings too (error/warning findings of codes not yet measured stable).
+    preview: bool = False
+    # Apply the fixes of rules whose fix may change what the program does (Rule.unsafe_fix) with --fix.
+    unsafe_fixes: bool = False
 
     def is_enabled(self, code: str, category: str, path: str | None = None) -> bool:
         """Whether a rule runs: selected, not ignored, not ignored for this file."""
@@ -131,11 +134,14 @@ class Codes(Collection[str]):
         return len(self._first) + len(self.rest())
 
 
-KEYS = ("select", "ignore", "per-file-ignores", "severity", "exclude", "min-torch")
+KEYS = ("select", "extend-select", "ignore", "per-file-ignores", "severity", "exclude", "extend-exclude", "min-torch",
+        "preview", "unsafe-fixes")
 
 
 def closest(name: str, valid: Iterable[str]) -> str:
     """`` (did you mean 'x'?)`` for the valid name closest to a typo, or nothing."""
+    import difflib  # only for a mistake
+
     matches = difflib.get_close_matches(name, list(valid), n=10, cutoff=0.5)
     if not matches:
         return ""
@@ -168,8 +174,10 @@ def _has_section(pyproject: Path) -> bool:
         raw = pyproject.read_bytes()
     except OSError:
         return False
+    if b"torchpact" not in raw:
+        return False  # another project's file, whatever it holds: not parsed
     try:
-        tool = tomllib.loads(raw.decode("utf-8")).get("tool", {})
+        tool = load_toml(raw.decode("utf-8")).get("tool", {})
     except ValueError:
         tool = None
     if isinstance(tool, dict):
@@ -179,20 +187,30 @@ def _has_section(pyproject: Path) -> bool:
     return b"torchpact" in raw
 
 
-def load_config(pyproject: Path | None, codes: Collection[str] | None = None) -> Config:
+def _quoted(text: str) -> str:
+    """A TOML basic string (for the corrected line an error message shows)."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def load_config(pyproject: Path | None, codes: Collection[str] | None = None, named: bool = False) -> Config:
     """Read ``[tool.torchpact]`` (and the torch floor the project declares beside it). With ``codes``
-    (the rules' codes), selectors that select nothing are errors too."""
+    (the rules' codes), selectors that select nothing are errors too. ``named``: the file was named
+    (``--config``), so a file without the table is an error rather than the defaults (a wrong path
+    must not silently turn the configuration off)."""
     cfg = Config()
     if pyproject is None:
         return cfg
     cfg.root = pyproject.parent.resolve()
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        data = load_toml(pyproject.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # a TOMLDecodeError is a ValueError
         raise ConfigError(f"cannot read {pyproject}: {exc}") from None
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise ConfigError(f"{pyproject}: [tool] must be a table")
+    if named and "torchpact" not in tool:
+        raise ConfigError(f"{pyproject} has no [tool.torchpact] table: name a pyproject.toml that has one, "
+                          "or leave --config out to use each file's closest")
     section = tool.get("torchpact", {})
     if not isinstance(section, dict):
         raise ConfigError(f"{pyproject}: [tool.torchpact] must be a table")
@@ -202,20 +220,28 @@ def load_config(pyproject: Path | None, codes: Collection[str] | None = None) ->
 
     def str_list(key: str) -> list[str]:
         value = section.get(key, [])
-        if isinstance(value, str):
-            value = [value]
+        if isinstance(value, str):  # as ruff: one code is still a list (`ignore = "TP101"` is a mistake)
+            raise ConfigError(f"{pyproject}: tool.torchpact.{key} must be a list of strings, not a string: "
+                              f"write {key} = [{_quoted(value)}]")
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
             raise ConfigError(f"{pyproject}: tool.torchpact.{key} must be a list of strings")
         return value
 
     if "select" in section:
         cfg.select = str_list("select")
+    # as ruff: extend-select adds to select (a --select on the command line replaces both)
+    cfg.select = cfg.select + [c for c in str_list("extend-select") if c not in cfg.select]
     cfg.ignore = str_list("ignore")
-    cfg.exclude = str_list("exclude")
+    # torchpact's `exclude` never replaces the built-in skips (.git, virtualenvs, .gitignore): both add
+    cfg.exclude = str_list("exclude") + str_list("extend-exclude")
     pfi = section.get("per-file-ignores", {})
     if not isinstance(pfi, dict):
         raise ConfigError(f"{pyproject}: tool.torchpact.per-file-ignores must be a table")
-    cfg.per_file_ignores = {k: [v] if isinstance(v, str) else v for k, v in pfi.items()}
+    for pattern, listed in pfi.items():
+        if isinstance(listed, str):
+            raise ConfigError(f"{pyproject}: tool.torchpact.per-file-ignores values must be lists of codes, not a "
+                              f"string: write {_quoted(pattern)} = [{_quoted(listed)}]")
+    cfg.per_file_ignores = dict(pfi)
     if not all(isinstance(v, list) and all(isinstance(c, str) for c in v) for v in cfg.per_file_ignores.values()):
         raise ConfigError(f"{pyproject}: tool.torchpact.per-file-ignores values must be lists of codes")
     sev = section.get("severity", {})
@@ -230,13 +256,18 @@ def load_config(pyproject: Path | None, codes: Collection[str] | None = None) ->
             ) from None
     if codes is not None:
         where = f"{pyproject} tool.torchpact"
-        check_selectors(cfg.select, codes, f"{where}.select")
+        check_selectors(cfg.select, codes, f"{where}.select / extend-select")
         check_selectors(cfg.ignore, codes, f"{where}.ignore")
         for pattern, listed in cfg.per_file_ignores.items():
             check_selectors(listed, codes, f"{where}.per-file-ignores[{pattern!r}]")
         for code in cfg.severity:
             if code not in codes:
                 raise ConfigError(f"unknown code {code!r} in {where}.severity{closest(code, codes)}")
+    for key in ("preview", "unsafe-fixes"):
+        if key in section:
+            if not isinstance(section[key], bool):
+                raise ConfigError(f"{pyproject}: tool.torchpact.{key} must be true or false")
+            setattr(cfg, key.replace("-", "_"), section[key])
     if "min-torch" in section:
         cfg.min_torch = parse_version(str(section["min-torch"]))
         if cfg.min_torch is None:
@@ -250,13 +281,18 @@ class Overrides:
     """The command line's settings, put on top of every file's configuration."""
 
     select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     min_torch: tuple[int, int] | None = None
+    preview: bool = False
+    unsafe_fixes: bool = False
 
     def apply(self, cfg: Config) -> Config:
+        select = self.select if self.select else cfg.select
         return dataclasses.replace(
-            cfg, select=self.select if self.select else cfg.select, ignore=cfg.ignore + self.ignore,
-            min_torch=self.min_torch or cfg.min_torch)
+            cfg, select=select + [c for c in self.extend_select if c not in select], ignore=cfg.ignore + self.ignore,
+            min_torch=self.min_torch or cfg.min_torch, preview=self.preview or cfg.preview,
+            unsafe_fixes=self.unsafe_fixes or cfg.unsafe_fixes)
 
 
 class Settings:
@@ -268,11 +304,11 @@ class Settings:
                  codes: Collection[str] | None = None):
         self.overrides = overrides or Overrides()
         self.codes = codes
-        self._fixed = load_config(config_file, codes) if config_file is not None else None
+        self._fixed = load_config(config_file, codes, named=True) if config_file is not None else None
         self._by_file: dict[Path, Config] = {}
         self._by_folder: dict[str, Config] = {}
         self._found: dict[Path, Path | None] = {}
-        self._floors: dict[Path, tuple[int, int] | None] = {}
+        self._floors: dict[Path, tuple[bool, tuple[int, int] | None]] = {}
 
     def for_folder(self, folder: str) -> Config:
         """The configuration of the files directly in ``folder``."""
@@ -291,7 +327,9 @@ class Settings:
                     self._by_file[found] = cfg
         cfg = self.overrides.apply(cfg)
         if cfg.min_torch is None:
-            cfg = dataclasses.replace(cfg, declared_torch=self._floor(where) or cfg.declared_torch)
+            found, floor = self._floor(where)
+            # the closest project that names torch decides, also when it names no floor (bare ``torch``)
+            cfg = dataclasses.replace(cfg, declared_torch=floor if found else cfg.declared_torch)
         self._by_folder[folder] = cfg
         return cfg
 
@@ -306,13 +344,14 @@ class Settings:
                 self._found[folder] = None if folder.parent == folder else self._pyproject(folder.parent)
         return self._found[folder]
 
-    def _floor(self, folder: Path) -> tuple[int, int] | None:
-        """The torch floor of the closest folder at or above ``folder`` whose project names torch;
-        the search ends at a repository root (``.git``). Remembered per folder."""
+    def _floor(self, folder: Path) -> tuple[bool, tuple[int, int] | None]:
+        """(whether a project names torch, its floor) for the closest folder at or above ``folder``
+        whose project names torch; the search ends at a repository root (``.git``). Remembered per
+        folder."""
         if folder not in self._floors:
             found, floor = declared_torch(folder)
             if found or folder.parent == folder or (folder / ".git").exists():
-                self._floors[folder] = floor
+                self._floors[folder] = (found, floor)
             else:
                 self._floors[folder] = self._floor(folder.parent)
         return self._floors[folder]
@@ -322,14 +361,14 @@ class Settings:
         return self.for_folder(os.path.dirname(os.path.abspath(path)))
 
 
-_NOQA = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
+NOQA_PATTERN = re.compile(r"#\s*noqa(?::\s*(?P<codes>[A-Za-z]+[0-9]+(?:[\s,]+[A-Za-z]+[0-9]+)*))?", re.I)
 
 
 def noqa_codes(line: str) -> set[str] | None:
     """Codes silenced on a source line: None if no noqa, an empty set for a bare ``# noqa`` (all)."""
     if "noqa" not in line.lower():
         return None
-    m = _NOQA.search(line)
+    m = NOQA_PATTERN.search(line)
     if not m:
         return None
     codes = m.group("codes")

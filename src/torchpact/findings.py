@@ -46,6 +46,42 @@ class Severity(str, enum.Enum):
 _SEVERITY_RANK = {Severity.INFO: 0, Severity.WARNING: 1, Severity.ERROR: 2}
 
 
+class Evidence(str, enum.Enum):
+    """What a finding rests on.
+
+    Lint states how much of what it relied on it proved: ``must`` (every path the analysis sees is
+    wrong, and every value it depends on was resolved), ``may`` (some path is wrong, or a fact holds
+    on some paths only), ``unresolved`` (it depends on a callee, attribute or value the analysis
+    could not see, such as a parameter taken for a model by its name). The engine caps a lint
+    finding's severity by it (:func:`severity_cap`). Runtime findings say whether the problem was
+    ``observed`` (seen happen) or ``inferred`` (a heuristic reading of what was seen).
+    """
+
+    MUST = "must"
+    MAY = "may"
+    UNRESOLVED = "unresolved"
+    OBSERVED = "observed"
+    INFERRED = "inferred"
+
+    @property
+    def rank(self) -> int:
+        """Lint evidence ordered unresolved (0) < may (1) < must (2); runtime evidence ranks as must."""
+        return _EVIDENCE_RANK[self]
+
+
+_EVIDENCE_RANK = {Evidence.UNRESOLVED: 0, Evidence.MAY: 1, Evidence.MUST: 2, Evidence.OBSERVED: 2,
+                  Evidence.INFERRED: 2}
+LINT_EVIDENCE = (Evidence.UNRESOLVED, Evidence.MAY, Evidence.MUST)
+"""Lint's evidence levels by rank."""
+_CAP = (Severity.INFO, Severity.WARNING, Severity.ERROR)
+
+
+def severity_cap(evidence: Evidence) -> Severity:
+    """The highest severity a lint finding with this evidence may have: must -> error, may ->
+    warning, unresolved -> info."""
+    return _CAP[_EVIDENCE_RANK[evidence]]
+
+
 class Category(str, enum.Enum):
     """What a finding is about. ``INPUT`` is for files or targets torchpact could not read."""
 
@@ -67,7 +103,8 @@ class Finding:
 
     ``line``/``column`` are 1-based (as editors and SARIF count). ``cell`` is the 1-based cell of a
     Jupyter notebook, counting every cell, markdown too, as ruff does; ``line`` then counts inside that cell. ``rank``/``step`` are set by the
-    runtime watchers. ``extra`` holds free-form facts for reports and takes no part in equality.
+    runtime watchers. ``evidence`` is what the finding rests on (:class:`Evidence`; None where its
+producer does not say). ``extra`` holds free-form facts for reports and takes no part in equality.
 
     Immutable (``replace`` makes a changed copy). A plain class, not a frozen ``@dataclass``: every
     ``torchpact run`` imports it before the script starts, and a dataclass compiles its generated
@@ -88,16 +125,17 @@ class Finding:
     rank: int | None
     step: int | None
     cell: int | None
+    evidence: Evidence | None
     extra: dict[str, Any]
 
     def __init__(self, code: str, category: Category, severity: Severity, message: str, path: str | None = None,
                  line: int | None = None, column: int | None = None, end_line: int | None = None,
                  end_column: int | None = None, subject: str | None = None, fix: str | None = None,
                  rank: int | None = None, step: int | None = None, cell: int | None = None,
-                 extra: dict[str, Any] | None = None) -> None:
+                 evidence: Evidence | None = None, extra: dict[str, Any] | None = None) -> None:
         self.__dict__.update(code=code, category=category, severity=severity, message=message, path=path, line=line,
                              column=column, end_line=end_line, end_column=end_column, subject=subject, fix=fix,
-                             rank=rank, step=step, cell=cell, extra={} if extra is None else extra)
+                             rank=rank, step=step, cell=cell, evidence=evidence, extra={} if extra is None else extra)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"a Finding cannot be changed (cannot assign {name!r}): use replace()")
@@ -129,6 +167,8 @@ class Finding:
         data = {name: self.__dict__[name] for name in _FIELDS}
         data["category"] = self.category.value
         data["severity"] = self.severity.value
+        if self.evidence is not None:
+            data["evidence"] = self.evidence.value
         if self.extra:
             data["extra"] = dict(self.extra)
         return data
@@ -141,6 +181,8 @@ class Finding:
         extra.update({k: v for k, v in data.items() if k not in _FIELDS and k != "extra"})
         kwargs["category"] = Category(kwargs["category"])
         kwargs["severity"] = Severity(kwargs["severity"])
+        if kwargs.get("evidence") is not None:
+            kwargs["evidence"] = Evidence(kwargs["evidence"])
         return cls(**kwargs, extra=extra)
 
     def with_severity(self, severity: Severity) -> "Finding":

@@ -4,13 +4,14 @@ TP952 (``torch.load`` without ``weights_only``) depends on the oldest supported 
 silent or loud depending only on *where* the project states it. Read, in this order, in one folder:
 ``pyproject.toml`` ``[project] dependencies``, ``setup.cfg`` ``[options] install_requires``,
 ``setup.py``'s ``install_requires=`` (a literal list, or a name bound to one; the file is parsed,
-never run), then ``requirements*.txt``. Stdlib only: lint never imports torch, nor runs user code.
+never run), then ``requirements*.txt``. The first file that names torch is the declaration, with
+or without a floor: a bare ``torch`` there is not completed from another file or an outer folder.
+Stdlib only: lint never imports torch, nor runs user code.
 """
 
 from __future__ import annotations
 
 import ast
-import configparser
 import os
 import re
 import sys
@@ -18,12 +19,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
-_TORCH = re.compile(r"\s*torch\s*(\[[^\]]*\])?\s*(.*)$")
+# The distribution ``torch`` itself: not ``torch-audiomentations``, ``torch_geometric`` or ``torchvision``
+# (PEP 508 names continue with letters, digits, ``-``, ``_`` or ``.``; PEP 503 compares them case-blind).
+_TORCH = re.compile(r"\s*torch(?![A-Za-z0-9._-])\s*(\[[^\]]*\])?\s*(.*)$", re.IGNORECASE)
 
 
 def parse_version(text: str) -> tuple[int, int] | None:
@@ -33,17 +31,31 @@ def parse_version(text: str) -> tuple[int, int] | None:
 
 
 def torch_requirement(deps: Iterable[Any]) -> tuple[bool, tuple[int, int] | None]:
-    """(whether a list of PEP 508 requirements names torch, the oldest torch it admits if stated)."""
+    """(whether a list of PEP 508 requirements names torch, the oldest torch it admits if stated).
+
+    Only a lower bound or a pin states a floor (``>=``, ``>``, ``==``, ``~=``). A requirement without
+    one (``torch``, ``torch<3``, ``torch!=2.1.0``) lets the installer take the newest torch: it states
+    no floor — it is not a floor of 0.0 — and the caller reads it as the installed torch."""
     for dep in deps:
         if not isinstance(dep, str):
             continue
         m = _TORCH.match(dep)
-        if not m or (m.group(2) and m.group(2)[0].isalnum()):
-            continue  # "torchvision" and the like
+        if not m:
+            continue  # "torchvision", "torch-audiomentations" and the like
         spec = m.group(2).split(";")[0]
         floor = re.search(r"(>=|==|~=|>)\s*(\d+\.\d+)", spec)
         return True, parse_version(floor.group(2)) if floor else None
     return False, None
+
+
+def load_toml(text: str) -> dict[str, Any]:
+    """``tomllib.loads``, its module loaded by the first file that needs it (a parse error is a
+    ValueError)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
+    return tomllib.loads(text)
 
 
 def declared_torch(folder: Path) -> tuple[bool, tuple[int, int] | None]:
@@ -55,7 +67,7 @@ def declared_torch(folder: Path) -> tuple[bool, tuple[int, int] | None]:
     for reader in (_pyproject, _setup_cfg, _setup_py, _requirements):
         try:
             deps = reader(folder, names)
-        except (OSError, ValueError, TypeError, SyntaxError, RecursionError, MemoryError, configparser.Error):
+        except (OSError, ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
             continue  # an unreadable declaration states nothing; the rules still run
         found, floor = torch_requirement(deps)
         if found:
@@ -66,8 +78,10 @@ def declared_torch(folder: Path) -> tuple[bool, tuple[int, int] | None]:
 def _pyproject(folder: Path, names: set[str]) -> list[Any]:
     if "pyproject.toml" not in names:
         return []
-    path = folder / "pyproject.toml"
-    project = tomllib.loads(path.read_text(encoding="utf-8")).get("project", {})
+    text = (folder / "pyproject.toml").read_text(encoding="utf-8")
+    if "torch" not in text:
+        return []  # names no torch: not worth parsing
+    project = load_toml(text).get("project", {})
     deps = project.get("dependencies") if isinstance(project, dict) else None
     return deps if isinstance(deps, list) else []
 
@@ -75,9 +89,16 @@ def _pyproject(folder: Path, names: set[str]) -> list[Any]:
 def _setup_cfg(folder: Path, names: set[str]) -> list[str]:
     if "setup.cfg" not in names:
         return []
-    path = folder / "setup.cfg"
+    text = (folder / "setup.cfg").read_text(encoding="utf-8")
+    if "torch" not in text:
+        return []
+    import configparser
+
     parser = configparser.ConfigParser(interpolation=None)
-    parser.read_string(path.read_text(encoding="utf-8"))
+    try:
+        parser.read_string(text)
+    except configparser.Error as exc:
+        raise ValueError(str(exc)) from None
     return parser.get("options", "install_requires", fallback="").splitlines()
 
 

@@ -34,3 +34,17 @@ def is_user_file(filename: str) -> bool:
     if not os.path.isabs(filename):
         filename = os.path.abspath(filename)
     return not filename.startswith(_skip_prefixes())
+
+
+# Code objects of torchpact's functions that only pass a call of the script through (a wrapper around a torch
+# function, the ``__call__`` set on a model's class): a warning raised beneath them is the script's, not
+# torchpact's (see ``launch/warning_origin``).
+PASS_THROUGH: set = set()
+
+
+def passes_through(fn):
+    """Mark ``fn`` as one that only passes a call of the script on; returns ``fn``."""
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        PASS_THROUGH.add(code)
+    return fn

@@ -48,7 +48,7 @@ def _loader():
 
 def _trainer(cb, steps=8):
     return L.Trainer(max_steps=steps, accelerator="cpu", devices=1, logger=False, enable_checkpointing=False,
-                     enable_progress_bar=False, enable_model_summary=False, callbacks=[cb])
+                     enable_progress_bar=False, enable_model_summary=False, callbacks=[cb] if cb else [])
 
 
 def test_fit_is_watched_and_findings_handed_over(tmp_path):
@@ -112,3 +112,41 @@ def test_automatic_optimization_step_pre_sees_this_steps_gradients():
     for step in range(3):
         assert seen.pre[step] is not None and torch.equal(seen.pre[step], seen.post[step])
     assert not torch.equal(seen.post[0], seen.post[1])
+
+
+class PartlyOptimized(L.LightningModule):
+    """The optimizer is built from `net` only, while `head` trains too (TP451): Lightning, not this file,
+    calls step(), so the finding must point at the line here that builds the optimizer."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(8, 32), torch.nn.ReLU())
+        self.head = torch.nn.Linear(32, 4)
+
+    def training_step(self, batch, index):
+        x, y = batch
+        return F.cross_entropy(self.head(self.net(x)), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.net.parameters(), lr=0.1)  # BUILDS-THE-OPTIMIZER
+
+
+def _line_of(marker: str) -> int:
+    return next(i for i, text in enumerate(open(__file__).read().splitlines(), 1) if marker in text and "def " not in text
+                and "_line_of" not in text)
+
+
+def test_an_optimizer_finding_under_the_callback_points_at_configure_optimizers():
+    cb = TorchpactCallback(live=False)
+    _trainer(cb).fit(PartlyOptimized(), _loader())
+    [f] = [f for f in cb.findings if f.code == "TP451"]
+    assert (f.path, f.line) == (__file__, _line_of("# BUILDS-THE-OPTIMIZER")), f
+
+
+def test_an_optimizer_finding_under_a_plain_watch_points_at_configure_optimizers():
+    import torchpact
+
+    with torchpact.watch(live=False) as w:  # what `torchpact run` does around a Lightning script
+        _trainer(None).fit(PartlyOptimized(), _loader())
+    [f] = [f for f in w.findings if f.code == "TP451"]
+    assert (f.path, f.line) == (__file__, _line_of("# BUILDS-THE-OPTIMIZER")), f

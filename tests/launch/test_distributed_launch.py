@@ -28,6 +28,9 @@ for step in range(3):
     opt.step()
 if sys.argv[1:] == ["crash"] and rank == 1:
     raise ValueError("boom on rank 1")
+if sys.argv[1:] == ["sigkill"] and rank == 1:
+    import os
+    os.kill(os.getpid(), 9)
 dist.barrier()
 dist.destroy_process_group()
 """
@@ -36,10 +39,11 @@ dist.destroy_process_group()
 def _run(tmp_path, *args, source=SCRIPT, env=None):
     script = tmp_path / "ddp.py"
     script.write_text(textwrap.dedent(source))
+    report = tmp_path / "report.json"
     out = subprocess.run([sys.executable, "-m", "torchpact", "run", "--quiet", "--nproc", "2", "--format", "json",
-                          str(script), *args], capture_output=True, text=True, timeout=300,
+                          "--output", str(report), str(script), *args], capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, **(env or {})))
-    return out, json.loads(out.stdout)
+    return out, json.loads(report.read_text())
 
 
 def test_crashing_rank_is_reported_and_job_fails_promptly(tmp_path):
@@ -60,6 +64,15 @@ def test_crashing_rank_is_reported_and_job_fails_promptly(tmp_path):
     ranks = {r["rank"]: r for r in report["summary"]["ranks"]}
     assert set(ranks) == {0, 1} and ranks[1]["exit_code"] == 1 and ranks[1]["steps"] == 3
     assert "ValueError: boom on rank 1" in out.stderr  # the rank's own traceback reaches the user
+
+
+def test_a_rank_killed_by_a_signal_gives_the_exit_code_a_shell_shows(tmp_path):
+    # 128 + 9, as a single-process run killed by SIGKILL (tests/launch/test_supervised_run.py)
+    out, report = _run(tmp_path, "sigkill")
+    assert out.returncode == 137, out.stderr[-2000:]
+    [failed] = [f for f in report["findings"] if f["code"] == "TP004" and f["severity"] == "error"]
+    assert failed["rank"] == 1 and "rank 1 failed (signal 9)" in failed["message"]
+    assert report["summary"]["torchpact_exit_code"] == 137
 
 
 # ---------------------------------------------------------------------------------- no rank left behind

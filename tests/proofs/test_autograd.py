@@ -52,6 +52,29 @@ def test_inplace_update_of_grad_leaf_raises_outside_no_grad():
         w[0] = 1.0
     assert w.is_leaf and w.requires_grad and not torch.equal(w.detach(), before)
 
+    # What reaches the write decides, not what the attribute is elsewhere: past an exit on
+    # `isinstance(self.b, nn.Parameter)`, `self.b` is the plain tensor `fit` made (`full_like` of a
+    # Parameter does not require grad), and the Parameter bound after the write is not written.
+    class Shift(torch.nn.Module):
+        def fit(self, scale):
+            self.b = torch.full_like(scale, 0.5)
+
+        def learn_bias(self, centred):
+            if isinstance(self.b, torch.nn.Parameter):
+                return
+            if centred:
+                self.b.zero_()
+            else:
+                self.b = torch.nn.Parameter(self.b.clone())
+
+    shift = Shift()
+    shift.fit(torch.nn.Parameter(torch.ones(3)))
+    assert not shift.b.requires_grad
+    shift.learn_bias(centred=True)
+    shift.learn_bias(centred=False)
+    shift.learn_bias(centred=True)  # a Parameter now: the guard returns before the write
+    assert isinstance(shift.b, torch.nn.Parameter) and shift.b.detach().eq(0).all()
+
 
 @pytest.mark.proves("TP205")
 def test_numpy_on_tensor_that_requires_grad_raises():

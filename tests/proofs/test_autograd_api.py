@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 from torch import nn
@@ -86,3 +88,44 @@ def test_torch_tensor_of_an_output_detaches_it():
         scores.sum().backward()
     out.clone().sum().backward()  # the fix keeps the graph
     assert model.weight.grad is not None
+
+
+# Constructor arguments for the parameter-free modules that need some.
+_ARGS = {
+    "Threshold": (0.1, 0.0), "MaxPool1d": (2,), "MaxPool2d": (2,), "MaxPool3d": (2,), "AvgPool1d": (2,),
+    "AvgPool2d": (2,), "AvgPool3d": (2,), "LPPool1d": (2, 2), "LPPool2d": (2, 2), "AdaptiveAvgPool1d": (1,),
+    "AdaptiveAvgPool2d": (1,), "AdaptiveAvgPool3d": (1,), "AdaptiveMaxPool1d": (1,), "AdaptiveMaxPool2d": (1,),
+    "AdaptiveMaxPool3d": (1,), "Unflatten": (1, (2, 2)), "Upsample": (None, 2), "UpsamplingNearest2d": (None, 2),
+    "UpsamplingBilinear2d": (None, 2), "PixelShuffle": (2,), "PixelUnshuffle": (2,), "ZeroPad2d": (1,),
+    "ConstantPad1d": (1, 0.0), "ConstantPad2d": (1, 0.0), "ConstantPad3d": (1, 0.0), "ReflectionPad1d": (1,),
+    "ReflectionPad2d": (1,), "ReplicationPad1d": (1,), "ReplicationPad2d": (1,), "Fold": ((4, 4), 2),
+    "Unfold": (2,), "LocalResponseNorm": (2,), "GLU": (1,),
+}
+# An input each module accepts (most take any (N, C, H, W) tensor).
+_INPUTS = {"Unflatten": (2, 4), "Fold": (1, 4, 9), "PixelUnshuffle": (1, 1, 4, 4), "ReflectionPad1d": (1, 2, 4),
+           "ReplicationPad1d": (1, 2, 4), "ConstantPad1d": (1, 2, 4), "MaxPool1d": (1, 2, 4),
+           "AvgPool1d": (1, 2, 4), "LPPool1d": (1, 2, 4), "AdaptiveAvgPool1d": (1, 2, 4),
+           "AdaptiveMaxPool1d": (1, 2, 4), "MaxPool3d": (1, 1, 4, 4, 4), "AvgPool3d": (1, 1, 4, 4, 4),
+           "AdaptiveAvgPool3d": (1, 1, 4, 4, 4), "AdaptiveMaxPool3d": (1, 1, 4, 4, 4),
+           "ConstantPad3d": (1, 1, 4, 4, 4), "Dropout3d": (1, 1, 4, 4, 4), "Dropout1d": (1, 2, 4),
+           "PixelShuffle": (1, 4, 2, 2)}
+
+
+@pytest.mark.proves("TP215")
+def test_a_parameter_free_module_attaches_its_output_only_when_its_input_is():
+    from torchpact.lint.context import PARAMETER_FREE_MODULES
+
+    for qn in sorted(PARAMETER_FREE_MODULES):
+        name = qn.rsplit(".", 1)[1]
+        module = getattr(nn, name)(*_ARGS.get(name, ()))
+        assert list(module.parameters()) == [], name
+        shape = _INPUTS.get(name, (1, 2, 4, 4))
+        other = [torch.randn(shape)] if name in ("CosineSimilarity", "PairwiseDistance") else []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the deprecated upsampling modules, implicit softmax dims
+            plain = module(torch.randn(shape), *other)
+            attached = module(torch.randn(shape, requires_grad=True), *other)
+        assert not plain.requires_grad and plain.grad_fn is None, name
+        assert attached.requires_grad, name
+    copied, _ = warned(lambda: torch.tensor(nn.ReLU()(torch.randn(3))))  # no graph was there to lose
+    assert not copied.requires_grad

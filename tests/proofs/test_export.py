@@ -128,6 +128,31 @@ def test_torch_export_in_training_mode_records_training_ops_and_cannot_be_eval_e
         ep.module().eval()
 
 
+class SpareLayers(nn.Module):
+    """Dropout and BatchNorm built but never called by forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.spare_drop = nn.Dropout(0.5)
+        self.spare_bn = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+@pytest.mark.proves("TP702", "TP605")
+def test_layers_built_but_never_called_change_nothing_in_training_mode():
+    torch.manual_seed(0)
+    model = SpareLayers()
+    x = torch.randn(8, 4)
+    traced, _ = _trace(model, x)
+    assert torch.equal(traced(x), traced(x)) and torch.equal(traced(x), model.eval()(x))  # no dropout
+    assert model.spare_bn.num_batches_tracked.item() == 0  # no batch statistics, no running-stat update
+    ep = torch.export.export(SpareLayers(), (x,))
+    assert "dropout" not in ep.graph_module.code and "batch_norm" not in ep.graph_module.code
+
+
 class BNThenDrop(nn.Module):
     def __init__(self):
         super().__init__()

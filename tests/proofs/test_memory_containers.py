@@ -88,6 +88,40 @@ def test_after_backward_the_graph_nodes_of_every_step_stay_reachable():
     assert all(t.grad_fn is None for t in detached)
 
 
+@pytest.mark.proves("TP102")
+def test_a_container_emptied_on_some_iterations_holds_only_the_graphs_since():
+    # Emptied at a logging boundary (`if (i + 1) % 4 == 0: buf.clear()`, `del buf[:]`, `buf[:] = []`):
+    # the graph nodes alive through the list never span more than the iterations since the reset.
+    model = _mlp()
+
+    def nodes_in(tensors):
+        seen, stack = set(), [t.grad_fn for t in tensors]
+        while stack:
+            fn = stack.pop()
+            if fn is not None and fn not in seen:
+                seen.add(fn)
+                stack.extend(n for n, _ in fn.next_functions)
+        return len(seen)
+
+    def empty_by_del(buf):
+        del buf[:]
+
+    def empty_by_slice(buf):
+        buf[:] = []
+
+    for empty in (list.clear, empty_by_del, empty_by_slice):
+        buf, peaks = [], []
+        for i in range(12):
+            out = model(torch.randn(8, 16))
+            model.zero_grad()
+            out.pow(2).mean().backward()
+            buf.append(out)
+            peaks.append(nodes_in(buf))
+            if (i + 1) % 4 == 0:
+                empty(buf)
+        assert peaks[0:4] == peaks[4:8] == peaks[8:12], peaks
+
+
 @pytest.mark.proves("TP103")
 def test_eval_mode_still_records_graphs_and_saves_activations():
     model = _mlp()

@@ -142,6 +142,20 @@ def test_exp_minus_one_of_small_x_cancels_where_expm1_is_exact():
     assert torch.allclose(torch.exp(y) - 1, torch.expm1(y), atol=1e-6)
 
 
+@pytest.mark.proves("TP319", "TP320")
+def test_whole_numbers_do_not_round_in_one_plus_x_or_cancel_in_exp_minus_one():
+    whole = torch.arange(0, 2000, dtype=torch.float32)
+    assert torch.equal((1 + whole) - 1, whole)  # 1 + x is exact: log(1 + x) has nothing to lose
+    assert torch.allclose(torch.log(1 + whole), torch.log1p(whole), rtol=1e-6, atol=0)
+    counts = torch.randint(0, 50, (100,))
+    assert torch.allclose(torch.log(1 + counts), torch.log1p(counts), rtol=1e-6, atol=0)
+    assert torch.allclose(torch.log(1 + torch.floor(whole / 7)), torch.log1p(torch.floor(whole / 7)), rtol=1e-6)
+    steps = torch.arange(-20, 21, dtype=torch.float32)  # |x| is 0 or at least 1: no cancellation
+    assert torch.allclose(torch.exp(steps) - 1, torch.expm1(steps), rtol=1e-6, atol=1e-7)
+    tiny = torch.tensor([1e-10])  # the fraction the rules are about, for contrast
+    assert (torch.log(1 + tiny) == 0).all() and (torch.exp(tiny) - 1 == 0).all()
+
+
 @pytest.mark.proves("TP321")
 def test_cuda_amp_custom_fwd_and_bwd_warn_and_amp_versions_work_on_cpu():
     _, text = warned(lambda: torch.cuda.amp.custom_fwd(lambda ctx, x: x), FutureWarning)
@@ -211,6 +225,8 @@ def test_upsampling_modules_are_upsample_with_fixed_modes():
     assert torch.equal(torch.nn.UpsamplingNearest2d(size=(7, 7))(x),
                        torch.nn.Upsample(size=(7, 7), mode="nearest")(x))
     assert "deprecated" in torch.nn.UpsamplingBilinear2d.__doc__.lower()
+    _, text = warned(lambda: torch.nn.UpsamplingBilinear2d(scale_factor=2)(x))
+    assert text == ""  # deprecated in the documentation only: torch 2.13 does not warn
 
 
 @pytest.mark.proves("TP326")
@@ -239,6 +255,8 @@ def test_ger_is_outer():
     u, v = torch.randn(3), torch.randn(4)
     assert torch.equal(torch.ger(u, v), torch.outer(u, v))
     assert "deprecated" in torch.ger.__doc__
+    _, text = warned(lambda: torch.ger(u, v))
+    assert text == ""  # deprecated in the documentation only: torch 2.13 does not warn
 
 
 @pytest.mark.proves("TP329")
@@ -247,6 +265,10 @@ def test_torch_norm_p2_on_a_matrix_is_frobenius_not_the_spectral_norm():
     assert torch.norm(M, p=2).item() == pytest.approx(torch.linalg.vector_norm(M, 2).item())
     assert torch.linalg.norm(M, 2).item() != pytest.approx(torch.norm(M, p=2).item(), rel=1e-3)
     assert "deprecated" in torch.norm.__doc__
+    _, text = warned(lambda: torch.norm(M, p=2))
+    assert text == ""  # deprecated in the documentation only: torch 2.13 does not warn
+    rows = torch.randn(4, 3)
+    assert torch.allclose(torch.norm(rows, dim=-1), torch.linalg.vector_norm(rows, 2, dim=-1))
 
 
 @pytest.mark.proves("TP330")
@@ -258,6 +280,8 @@ def test_svd_returns_v_where_linalg_svd_returns_vh_and_full_factors():
     assert torch.allclose(U @ torch.diag(S) @ V.mT, A)
     assert torch.allclose(V.abs(), Vh.mH.abs()) and not torch.allclose(V, Vh, atol=1e-3)
     assert "deprecated" in torch.svd.__doc__
+    _, text = warned(lambda: torch.svd(A))
+    assert text == ""  # deprecated in the documentation only: torch 2.13 does not warn
 
 
 @pytest.mark.proves("TP331")

@@ -27,6 +27,21 @@ def test_dataloader_without_workers_loads_in_the_training_process():
     assert main not in with_workers and len(with_workers) == 2
 
 
+@pytest.mark.proves("TP920")
+def test_a_tensor_dataset_fetches_views_of_tensors_already_in_memory():
+    # Nothing to read or decode: every item (also through Subset / random_split / ConcatDataset) is a
+    # view into the tensors the dataset holds, so workers have no I/O to overlap.
+    from torch.utils.data import ConcatDataset, Subset, TensorDataset, random_split
+
+    features, targets = torch.randn(20, 3), torch.arange(20)
+    full = TensorDataset(features, targets)
+    part, _ = random_split(full, [0.5, 0.5])
+    for ds in (full, part, Subset(full, range(4)), ConcatDataset([full, full])):
+        x, y = ds[2]
+        assert x.untyped_storage().data_ptr() == features.untyped_storage().data_ptr()
+        assert y.untyped_storage().data_ptr() == targets.untyped_storage().data_ptr()
+
+
 @pytest.mark.proves("TP921")
 def test_sdp_kernel_warns():
     def enter():

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from torchpact.config import Config, load_config
-from tests.lint_helpers import codes
+from torchpact.findings import Severity
+from tests.lint_helpers import codes, lint_code
 
 
 class _RunsCodeWhenLoaded:
@@ -117,3 +118,53 @@ def test_tp952_reads_a_scripts_inline_metadata():
     assert codes(script.replace("2.6", "2.5"), ["TP952"]) == ["TP952"]
     # the script's floor lowers a newer configured floor, never raises an older one
     assert codes(script, ["TP952"], config=Config(min_torch=(2, 4))) == ["TP952"]
+
+
+# A test module reads fixtures its repository ships or writes: TP952 is silent there, unless the test
+# fetches the checkpoint from the network, which is untrusted input in a test as anywhere.
+FROM_FIXTURES = [
+    ("import os\nimport torch\nFIXTURES = os.path.dirname(__file__)\n"
+     "def test_load():\n    torch.load(os.path.join(FIXTURES, 'ckpt.pt'))\n"),
+    ("import torch\ndef test_round_trip(tmp_path):\n    torch.save({'w': 1}, tmp_path / 'm.pt')\n"
+     "    assert torch.load(tmp_path / 'm.pt')\n"),
+    ("from pathlib import Path\nimport torch\nWEIGHTS = Path(__file__).parent / 'data' / 'w.pt'\n"
+     "def test_weights():\n    state = torch.load(WEIGHTS, map_location='cpu')\n"),
+    ("import io\nimport torch\ndef test_buffer():\n    buf = io.BytesIO()\n    torch.save([1], buf)\n"
+     "    buf.seek(0)\n    torch.load(buf)\n"),
+    ("import pytest\nimport torch\n@pytest.mark.parametrize('path', ['a.pt', 'b.pt'])\n"
+     "def test_each(path):\n    torch.load(path)\n"),
+]
+DOWNLOADED = [
+    ("import torch\nfrom huggingface_hub import hf_hub_download\ndef test_hub():\n"
+     "    path = hf_hub_download('org/model', 'pytorch_model.bin')\n    torch.load(path)\n"),
+    ("import urllib.request\nimport torch\nURL = 'https://example.com/w.pt'\ndef test_url():\n"
+     "    local, _ = urllib.request.urlretrieve(URL, 'w.pt')\n    torch.load(local, map_location='cpu')\n"),
+    ("import torch\ndef test_hub_file(tmp_path):\n    dst = tmp_path / 'w.pt'\n"
+     "    torch.hub.download_url_to_file(MODEL_URL, dst)\n    torch.load(dst)\n"),
+    ("import io\nimport requests\nimport torch\ndef test_http():\n"
+     "    state = torch.load(io.BytesIO(requests.get(CKPT).content))\n"),
+    ("import torch\nfrom cached_path import cached_path\ndef test_cached():\n"
+     "    torch.load(cached_path('https://example.com/ckpt.pt'), map_location='cpu')\n"),
+]
+
+
+@pytest.mark.parametrize("code", FROM_FIXTURES)
+def test_tp952_stays_silent_on_a_test_modules_own_fixtures(code):
+    assert codes(code, ["TP952"], path="tests/test_model.py", config=Config(min_torch=(2, 4))) == []
+
+
+@pytest.mark.parametrize("code", DOWNLOADED)
+def test_tp952_flags_a_test_that_downloads_the_checkpoint_it_loads(code):
+    assert codes(code, ["TP952"], path="tests/test_model.py", config=Config(min_torch=(2, 4))) == ["TP952"]
+    assert codes(code, ["TP952"], path="tests/test_model.py") == []  # torch >= 2.6 loads weights only
+
+
+@pytest.mark.parametrize("code", DOWNLOADED)
+def test_tp951_warns_where_a_downloaded_file_is_fully_unpickled(code):
+    spelled = code.replace("torch.load(", "torch.load(weights_only=False, f=")
+    findings, _ = lint_code(spelled, ["TP951"], path="tests/test_model.py")
+    assert [(f.code, f.severity) for f in findings] == [("TP951", Severity.WARNING)]
+    for own in FROM_FIXTURES:
+        findings, _ = lint_code(own.replace("torch.load(", "torch.load(weights_only=False, f="), ["TP951"],
+                                path="tests/test_model.py")
+        assert all(f.severity == Severity.INFO for f in findings)

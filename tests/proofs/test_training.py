@@ -43,6 +43,17 @@ def test_without_zero_grad_each_step_applies_the_sum_of_all_gradients():
         optimizer.step()
         assert torch.allclose(before - model.weight.detach(), 0.1 * fresh_sum, atol=1e-6)
 
+    # a loop over models (a new one each iteration) has nothing to clear: each model's .grad
+    # starts empty and receives exactly its one backward, although nothing calls zero_grad()
+    x, y = _batches(1)[0]
+    for width in (1, 2, 3):
+        fresh = nn.Linear(4, width)
+        assert fresh.weight.grad is None
+        loss = nn.functional.mse_loss(fresh(x), y.expand(-1, width))
+        alone = torch.autograd.grad(loss, fresh.weight, retain_graph=True)[0]
+        loss.backward()
+        assert torch.equal(fresh.weight.grad, alone)
+
 
 class _DropoutNet(nn.Module):
     def __init__(self):

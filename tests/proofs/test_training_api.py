@@ -3,6 +3,8 @@ names, with real torch training steps."""
 
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -48,6 +50,30 @@ def test_weight_norm_warns_and_the_parametrization_renames_the_state():
     assert {"weight_g", "weight_v"} <= set(old.state_dict())
     assert {"parametrizations.weight.original0", "parametrizations.weight.original1"} <= set(new.state_dict())
 
+    # the rule's warning_category / warning_text are torch's own, and a scoped filter matches as lint
+    # assumes: by category (or a base class), or by a message regex matched at the start of the text
+    from torchpact.lint.rules.training.deprecated_weight_norm import DeprecatedWeightNorm as rule
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.nn.utils.weight_norm(nn.Linear(3, 3))
+    [w] = caught
+    assert (w.category.__name__, str(w.message)) == (rule.warning_category, rule.warning_text)
+    for install in (lambda: warnings.filterwarnings("ignore", message=r".*deprecated in favor of"),
+                    lambda: warnings.simplefilter("ignore", FutureWarning)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            install()
+            torch.nn.utils.weight_norm(nn.Linear(3, 3))
+        assert caught == []
+    for install in (lambda: warnings.filterwarnings("ignore", message="weight_norm is deprecated"),
+                    lambda: warnings.simplefilter("ignore", DeprecationWarning)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            install()
+            torch.nn.utils.weight_norm(nn.Linear(3, 3))
+        assert len(caught) == 1
+
 
 @pytest.mark.proves("TP414")
 def test_init_without_underscore_warns_and_fills_like_the_underscore_version():
@@ -58,6 +84,47 @@ def test_init_without_underscore_warns_and_fills_like_the_underscore_version():
     torch.manual_seed(0)
     nn.init.xavier_uniform_(b, gain=2.0)
     assert torch.equal(a, b)
+
+
+@pytest.mark.proves("TP414")
+def test_a_reference_to_a_deprecated_function_warns_only_when_called():
+    # Looking the name up, keeping it in a dict, or saving it to patch nn.init and restore it runs
+    # nothing; only the call warns.
+    saved, text = warned(lambda: {"normal": nn.init.normal, "orig": nn.init.uniform})
+    assert text == ""
+    nn.init.uniform = lambda tensor, *args, **kwargs: tensor
+    try:
+        _, text = warned(lambda: nn.init.uniform(torch.empty(3)))
+        assert text == ""  # the patch runs, not the deprecated function
+    finally:
+        nn.init.uniform = saved["orig"]
+    _, text = warned(lambda: saved["normal"](torch.empty(3)), FutureWarning)
+    assert "nn.init.normal` is now deprecated" in text
+    # "fixing" the saved original to the underscore name would restore another function
+    assert nn.init.uniform is saved["orig"] and saved["orig"] is not nn.init.uniform_
+
+
+@pytest.mark.proves("TP414")
+def test_code_python_never_evaluates_does_not_warn():
+    # Postponed annotations, a local variable's annotation and a TYPE_CHECKING block hold deprecated
+    # calls that never run; the same call in an evaluated parameter annotation warns at def time.
+    never = [
+        ("from __future__ import annotations\nfrom torch import nn\nimport torch\n"
+         "def f(w: nn.init.normal(torch.empty(1))): pass\n"),
+        "from torch import nn\nimport torch\ndef f():\n    w: nn.init.normal(torch.empty(1)) = 0\nf()\n",
+        ("from typing import TYPE_CHECKING\nfrom torch import nn\nimport torch\n"
+         "if TYPE_CHECKING:\n    nn.init.normal(torch.empty(1))\n"),
+    ]
+
+    def run(code):
+        exec(compile(code, "<case>", "exec", dont_inherit=True), {})  # noqa: S102 - the test's own code
+
+    for code in never:
+        _, text = warned(lambda code=code: run(code))
+        assert text == "", code
+    evaluated = "from torch import nn\nimport torch\ndef f(w: nn.init.normal(torch.empty(1))): pass\n"
+    _, text = warned(lambda: run(evaluated), FutureWarning)
+    assert "nn.init.normal` is now deprecated" in text
 
 
 @pytest.mark.proves("TP415")
@@ -97,6 +164,32 @@ def test_tensor_methods_as_statements_leave_the_tensor_unchanged():
     m = nn.Linear(2, 2)
     m.to(torch.float64)  # modules, by contrast, convert in place
     assert m.weight.dtype == torch.float64
+
+
+@pytest.mark.proves("TP417")
+def test_objects_that_are_not_tensors_convert_in_place(tmp_path):
+    # What torch.load / torch.jit.load / quantize_dynamic return may be a whole module, whose .to()
+    # and .half() convert it in place; a numpy array's .fill() fills it in place.
+    import numpy as np
+
+    torch.save(nn.Linear(2, 2), tmp_path / "whole.pt")
+    whole = torch.load(tmp_path / "whole.pt", weights_only=False)
+    whole.double()
+    assert isinstance(whole, nn.Module) and whole.weight.dtype == torch.float64
+    scripted_path = tmp_path / "scripted.pt"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        torch.jit.save(torch.jit.script(nn.Linear(2, 2)), scripted_path)
+        scripted = torch.jit.load(scripted_path)
+    scripted.double()
+    assert scripted.weight.dtype == torch.float64
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # quantize_dynamic's own deprecation notes
+        quantized = torch.quantization.quantize_dynamic(nn.Sequential(nn.Linear(2, 2)), {nn.Linear})
+    assert quantized.to("cpu") is quantized
+    grid = np.empty(4)
+    grid.fill(0.5)
+    assert grid.tolist() == [0.5] * 4
 
 
 @pytest.mark.proves("TP458")
@@ -147,6 +240,35 @@ def test_optimizer_recreated_each_step_loses_adam_state():
     assert opt.state[opt.param_groups[0]["params"][0]]["step"].item() == 1
     kept, _ = train(False)
     assert kept != pytest.approx(recreated)
+
+
+@pytest.mark.proves("TP460")
+def test_plain_sgd_keeps_no_state_so_recreating_it_changes_nothing():
+    def train(make, recreate):
+        torch.manual_seed(0)
+        net = nn.Linear(4, 1)
+        data = [(torch.randn(8, 4), torch.randn(8, 1)) for _ in range(5)]
+        opt = make(net.parameters())
+        for x, y in data:
+            if recreate:
+                opt = make(net.parameters())
+            opt.zero_grad()
+            F.mse_loss(net(x), y).backward()
+            opt.step()
+        return [p.detach().clone() for p in net.parameters()], opt
+
+    for make in (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: torch.optim.SGD(ps, 0.1, 0, weight_decay=0.01)):
+        fresh, opt = train(make, True)
+        kept, _ = train(make, False)
+        assert all(torch.equal(a, b) for a, b in zip(fresh, kept))  # bit for bit
+        assert len(opt.state) == 0  # nothing to lose
+    def with_momentum(ps):
+        return torch.optim.SGD(ps, lr=0.1, momentum=0.9)
+
+    fresh, _ = train(with_momentum, True)
+    kept, opt = train(with_momentum, False)
+    assert not all(torch.equal(a, b) for a, b in zip(fresh, kept))
+    assert all("momentum_buffer" in state for state in opt.state.values())
 
 
 @pytest.mark.proves("TP420")

@@ -44,3 +44,25 @@ def test_a_finding_survives_pickle_copy_and_its_json_form():
     assert "extra" not in _finding().to_dict()
     assert Finding.from_dict({**data, "new_key": 7}).extra == {"series": [1.5], "new_key": 7}
     assert "line=14" in repr(f)
+
+
+def test_evidence_is_part_of_the_finding_and_its_json_form():
+    from torchpact.findings import Evidence, severity_cap
+
+    f = _finding().replace(evidence=Evidence.MAY)
+    assert f.to_dict()["evidence"] == "may" and Finding.from_dict(f.to_dict()) == f
+    assert f != f.replace(evidence=Evidence.MUST)
+    assert _finding().to_dict()["evidence"] is None and Finding.from_dict(_finding().to_dict()).evidence is None
+    assert [severity_cap(e) for e in (Evidence.MUST, Evidence.MAY, Evidence.UNRESOLVED)] == [
+        Severity.ERROR, Severity.WARNING, Severity.INFO]
+
+
+def test_a_runtime_check_states_what_its_findings_rest_on():
+    from torchpact.checks import Check
+    from torchpact.findings import Evidence
+    from torchpact.watch.watchers.chance_loss import CHANCE_LOSS
+    from torchpact.watch.watchers.nonfinite import FORWARD
+
+    assert Check("TP999", Category.MEMORY, Severity.INFO, "s", "d").evidence == Evidence.OBSERVED
+    assert CHANCE_LOSS.evidence == Evidence.INFERRED  # a heuristic: the loss near ln(C)
+    assert FORWARD.evidence == Evidence.OBSERVED

@@ -68,7 +68,7 @@ def test_run_github_annotations(tmp_path, capsys, monkeypatch):
 def test_every_command_reports_paths_relative_to_the_working_directory(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
     paths = {}
-    for command, args in (("lint", [str(LEAKY)]), ("run", [str(LEAKY)])):
+    for command, args in (("lint", ["--preview", str(LEAKY)]), ("run", [str(LEAKY)])):
         out = tmp_path / f"{command}.json"
         main([command, "--format", "json", "--output", str(out), *args])
         paths[command] = {f["path"] for f in json.loads(out.read_text())["findings"] if f["code"] == "TP101"}

@@ -15,7 +15,7 @@ from tests.report import chromium
 from torchpact.cli import main
 from torchpact.findings import Category, Finding, Severity
 from torchpact.report import render
-from torchpact.report.links import rule_url, rules_base
+from torchpact.report.html import page
 
 ROOT = Path(__file__).resolve().parents[2]
 HOSTILE_MODULE = "<img src=x onerror=alert(1)>"
@@ -103,8 +103,8 @@ def test_page_is_self_contained(hostile_run):
     _, page, _ = hostile_run
     text = page.read_text()
     assert not re.search(r"""src\s*=\s*["']?(?:https?:|//)""", text)
-    links = re.findall(r"""href\s*=\s*["']?((?:https?:|//)[^"' >]*)""", text)
-    assert links and all(link.startswith(rules_base()) for link in links)  # navigation to rule pages only
+    # no link leaves the page: torchpact is not published at any address, the rules' text is on the page
+    assert not re.findall(r"""href\s*=\s*["']?((?:https?:|//|file:)[^"' >]*)""", text)
     assert "url(" not in text and "@import" not in text
     assert "Content-Security-Policy" in text and "default-src 'none'" in text
 
@@ -120,19 +120,23 @@ def test_page_has_the_run_sections(hostile_run):
     assert profile["status"] == "ok" and len(profile["steps"]) == 3 and Path(profile["trace"]).is_file()
 
 
-def test_each_finding_links_to_its_rule_page(hostile_run):
+def test_each_finding_links_to_its_rules_text_on_the_page(hostile_run):
     _, page, doc = hostile_run
-    hrefs = [a.get("href") for t, a in _tags(page.read_text()) if t == "a" and a.get("class") == "code"]
-    assert sorted(hrefs) == sorted(rule_url(f["code"]) for f in doc["findings"])
-    for href in hrefs:  # the page the link names exists in the repository
-        assert (ROOT / "docs" / "rules" / href.rsplit("/", 1)[1]).is_file()
+    text = page.read_text()
+    hrefs = [a.get("href") for t, a in _tags(text) if t == "a" and a.get("class") == "code"]
+    assert sorted(hrefs) == sorted(f"#rule-{f['code']}" for f in doc["findings"])
+    ids = {a.get("id") for _, a in _tags(text)}
+    for code in {f["code"] for f in doc["findings"]}:
+        assert f"rule-{code}" in ids
+        article = text.split(f'id="rule-{code}"', 1)[1].split("</article>", 1)[0]
+        assert f"{code} — " in article and "What it does" in article and "Why is this bad?" in article
 
 
-def test_rule_link_base_is_configurable(monkeypatch):
-    monkeypatch.setenv("TORCHPACT_RULES_URL", "https://docs.example.com/torchpact/rules")
+def test_a_page_rendered_without_rule_texts_links_nowhere(monkeypatch):
+    monkeypatch.setenv("TORCHPACT_RULES_URL", "https://docs.example.com/torchpact/rules")  # for SARIF only
     finding = Finding("TP101", Category.MEMORY, Severity.ERROR, "leak")
     text = render("html", [finding], {"command": "run t.py", "summary": {}})
-    assert 'href="https://docs.example.com/torchpact/rules/TP101.md"' in text
+    assert "href=" not in text.split("<body>", 1)[1] and '<span class="code"><code>TP101</code></span>' in text
 
 
 def test_page_says_torchpacts_exit_code_beside_the_scripts(hostile_run, tmp_path):
@@ -242,3 +246,19 @@ def test_compile_modes_show_latency_p50_p99_and_unstable():
     assert "example: 1.8 / 9.7 ms" in rows["eager"] and "(unstable: p99 is 5.4x p50)" in rows["eager"]
     assert "example: 0.54 / 0.6 ms" in rows["default"] and "unstable" not in rows["default"]
     assert "<li><b>latency</b>: no recommendation, the timings are unstable</li>" in text
+
+
+def _chart_ticks(svg: str) -> list[str]:
+    return re.findall(r'<text class="tick" x="\d+(?:\.\d+)?" y="[\d.]+" text-anchor="end">([^<]+)</text>', svg)
+
+
+def test_the_memory_chart_starts_at_zero_so_a_small_change_does_not_look_like_a_cliff():
+    mib = 1024 * 1024
+    # 0.4 MiB more on a 500 MiB process over 30 steps
+    memory = [[step, 500 * mib + step * 0.4 * mib / 30] for step in range(31)]
+    doc = {"tool": "torchpact", "command": "run train.py", "findings": [],
+           "summary": {"data": {"progress": {"memory": memory, "memory_kind": "rss"}}}}
+    text = page(doc)
+    svg = text[text.index('aria-label="Process memory (RSS)"'):].split("</svg>", 1)[0]
+    ticks = [t for t in _chart_ticks(svg) if t != "step"]  # the y axis's labels, bottom up
+    assert ticks[0] == "0 B" and all(t.endswith("MiB") for t in ticks[1:]), ticks

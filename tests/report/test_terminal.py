@@ -89,8 +89,30 @@ def test_lint_on_a_terminal_and_under_no_color(tmp_path):
     target = tmp_path / "train.py"
     target.write_text(LEAKY.read_text())
     env = {k: v for k, v in os.environ.items() if k != "NO_COLOR"} | {"COLUMNS": "100"}
-    tty = _under_pty(["lint", str(target)], env)
+    tty = _under_pty(["lint", "--preview", str(target)], env)
     assert ANSI.search(tty) and "memory · 1" in ANSI.sub("", tty)
-    plain = _under_pty(["lint", str(target)], env | {"NO_COLOR": "1"})
+    plain = _under_pty(["lint", "--preview", str(target)], env | {"NO_COLOR": "1"})
     assert not ANSI.search(plain)
     assert f"{target}:14:5: TP101 error" in plain and "   14 |     total += loss" in plain.replace("\r\n", "\n")
+
+
+def _notebook(tmp_path: Path) -> Path:
+    import json
+
+    cells = [{"cell_type": "markdown", "metadata": {}, "source": ["# notes"]},
+             {"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+              "source": ["import torch\n", "x = torch.range(0, 3)\n"]}]
+    path = tmp_path / "n.ipynb"
+    path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    return path
+
+
+def test_a_notebook_finding_shows_its_cells_line_in_both_reports(tmp_path):
+    path = _notebook(tmp_path)
+    # lint's finding: cell 2 (markdown counts), line 2 of that cell, column 5
+    found = [Finding("TP313", Category.NUMERICS, Severity.WARNING, "torch.range is deprecated", path=str(path),
+                     cell=2, line=2, column=5, end_line=2, end_column=16)]
+    plain = render_text(found, {})
+    assert "    2 | x = torch.range(0, 3)\n      |     ^^^^^^^^^^^\n" in plain, plain
+    rich = ANSI.sub("", render_terminal(found, {}, width=100))
+    assert "x = torch.range(0, 3)" in rich and "import torch" in rich, rich

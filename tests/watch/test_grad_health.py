@@ -267,3 +267,29 @@ def test_gradients_recovering_from_an_early_collapse_are_not_an_explosion():
     assert [f.code for f in findings if f.code == "TP353"] == []
     norms = [n for _, n in watcher.series["2"]]
     assert max(norms[6:14]) * 100 < min(norms[16:])  # the collapse and the recovery did happen
+
+
+# ------------------------------------------------------------------------------------------ gated layers
+# Written before the checks were tuned for them (issue 31). A layer behind a zero-initialised gate (timm's
+# zero_init_last residual BatchNorm, LoRA's B, ReZero) gets an exactly zero gradient while the gate is zero and
+# tiny, growing ones while it opens: neither vanishing (nothing attenuates the signal on its way) nor exploding.
+from tests.watch import _resolution_cases as cases  # noqa: E402
+
+
+@pytest.mark.parametrize("seed, momentum, start_factor", [(0, 0.9, 1e-4), (1, 0.0, 1e-4), (2, 0.9, 1e-3), (0, 0.0, 1e-2)])
+def test_layers_behind_a_zero_initialised_residual_batchnorm_are_not_reported(seed, momentum, start_factor):
+    _, train = cases.zero_init_resnet(seed, momentum=momentum, start_factor=start_factor, steps=60)
+    findings, _ = run(train)
+    assert codes(findings) == []
+
+
+def test_a_gated_layer_is_judged_again_once_it_has_woken_up():
+    """The layers behind the gate get exactly zero gradients at step 0; once the gate has opened their
+    gradients are of the usual size and their series goes on."""
+    _, train = cases.zero_init_resnet(0, start_factor=1.0, steps=30)
+    findings, watcher = run(train, sampler=EVERY_STEP)
+    assert codes(findings) == []
+    series = watcher.series["3.conv1"]
+    assert series[0] == (0, 0.0) and series[-1][1] > 0
+    layer = next(layer for _, layout in watcher._layouts.values() for layer in layout.layers if layer.name == "3.conv1")
+    assert not layer.gated and len(layer.history) > 0

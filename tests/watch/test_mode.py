@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -228,3 +229,145 @@ def test_training_is_bitwise_identical_under_the_watcher():
     watched(lambda: train(observed), WATCHER)
     for (name, a), b in zip(plain.state_dict().items(), observed.state_dict().values()):
         assert torch.equal(a, b), name
+
+
+# ---------------------------------------------------------------------------------------- TP453 variants
+# Written before the watcher was tuned for them (issue 31): a model with dropout and no BatchNorm, never put
+# in eval(), evaluated under no_grad between its training steps — one full-batch call, as graph and
+# small-data scripts do. The contract: a no-grad forward of a model an optimizer trains, made while that
+# model is in train mode, during which dropout is active, is an evaluation that randomly drops units.
+class DropNet(nn.Module):
+    """Dropout in one of several forms, no BatchNorm."""
+
+    def __init__(self, form: str):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 32), nn.Linear(32, 3)
+        self.drop = nn.Dropout(0.5)
+        self.form = form
+
+    def forward(self, x):
+        h = torch.relu(self.a(x))
+        if self.form == "module":
+            h = self.drop(h)
+        elif self.form == "functional":
+            h = F.dropout(h, 0.5, training=self.training)
+        elif self.form == "sdpa":
+            q = h[:, None, :]
+            h = F.scaled_dot_product_attention(q, q, q, dropout_p=0.5 if self.training else 0.0)[:, 0]
+        elif self.form == "helper":
+            h = _drop_if_training(self, h)
+        return self.b(h)
+
+
+def _drop_if_training(module, h):
+    return torch.dropout(h, 0.5, module.training)
+
+
+def _fit_and_validate(model, *, epochs=3, call_eval=False, context=torch.no_grad, when="between"):
+    torch.manual_seed(0)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    X, Y = torch.randn(64, 8), torch.randint(0, 3, (64,))
+    accuracies = []
+
+    def validate():
+        if call_eval:
+            model.eval()
+        with context():
+            accuracies.append((model(X).argmax(1) == Y).float().mean().item())  # one full-batch call
+        model.train()
+
+    if when == "before":
+        validate()
+    for _epoch in range(epochs):
+        for i in range(0, 64, 16):
+            opt.zero_grad()
+            F.cross_entropy(model(X[i:i + 16]), Y[i:i + 16]).backward()
+            opt.step()
+        if when == "between":
+            validate()
+    if when == "after":
+        validate()
+    return accuracies
+
+
+@pytest.mark.parametrize("form", ["module", "functional", "sdpa", "helper"])
+def test_single_no_grad_validation_pass_with_dropout_warns(form):
+    findings = watched(lambda: _fit_and_validate(DropNet(form)), WATCHER)
+    [f] = [f for f in findings if f.code == "TP453"]
+    assert f.severity.value == "warning" and "dropout" in f.message
+    assert f.line == _line_of(_fit_and_validate, "accuracies.append(")
+
+
+def test_inference_mode_validation_with_dropout_warns():
+    findings = watched(lambda: _fit_and_validate(DropNet("functional"), context=torch.inference_mode), WATCHER)
+    assert [(f.code, f.severity.value) for f in findings] == [("TP453", "warning")]
+    assert "inference_mode()" in findings[0].message
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_a_single_dropout_pass_outside_the_training_steps_is_info(when):
+    findings = watched(lambda: _fit_and_validate(DropNet("module"), when=when), WATCHER)
+    assert [(f.code, f.severity.value) for f in findings] == [("TP453", "info")]
+
+
+def test_dropout_really_makes_the_no_grad_pass_random():
+    model = DropNet("functional")
+    x = torch.randn(16, 8)
+    with torch.no_grad():
+        assert not torch.equal(model(x), model(x))  # train mode: what TP453 says torch does
+        model.eval()
+        assert torch.equal(model(x), model(x))
+
+
+@pytest.mark.parametrize("form", ["module", "functional", "sdpa", "helper"])
+def test_the_same_validation_after_eval_is_silent(form):
+    assert watched(lambda: _fit_and_validate(DropNet(form), call_eval=True), WATCHER) == []
+
+
+def test_no_grad_calls_without_active_dropout_are_silent():
+    """RL rollouts of a dropout-free policy, a teacher no optimizer trains, MC dropout after eval()."""
+    def rollouts():
+        torch.manual_seed(0)
+        policy = nn.Sequential(nn.Linear(4, 16), nn.Tanh(), nn.Linear(16, 2))
+        opt = torch.optim.Adam(policy.parameters(), lr=1e-3)
+        for _episode in range(3):
+            with torch.no_grad():
+                for _ in range(5):
+                    policy(torch.randn(1, 4))  # acting: many calls, no dropout
+            opt.zero_grad()
+            policy(torch.randn(5, 4)).pow(2).mean().backward()
+            opt.step()
+
+    def teacher_and_mc_dropout():
+        torch.manual_seed(0)
+        student, teacher = DropNet("module"), DropNet("functional")
+        opt = torch.optim.SGD(student.parameters(), lr=0.1)
+        for _ in range(4):
+            x = torch.randn(8, 8)
+            with torch.no_grad():
+                target = teacher(x)  # a teacher in train mode: no optimizer trains it
+            opt.zero_grad()
+            F.mse_loss(student(x), target).backward()
+            opt.step()
+        student.eval()
+        student.drop.train()  # Monte-Carlo dropout on purpose: the model itself is in eval mode
+        with torch.no_grad():
+            torch.stack([student(torch.randn(8, 8)) for _ in range(4)])
+
+    def no_dropout_in_this_pass():
+        model = DropNet("none")  # a Dropout module that forward never calls
+        _fit_and_validate(model)
+
+    for run in (rollouts, teacher_and_mc_dropout, no_dropout_in_this_pass):
+        assert watched(run, WATCHER) == [], run.__name__
+
+
+def test_a_sanity_check_before_training_does_not_hide_the_validation_passes_after_it():
+    def run():
+        model = DropNet("module")
+        torch.manual_seed(0)
+        with torch.no_grad():
+            model(torch.randn(64, 8))  # before the first step: info on its own
+        _fit_and_validate(model)       # then evaluated between the training steps, still in train mode
+
+    assert [(f.code, f.severity.value) for f in watched(run, WATCHER)] == [("TP453", "warning")]

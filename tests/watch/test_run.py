@@ -65,12 +65,12 @@ def _plain_and_watched(tmp_path, source: str) -> tuple[dict, dict, dict]:
     script.write_text(source)
     plain = tmp_path / "plain.pt"
     subprocess.run([sys.executable, str(script), str(plain)], check=True, timeout=120)
-    watched = tmp_path / "watched.pt"
+    watched, report = tmp_path / "watched.pt", tmp_path / "report.json"
     out = subprocess.run([sys.executable, "-m", "torchpact", "run", "--quiet", "--sample-every", "1",
-                          "--format", "json", str(script), str(watched)],
+                          "--format", "json", "--output", str(report), str(script), str(watched)],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
-    return torch.load(plain), torch.load(watched), json.loads(out.stdout)
+    return torch.load(plain), torch.load(watched), json.loads(report.read_text())
 
 
 def test_training_is_bit_identical_under_watchers(tmp_path):
@@ -488,3 +488,57 @@ def test_the_script_s_models_and_graphs_are_released_once_the_run_is_over(tmp_pa
     assert outcome.exit_code == 0, outcome.error
     gc.collect()
     assert sorted(marks.read_text().split()) == ["loss", "model", "optimizer", "output"]
+
+
+WARNS_AT_SEVERAL_DEPTHS = """
+import warnings
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.crit = nn.MSELoss()
+
+    def forward(self, x):
+        warnings.warn("in forward", stacklevel=2)      # lands in torch's Module._call_impl
+        warnings.warn("in the caller", stacklevel=4)   # lands on the script's line that called the model
+        return self.fc(x)
+
+def main():
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(60):  # sampled steps (global module hooks) and unsampled ones (none) alternate
+        x, y = torch.randn(8, 4), torch.randn(3)
+        out = model(x)
+        loss = F.mse_loss(out, y) + model.crit(out, y)   # torch's broadcast warning, from two places
+        loss = loss + F.mse_loss(out[:, :1], y)          # and from a third line
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    torch.tensor(torch.ones(2))                          # a warning from torch's C++ code
+
+main()
+"""
+
+
+def _warning_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if re.match(r"^\S+:\d+: \w*Warning: ", line)]
+
+
+def test_torch_warnings_are_shown_where_and_as_often_as_without_torchpact(tmp_path):
+    """Each warning once per location, at the location a plain run gives: before, a warning raised with a
+    stacklevel landed on torchpact's frames or on torch's slow-path frames, was shown twice (sampled and
+    unsampled steps take different paths) and at other lines, and torch's own warnings raised through a
+    torchpact wrapper from several lines were shown once only."""
+    script = tmp_path / "train.py"
+    script.write_text(WARNS_AT_SEVERAL_DEPTHS)
+    plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    watched = subprocess.run([sys.executable, "-m", "torchpact", "run", "--quiet", str(script)],
+                             capture_output=True, text=True, timeout=300)
+    expected = _warning_lines(plain.stderr)
+    assert len(expected) == 6 and sum("train.py:" in line for line in expected) == 4
+    assert _warning_lines(watched.stderr) == expected

@@ -376,3 +376,62 @@ def test_a_default_run_does_not_import_the_watchers_that_are_off_by_default():
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert not any(f"'{name}'" in loaded for name in OFF_BY_DEFAULT)
     assert "'nonfinite'" in loaded
+
+
+def test_a_finding_carries_the_evidence_its_check_states():
+    from torchpact.findings import Evidence
+    from torchpact.watch.session import Session
+    from torchpact.watch.watchers.chance_loss import CHANCE_LOSS
+    from torchpact.watch.watchers.nonfinite import FORWARD
+
+    session = Session([])
+    inferred = session.report(CHANCE_LOSS, "loss at ln(C)")
+    observed = session.report(FORWARD, "NaN out of a finite input", subject="fc")
+    assert (inferred.evidence, observed.evidence) == (Evidence.INFERRED, Evidence.OBSERVED)
+
+
+class _StepCounter(Watcher):
+    name = "step_counter"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[str] = []
+
+    def on_step_pre(self, optimizer):
+        self.events.append("pre")
+
+    def on_step(self, optimizer):
+        self.events.append("post")
+
+
+class _AdamThatCallsSuper(torch.optim.Adam):
+    """A subclass whose step() calls Adam.step(): torch runs the step hooks for both once Adam's is wrapped too."""
+
+    fail_once = False
+
+    def step(self, closure=None):
+        if self.fail_once:
+            self.fail_once = False
+            raise RuntimeError("a step that raised")
+        return super().step(closure)
+
+
+def test_a_step_that_calls_its_parent_s_step_is_one_step():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 1)
+    torch.optim.Adam(model.parameters())  # Adam's own step() is wrapped (and hooked) from now on
+    opt = _AdamThatCallsSuper(model.parameters(), lr=1e-3)
+    counter = _StepCounter()
+    with watch([counter]) as session:
+        for i in range(4):
+            opt.zero_grad()
+            model(torch.randn(2, 4)).sum().backward()
+            if i == 1:
+                opt.fail_once = True
+                try:
+                    opt.step()
+                except RuntimeError:
+                    pass  # the script goes on: the hooks' bookkeeping must not stay "inside a step"
+            opt.step()
+    assert session.step == 4
+    assert counter.events == ["pre", "post", "pre", "pre", "post", "pre", "post", "pre", "post"]

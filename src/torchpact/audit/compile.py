@@ -127,7 +127,8 @@ CUDAGRAPH_NOTE = ("reduce-overhead and max-autotune use CUDA graphs, which are r
 def _finding(check: Check, message: str, severity: Severity | None = None, path: str | None = None,
              line: int | None = None, subject: str | None = None, fix: str | None = None) -> Finding:
     return Finding(code=check.code, category=check.category, severity=severity or check.severity,
-                   message=message, path=C.short_path(path), line=line, subject=subject, fix=fix)
+                   message=message, path=C.short_path(path), line=line, subject=subject, fix=fix,
+                   evidence=check.evidence)
 
 
 @dataclass
@@ -442,7 +443,8 @@ def _nothing_compiled(model: Any) -> Finding:
         kinds = sorted({type(m).__name__ for m in model.modules() if isinstance(m, torch.nn.RNNBase)})
         message = (f"torch.compile captured no graph: dynamo skips {'/'.join(kinds)} modules "
                    f"({', '.join(rnns[:3])}{', ...' if len(rnns) > 3 else ''}) while "
-                   "torch._dynamo.config.allow_rnn is False (torch 2.13's default), so every mode runs the "
+                   f"torch._dynamo.config.allow_rnn is False (its default on torch {torch.__version__}), so every "
+                   "mode runs the "
                    "model eagerly; no mode was measured and none is recommended")
         fix = "set torch._dynamo.config.allow_rnn = True before torch.compile (then check parity), or do not compile"
     else:

@@ -202,7 +202,8 @@ CHECKS = (TRACE_BRANCH, TRAINING_MODE, TRACE_SHAPE, EXPORT_SPECIALISED, OUTPUT_T
 def _finding(check: Check, message: str, severity: Severity | None = None, path: str | None = None,
              line: int | None = None, subject: str | None = None, fix: str | None = None) -> Finding:
     return Finding(code=check.code, category=check.category, severity=severity or check.severity,
-                   message=message, path=C.short_path(path), line=line, subject=subject, fix=fix)
+                   message=message, path=C.short_path(path), line=line, subject=subject, fix=fix,
+                   evidence=check.evidence)
 
 
 # Results -----------------------------------------------------------------------------------------
@@ -761,8 +762,13 @@ def _trace_findings(trace: PathResult, where: tuple[str | None, int | None]) -> 
     return out
 
 
-_RNN_FIX = ("torch.export on torch 2.13 fixes the time length an nn.LSTM / nn.GRU / nn.RNN runs over, whatever "
-            "the dynamic_shapes say: pad sequences to one length, or export one program per length you serve")
+def _rnn_fix() -> str:
+    """The fix for a time length torch.export fixed through a recurrent module, on the torch this check ran on."""
+    import torch
+
+    return (f"torch.export (on torch {torch.__version__}, where this check saw it) fixes the time length an "
+            "nn.LSTM / nn.GRU / nn.RNN runs over, whatever the dynamic_shapes say: pad sequences to one length, or "
+            "export one program per length you serve")
 
 
 def _export_findings(export: PathResult, onnx: PathResult | None, rnn: bool = False) -> list[Finding]:
@@ -793,7 +799,7 @@ def _export_findings(export: PathResult, onnx: PathResult | None, rnn: bool = Fa
         severity = Severity.ERROR if wrong else None  # a silently wrong ONNX model, not just a refusal
         out.append(_finding(EXPORT_SPECIALISED, message, severity=severity, path=item.get("path"), line=item.get("line"),
                             subject=f"{item['input']}.shape[{item['dim']}]",
-                            fix=_RNN_FIX if rnn and item["name"] in ("time", "seq", "length") else
+                            fix=_rnn_fix() if rnn and item["name"] in ("time", "seq", "length") else
                             "remove the size-specific code, or mark the dimension Dim.STATIC if one size is intended"))
     return out
 
@@ -911,6 +917,8 @@ def _structure_findings(paths: dict[str, PathResult], variants: list[Variant]) -
 
 
 def _deprecation_findings(paths: dict[str, PathResult]) -> list[Finding]:
+    import torch
+
     texts = []
     for name in ("trace", "script"):
         p = paths.get(name)
@@ -923,7 +931,7 @@ def _deprecation_findings(paths: dict[str, PathResult]) -> list[Finding]:
     if not texts:
         return []
     used = " and ".join(n for n in ("torch.jit.trace", "torch.jit.script") if any(f"`{n}`" in t for t in texts))
-    return [_finding(JIT_DEPRECATED, f"{used} {'are' if ' and ' in used else 'is'} deprecated on torch 2.13: "
+    return [_finding(JIT_DEPRECATED, f"{used} {'are' if ' and ' in used else 'is'} deprecated on torch {torch.__version__}: "
                      f"'{texts[0]}'",
                      fix="ship with torch.export.export or the default torch.onnx.export")]
 

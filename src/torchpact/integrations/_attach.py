@@ -72,7 +72,7 @@ class WatchedFit:
                         "error": f"{type(error).__name__}: {error}"[:1000] if error is not None else None,
                         "data": self.data},
         }
-        if self.format == "sarif":
+        if self.format == "sarif" or self.html:  # SARIF's rule table, the page's Rules section
             from torchpact.docs import rule_table
 
             meta["rules"] = rule_table(include_runtime=True)

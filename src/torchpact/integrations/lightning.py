@@ -1,6 +1,7 @@
 """PyTorch Lightning: ``Trainer(callbacks=[TorchpactCallback()])`` watches the fit.
 
-The watchers attach when the fit starts and are removed when it ends or raises; ``callback.findings``
+The watchers attach when the fit is set up (before ``configure_optimizers``, so that findings about an
+optimizer name the line that built it) and are removed when it ends or raises; ``callback.findings``
 then holds what they found (``Finding`` objects), and ``report=`` / ``html=`` write the report::
 
     from torchpact.integrations.lightning import TorchpactCallback
@@ -47,7 +48,17 @@ class TorchpactCallback(Callback):
     def data(self) -> dict[str, Any]:
         return self.fit.data
 
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        # Before the strategy calls configure_optimizers: the watchers see each optimizer built, so a finding
+        # about one points at its line there (Lightning, not the user's code, calls its step()).
+        if stage == "fit":
+            self._start(trainer)
+
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        if not self.fit.active:  # a Trainer that did not call setup (older versions)
+            self._start(trainer)
+
+    def _start(self, trainer: Any) -> None:
         world = getattr(trainer, "world_size", 1) or 1
         self.fit.start(rank=trainer.global_rank if world > 1 else None)
 

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 
 from torchpact.findings import Category, Finding, Severity
 from torchpact.launch.rank import LAUNCHER_PID_ENV
-from torchpact.launch.single import LaunchError, RunOutcome
+from torchpact.launch.single import LaunchError, RunOutcome, check_script
 from torchpact.watch import Sampler
 from torchpact.watch.watcher import Check
 
@@ -50,7 +50,7 @@ Fix the failing rank's error (see its TP003 finding and traceback).""",
 
 def torchrun_args(script: str, argv: Iterable[str], *, nproc: int, nnodes: int, node_rank: int,
                   rdzv_endpoint: str | None, report_dir: str, watchers: list[str] | None,
-                  sampler: Sampler, quiet: bool) -> list[str]:
+                  sampler: Sampler, quiet: bool, module: bool = False) -> list[str]:
     args = ["--nproc-per-node", str(nproc), "--nnodes", str(nnodes), "--max-restarts", "0"]
     if nnodes == 1 and not rdzv_endpoint:
         args.append("--standalone")
@@ -64,6 +64,8 @@ def torchrun_args(script: str, argv: Iterable[str], *, nproc: int, nnodes: int, 
         args += ["--watchers", ",".join(watchers)]
     if quiet:
         args.append("--quiet")
+    if module:
+        return [*args, "--module", script, "--", *argv]
     return [*args, os.path.abspath(script), "--", *argv]
 
 
@@ -188,12 +190,15 @@ def _earlier(a: Finding, b: Finding) -> bool:
 
 def run_distributed(script: str, argv: Iterable[str], *, nproc: int, nnodes: int = 1, node_rank: int = 0,
                     rdzv_endpoint: str | None = None, watchers: list[str] | None = None,
-                    sampler: Sampler | None = None, quiet: bool = False) -> RunOutcome:
-    """Run ``script`` on ``nproc`` local ranks (times ``nnodes``) under the watchers; merge the reports."""
+                    sampler: Sampler | None = None, quiet: bool = False, module: bool = False) -> RunOutcome:
+    """Run ``script`` (with ``module``, a module name, as python -m runs it) on ``nproc`` local ranks (times
+    ``nnodes``) under the watchers; merge the reports."""
     if nproc < 1:
         raise LaunchError("--nproc must be at least 1")
-    if not os.path.isfile(script):
-        raise LaunchError(f"no such script: {script}")
+    if not module:
+        check_script(script)
+    else:
+        _check_top_level(script)
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
@@ -202,7 +207,7 @@ def run_distributed(script: str, argv: Iterable[str], *, nproc: int, nnodes: int
     report_dir = tempfile.mkdtemp(prefix="torchpact-ranks-")
     args = torchrun_args(script, list(argv), nproc=nproc, nnodes=nnodes, node_rank=node_rank,
                          rdzv_endpoint=rdzv_endpoint, report_dir=report_dir, watchers=watchers,
-                         sampler=sampler, quiet=quiet)
+                         sampler=sampler, quiet=quiet, module=module)
     start = time.perf_counter()
     failures: dict[int, Any] = {}
     exit_code = 0
@@ -237,7 +242,7 @@ def run_distributed(script: str, argv: Iterable[str], *, nproc: int, nnodes: int
     if first_failure is not None:
         rank, failure = first_failure
         code = failure.exitcode
-        exit_code = code if code and code > 0 else 1
+        exit_code = 128 - code if code < 0 else (code or 1)  # killed by signal N: 128 + N, as a shell shows it
         stopped = sorted(r for r, d in ((d["rank"], d) for d in docs) if d.get("exit_code") in (143, None) and r != rank)
         how = f"exit code {code}" if code >= 0 else f"signal {-code}"
         message = f"rank {rank} failed ({how}); the launcher stopped the other ranks"
@@ -261,8 +266,10 @@ def run_distributed(script: str, argv: Iterable[str], *, nproc: int, nnodes: int
                                 message=f"rank {r} left no report: it was killed before the script started",
                                 rank=r))
     steps = max((d.get("steps", 0) for d in docs), default=0)
-    outcome = RunOutcome(script=script, exit_code=exit_code, findings=findings,
-                         seconds=time.perf_counter() - start, steps=steps)
+    import torch
+
+    outcome = RunOutcome(script=f"-m {script}" if module else script, exit_code=exit_code, findings=findings,
+                         seconds=time.perf_counter() - start, steps=steps, torch=torch.__version__)
     outcome.error = "; ".join(f"rank {d['rank']}: {d['error']}" for d in docs if d.get("error")) or None
     outcome.ranks = [{k: d.get(k) for k in ("rank", "exit_code", "steps", "seconds", "error", "finished")}
                      | {"step_time_median": _median(d.get("step_times") or []),
@@ -271,6 +278,25 @@ def run_distributed(script: str, argv: Iterable[str], *, nproc: int, nnodes: int
     first = min(docs, key=lambda d: d["rank"], default=None)
     outcome.data = (first or {}).get("data") or {}  # the lowest rank's series stand for the job's
     return outcome
+
+
+def _check_top_level(name: str) -> None:
+    """A :class:`LaunchError` now, rather than one per rank, when the top-level package of ``-m name`` is
+    nowhere to be found (from the working directory, as python -m looks); looked for without importing it."""
+    import importlib.util
+    import sys
+
+    top = name.split(".")[0]
+    if not top.isidentifier():
+        raise LaunchError(f"-m needs a module name such as package.module, not {name!r}")
+    saved = sys.path[:]
+    sys.path.insert(0, os.getcwd())
+    try:
+        found = importlib.util.find_spec(top) is not None
+    finally:
+        sys.path[:] = saved
+    if not found:
+        raise LaunchError(f"no module named {top}")
 
 
 def _thin(xs: list[float], limit: int = 512) -> list[tuple[int, float]]:

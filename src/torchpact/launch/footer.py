@@ -16,7 +16,8 @@ PHASE_NAMES = {"dataloader": "data loading", "forward": "forward", "backward": "
 
 
 def run_footer(outcome: RunOutcome) -> list[str]:
-    lines = [f"{outcome.script}: {outcome.steps} optimizer steps in {outcome.seconds:.2f}s, "
+    steps = f"{outcome.steps} optimizer step{'s' * (outcome.steps != 1)}"
+    lines = [f"{outcome.script}: {steps} in {outcome.seconds:.2f}s, "
              f"exit code {outcome.exit_code}"]
     profile = outcome.data.get("profile")
     if profile:

@@ -1,5 +1,5 @@
 """One rank of `torchpact run --nproc N`: started by torch.distributed.run as
-``python -m torchpact.launch.rank --report-dir DIR [options] -- SCRIPT ARGS...``.
+``python -m torchpact.launch.rank --report-dir DIR [options] [--module] SCRIPT -- ARGS...``.
 
 Runs the script under the watchers and keeps ``DIR/rank-<RANK>.json`` up to date: after every new
 finding and at the end, so a rank killed by the launcher still leaves what it saw.
@@ -57,6 +57,7 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--sample-first", type=int, default=Sampler().first)
     ap.add_argument("--sample-every", type=int, default=Sampler().every)
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--module", action="store_true", help="SCRIPT is a module name, run as python -m runs it")
     ap.add_argument("script")
     ap.add_argument("args", nargs=argparse.REMAINDER)
     return ap
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         outcome: RunOutcome = run_script(
             opts.script, args, watchers=[w for w in (opts.watchers or "").split(",") if w] or None,
-            sampler=Sampler(opts.sample_first, opts.sample_every), live=not opts.quiet,
+            sampler=Sampler(opts.sample_first, opts.sample_every), live=not opts.quiet, module=opts.module,
             sink=save, rank=rank)
     except LaunchError as exc:
         print(f"torchpact: error: {exc}", file=sys.stderr)

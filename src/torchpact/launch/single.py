@@ -1,4 +1,4 @@
-"""Runs one script as ``__main__`` (runpy, its own argv) under a watch session.
+"""Runs one script (or, as ``python -m``, a module) as ``__main__`` (runpy, its own argv) under a watch session.
 
 The script behaves as under plain python: ``sys.argv``, ``sys.path[0]``, ``__file__``, relative
 paths, ``sys.exit()`` and DataLoader workers all work. Whatever happens — an exception, ``sys.exit``,
@@ -7,7 +7,6 @@ Ctrl-C — the hooks are removed, the findings are returned and the script's exi
 
 from __future__ import annotations
 
-import contextlib
 import os
 import runpy
 import signal
@@ -15,11 +14,11 @@ import sys
 import threading
 import time
 import traceback
-import warnings
-from collections.abc import Iterator
 from typing import Any, Iterable
 
 from torchpact.findings import Finding
+from torchpact.launch.target import LaunchError, check_script, find_module
+from torchpact.launch.warning_origin import as_without_torchpact
 from torchpact.watch import Sampler, Session, watch
 from torchpact.watch.frames import user_location
 
@@ -40,17 +39,13 @@ def _catch_sigterm() -> Any:
     return signal.signal(signal.SIGTERM, _terminate)
 
 
-class LaunchError(Exception):
-    """The script cannot be started (missing, a folder, unreadable): a one-line usage error."""
-
-
 class RunOutcome:
     """What a watched run produced. A plain class, not a ``@dataclass``, for the reason ``Finding`` is one."""
 
     def __init__(self, script: str, exit_code: int, findings: list[Finding] | None = None, seconds: float = 0.0,
                  steps: int = 0, step_times: list[float] | None = None, error: str | None = None,
                  session: Session | None = None, ranks: list[dict[str, Any]] | None = None,
-                 data: dict[str, Any] | None = None) -> None:
+                 data: dict[str, Any] | None = None, torch: str | None = None) -> None:
         self.script = script
         self.exit_code = exit_code
         self.findings: list[Finding] = [] if findings is None else findings
@@ -61,6 +56,7 @@ class RunOutcome:
         self.session = session
         self.ranks = ranks  # per-rank facts of a distributed run
         self.data: dict[str, Any] = {} if data is None else data  # watcher name -> plain data (series) for reports
+        self.torch = torch  # the version the script ran with
 
     def summary(self) -> dict[str, Any]:
         out = {"script": self.script, "exit_code": self.exit_code, "seconds": round(self.seconds, 3),
@@ -106,27 +102,6 @@ def format_user_exception(exc: BaseException) -> str:
     return "".join(top.format())
 
 
-@contextlib.contextmanager
-def warnings_at_user_lines() -> Iterator[None]:
-    """Warnings that torch raises under torchpact's own frames (a watcher's ``__torch_function__`` calls the
-    user's torch function, so a ``stacklevel`` lands there) are shown at the user's line, as without torchpact."""
-    previous = warnings.showwarning
-
-    def show(message: Any, category: Any, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
-        if is_torchpact_frame(filename):
-            path, at = user_location(1)
-            if path is not None:
-                filename, lineno, line = path, at, None
-        previous(message, category, filename, lineno, file, line)
-
-    warnings.showwarning = show
-    try:
-        yield
-    finally:
-        if warnings.showwarning is show:  # the script may have installed its own (logging.captureWarnings)
-            warnings.showwarning = previous
-
-
 def _without_torchpact(stack: list[traceback.FrameSummary]) -> list[traceback.FrameSummary]:
     """``stack`` without torchpact's frames, nor the dispatch into a watcher's ``__torch_function__`` mode:
     ``F.cross_entropy`` -> ``torch/overrides.py`` -> torchpact -> ``F.cross_entropy`` shows as one call."""
@@ -154,10 +129,11 @@ def _print_user_traceback(exc: BaseException) -> None:
     sys.stderr.flush()
 
 
-def _crash_location(exc: BaseException, script: str) -> tuple[str | None, int | None]:
-    """The innermost frame of the user's own code in the traceback (for a syntax error: the offending line)."""
+def _crash_location(exc: BaseException, home: str) -> tuple[str | None, int | None]:
+    """The innermost frame of the user's own code (under ``home``, the script's folder) in the traceback (for a
+    syntax error: the offending line)."""
     found: tuple[str | None, int | None] = (None, None)
-    script_dir = os.path.dirname(script)
+    script_dir = os.path.join(home, "")  # /x/proj/, not /x/proj2
 
     def own(filename: str) -> bool:
         filename = os.path.abspath(filename)
@@ -171,10 +147,10 @@ def _crash_location(exc: BaseException, script: str) -> tuple[str | None, int | 
     return found
 
 
-def _report_crash(session: Session, exc: BaseException, script: str) -> None:
+def _report_crash(session: Session, exc: BaseException, home: str) -> None:
     from torchpact.launch.explain import SCRIPT_ERROR, explain  # only a crash needs it: not at start-up
 
-    path, line = _crash_location(exc, script)
+    path, line = _crash_location(exc, home)
     known = explain(exc)
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     if known is not None:
@@ -187,31 +163,43 @@ def _report_crash(session: Session, exc: BaseException, script: str) -> None:
                    error=f"{type(exc).__name__}: {first_line}"[:1000])
 
 
-def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str] | None = None,
-               sampler: Sampler | None = None, live: bool = True, **session_options: Any) -> RunOutcome:
-    """Run ``script`` with ``argv`` under the watchers; never raises for the script's own errors."""
-    path = os.path.abspath(script)
-    if not os.path.exists(path):
-        raise LaunchError(f"no such script: {script}")
-    if os.path.isdir(path):
-        raise LaunchError(f"{script} is a folder; give the training script's .py file")
-    if not os.access(path, os.R_OK):
-        raise LaunchError(f"cannot read {script}")
+def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[Any] | None = None,
+               sampler: Sampler | None = None, live: bool = True, module: bool = False,
+               **session_options: Any) -> RunOutcome:
+    """Run ``script`` with ``argv`` under the watchers; never raises for the script's own errors. With
+    ``module``, ``script`` is a module name, run as ``python -m`` runs it (``sys.path[0]`` the working
+    directory, ``sys.argv[0]`` the module's file)."""
+    saved_argv, saved_path = sys.argv[:], sys.path[:]
+    if module:
+        home = os.getcwd()
+        sys.path[0:1] = [home]  # before the module is looked for: python -m finds it from here
+        try:
+            find_module(script)
+        except LaunchError:
+            sys.path[:] = saved_path
+            raise
+    else:
+        check_script(script)
+        path = os.path.abspath(script)
+        home = os.path.dirname(path)
     try:
         session = watch(watchers, sampler=sampler, live=live, **session_options)
     except ValueError as exc:
+        sys.path[:] = saved_path
         raise LaunchError(str(exc)) from None
 
-    saved_argv, saved_path = sys.argv[:], sys.path[:]
-    sys.argv = [script, *argv]
-    sys.path[0:1] = [os.path.dirname(path)]
-    outcome = RunOutcome(script=script, exit_code=0, session=session)
+    sys.argv = ["-m" if module else script, *argv]  # runpy puts the module's file in argv[0], as python -m
+    sys.path[0:1] = [home]
+    outcome = RunOutcome(script=f"-m {script}" if module else script, exit_code=0, session=session)
     start = time.perf_counter()
     session.start()
     previous_sigterm = _catch_sigterm()
     try:
-        with warnings_at_user_lines():
-            runpy.run_path(path, run_name="__main__")
+        with as_without_torchpact():
+            if module:
+                runpy.run_module(script, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(path, run_name="__main__")
     except SystemExit as exc:
         outcome.exit_code = _exit_code(exc.code)
     except Terminated:
@@ -226,7 +214,7 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
         outcome.exit_code = 1
         outcome.error = f"{type(exc).__name__}: {exc}"[:1000]
         _print_user_traceback(exc)
-        _report_crash(session, exc, path)
+        _report_crash(session, exc, home)
     finally:
         late: list[int] = []
         if previous_sigterm is not None:  # a SIGTERM while the hooks come off must not cut that short
@@ -243,7 +231,8 @@ def run_script(script: str, argv: Iterable[str] = (), *, watchers: Iterable[str]
     outcome.steps = session.step
     outcome.step_times = list(session.step_times)
     outcome.data = session.data()
+    outcome.torch = getattr(sys.modules.get("torch"), "__version__", None)
     return outcome
 
 
-__all__ = ["LaunchError", "RunOutcome", "Terminated", "run_script", "user_location"]
+__all__ = ["LaunchError", "RunOutcome", "Terminated", "check_script", "find_module", "run_script", "user_location"]

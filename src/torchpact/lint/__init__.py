@@ -7,15 +7,12 @@ one walk per file) and optionally writes safe fixes back.
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 from torchpact.config import Config, Settings
 from torchpact.findings import INPUT_CODE, Finding
-from torchpact.lint.cache import LintCache, content_hash, key
 from torchpact.lint.engine import FileResult, lint_file
 from torchpact.lint.files import discover, excluded_by
 from torchpact.lint.project import FileSummary, ProjectFacts
@@ -46,6 +43,11 @@ class LintResult:
     def fixes_applied(self) -> int:
         return sum(r.fixes_applied for r in self.files)
 
+    @property
+    def hidden(self) -> int:
+        """Findings the preview gate kept out (lint/preview.py)."""
+        return sum(r.hidden for r in self.files)
+
 
 _WORKER_FIX = False
 _WORKER_PROJECT: ProjectFacts | None = None
@@ -54,32 +56,29 @@ _WORKER_PROJECT: ProjectFacts | None = None
 def _init_worker(fix: bool, project: ProjectFacts | None = None) -> None:
     global _WORKER_FIX, _WORKER_PROJECT
     _WORKER_FIX, _WORKER_PROJECT = fix, project
-    all_rules()  # import the rules once per worker, not per file (a no-op after a fork)
 
 
 def _lint_in_worker(job: tuple[str, Config]) -> FileResult:
-    return lint_file(job[0], job[1], fix=_WORKER_FIX, project=_WORKER_PROJECT)
+    result = lint_file(job[0], job[1], fix=_WORKER_FIX, project=_WORKER_PROJECT)
+    if not _WORKER_FIX:
+        result.original = None  # the file's text goes back to the parent only to be fixed or diffed
+    return result
 
 
 def rule_codes() -> set[str]:
-    """Every code lint can report: its rules' and the input problems'. Read from the rule files'
-    ``code = "TPnnn"`` lines, without importing them: a fully cached run imports no rule at all
-    (tests/test_lint_project.py checks this agrees with the registry)."""
-    return declared_codes() | {INPUT_CODE, "TP002"}
-
-
-def _hash_file(path: str) -> str:
-    try:
-        with open(path, "rb") as fh:
-            return content_hash(fh.read())
-    except OSError:
-        return ""
+    """Every code lint can report: its rules' and the input problems'. Read from the rules'
+    manifest, without importing them: a fully cached run imports no rule at all."""
+    return declared_codes() | {INPUT_CODE, "TP002", "TP005"}
 
 
 def _map(fn, items: list, jobs: int, initargs: tuple | None = None, initializer=None) -> list:
     if not items:
         return []  # nothing to lint: no pool, and no rule imported by the initializer
     if jobs > 1 and len(items) >= PARALLEL_MIN_FILES:
+        import multiprocessing  # here: a run of a few files starts no pool, and loads none of it
+        from concurrent.futures import ProcessPoolExecutor
+
+        all_rules()  # imported once here: forked workers inherit the modules instead of importing them each
         ctx = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
         # What is imported so far (the rules) goes to the GC's permanent generation: the collector
         # neither scans it again in the parent nor, after the fork, touches (and so copies) its
@@ -96,6 +95,14 @@ def _map(fn, items: list, jobs: int, initargs: tuple | None = None, initializer=
     return [fn(p) for p in items]
 
 
+def lint_stdin(data: bytes, path: str, config: Config, fix: bool = False) -> LintResult:
+    """Lint ``data`` (standard input) as the file ``path`` (``--stdin-filename``: its configuration, its
+    per-file ignores, a notebook when it ends in .ipynb); nothing is written."""
+    start = time.perf_counter()
+    result = lint_file(path, config, fix=fix, data=data)
+    return LintResult(files=[result], seconds=time.perf_counter() - start)
+
+
 def _code_fingerprint() -> str:
     """Changes with any change of torchpact's lint code, so a development checkout never reads a
     stale cache (released versions are covered by the version in the key as well)."""
@@ -103,7 +110,7 @@ def _code_fingerprint() -> str:
     stats = []
     for folder, _, names in os.walk(here):
         for name in sorted(names):
-            if name.endswith(".py"):
+            if name.endswith((".py", ".json")):  # the rules, and the precision that gates them
                 st = os.stat(os.path.join(folder, name))
                 stats.append(f"{folder}/{name}:{st.st_mtime_ns}:{st.st_size}")
     return ";".join(sorted(stats))
@@ -127,7 +134,11 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
     files = list(discover(paths or ["."], excluded_by(config_of), force_exclude=force_exclude))
     configs = {p: config_of(p) for p in files}
     jobs = jobs or os.cpu_count() or 1
-    store = LintCache(cache_root) if cache and not fix else None
+    store = None
+    if cache and not fix:
+        from torchpact.lint.cache import LintCache, hash_file, key  # here: --no-cache loads none of it
+
+        store = LintCache(cache_root)
 
     results: dict[str, FileResult] = {}
     todo = files
@@ -136,23 +147,21 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
         fingerprint = _code_fingerprint()
         todo = []
         for p in files:
-            digest = _hash_file(p)
+            digest = hash_file(p)
             keys[p] = key(digest, repr(configs[p]), fingerprint) if digest else ""
             entry = store.get(p)
             cached = store.findings(p, keys[p]) if keys[p] else None
             if cached is None:
                 todo.append(p)
             else:
-                results[p] = FileResult(path=p, findings=cached[0], lines=cached[1],
+                results[p] = FileResult(path=p, findings=cached[0], lines=cached[1], hidden=cached[2],
                                         summary=entry.get("summary") or {},
                                         asked=[tuple(a) for a in entry.get("asked") or []])
-    if todo:
-        all_rules()  # imported once here: forked workers inherit the modules instead of importing them each
     for p, r in zip(todo, _map(_lint_in_worker, [(p, configs[p]) for p in todo], jobs, (fix, None), _init_worker)):
         results[p] = r
         # a rule that failed or ran out of time (TP002) may not next time: not cached
         if store is not None and keys[p] and not any(f.code == "TP002" for f in r.findings):
-            store.put(p, key=keys[p], lines=r.lines, findings=[f.to_dict() for f in r.findings],
+            store.put(p, key=keys[p], lines=r.lines, findings=[f.to_dict() for f in r.findings], hidden=r.hidden,
                       summary=r.summary, asked=[list(a) for a in r.asked])
 
     project = ProjectFacts([FileSummary.from_json(results[p].summary) for p in files if results[p].summary])
@@ -162,13 +171,13 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
         for p in list(again):
             cached = store.findings(p, key(keys[p], project.fingerprint), field="with_facts") if keys[p] else None
             if cached is not None:
-                results[p] = FileResult(path=p, findings=cached[0], lines=cached[1])
+                results[p] = FileResult(path=p, findings=cached[0], lines=cached[1], hidden=cached[2])
                 again.remove(p)
     for p, r in zip(again, _map(_lint_in_worker, [(p, configs[p]) for p in again], jobs, (fix, project), _init_worker)):
         results[p] = r
         if store is not None and keys[p]:
             store.put(p, with_facts={"key": key(keys[p], project.fingerprint), "lines": r.lines,
-                                     "findings": [f.to_dict() for f in r.findings]})
+                                     "findings": [f.to_dict() for f in r.findings], "hidden": r.hidden})
     if store is not None:
         store.save()
     ordered = [results[p] for p in files]

@@ -23,6 +23,15 @@ def content_hash(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def hash_file(path: str) -> str:
+    """The content hash of a file; empty when it cannot be read (then it is not cached)."""
+    try:
+        with open(path, "rb") as fh:
+            return content_hash(fh.read())
+    except OSError:
+        return ""
+
+
 def key(*parts: str) -> str:
     """One cache key from the file's content hash and everything else its findings depend on."""
     return hashlib.sha256("\0".join((__version__, *parts)).encode()).hexdigest()
@@ -46,16 +55,17 @@ class LintCache:
     def get(self, path: str) -> dict[str, Any]:
         return self.entries.get(path) or {}
 
-    def findings(self, path: str, file_key: str, field: str | None = None) -> tuple[list[Finding], int] | None:
-        """The cached findings (and line count) of ``path`` when its key matches, else None;
-        ``field`` names a nested entry (the findings of a second pass)."""
+    def findings(self, path: str, file_key: str, field: str | None = None) -> tuple[list[Finding], int, int] | None:
+        """The cached findings (and line count, and the number the preview gate hid) of ``path`` when
+        its key matches, else None; ``field`` names a nested entry (the findings of a second pass)."""
         entry = self.entries.get(path)
         if entry and field is not None:
             entry = entry.get(field)
         if not isinstance(entry, dict) or entry.get("key") != file_key:
             return None
         try:
-            return [Finding.from_dict(f) for f in entry["findings"]], int(entry.get("lines", 0))
+            return ([Finding.from_dict(f) for f in entry["findings"]], int(entry.get("lines", 0)),
+                    int(entry.get("hidden", 0)))
         except (KeyError, TypeError, ValueError):
             return None
 

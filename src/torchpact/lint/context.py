@@ -1,10 +1,9 @@
 """What lint knows about one file: imports, parents, scopes and a light local dataflow.
 
 Built once per file and shared by every rule, read-only. Everything is computed lazily, so a rule
-that never asks about dataflow costs nothing for it. The dataflow is flow-insensitive and local: a
-name's *kinds* are the union over its assignments in the enclosing function (then the module), which
-is what the rules need to tell a model from an optimizer from a loss, without pretending to be a type
-checker.
+that never asks about dataflow costs nothing for it. A plain name's definitions are those that reach
+its read (lint/dataflow.py); attributes stay flow-insensitive. What a value holds, and how surely, is
+``kinds`` (lint/kinds.py), whose answers note the evidence of the current check into ``evidence``.
 """
 
 from __future__ import annotations
@@ -16,28 +15,17 @@ from functools import cached_property
 from typing import Callable, Iterable, Iterator
 
 from torchpact.config import Config
+from torchpact.findings import Evidence
 from torchpact.lint.dataflow import ScopeFlow, _Iterated, _Unpacked
 from torchpact.lint.edits import Locator
+from torchpact.lint.kinds import (  # noqa: F401 - the kinds and their tables, as rules import them from here
+    BATCH, DDP, DDP_WRAPPERS, DIST_SAMPLER, FUNCTIONAL_LOSSES, GRAD_LEAF, GRAPH, GRAPH_CUTTING_METHODS,
+    GRAPH_PRESERVING_METHODS, LOADER, LOSS, LOSS_FN, MODULE, MODULE_RETURNING_METHODS, MUST, NN_MODULE_BASES,
+    NUMBER, OPTIMIZER, OUTPUT, PARAMETER_FREE_MODULES, SAMPLER, SCALER, SCHEDULER, TENSOR, Kinds, Noted,
+    Recorder, is_torch_nn_class, kinds_of, noted,
+)
 from torchpact.lint.project import ProjectFacts
 from torchpact.lint.source import Source
-
-# Kinds a value can have (strings so rules read naturally: ``"loss" in ctx.kinds(x)``).
-MODULE = "module"          # an nn.Module instance (a model, a layer, a DDP wrapper)
-DDP = "ddp"                # a DistributedDataParallel / DataParallel / FSDP wrapper
-LOSS_FN = "loss_fn"        # a loss module such as nn.CrossEntropyLoss()
-LOSS = "loss"              # a loss value (result of a loss call, or what .backward() is called on)
-OUTPUT = "output"          # the output of calling a module
-GRAPH = "graph"            # a tensor attached to an autograd graph (computed with grad enabled)
-GRAD_LEAF = "grad_leaf"    # a leaf tensor that requires grad (requires_grad=True, nn.Parameter)
-TENSOR = "tensor"
-OPTIMIZER = "optimizer"
-SCHEDULER = "scheduler"
-SCALER = "scaler"          # torch.amp.GradScaler
-LOADER = "loader"          # torch.utils.data.DataLoader
-SAMPLER = "sampler"        # DistributedSampler
-DIST_SAMPLER = "dist_sampler"
-BATCH = "batch"            # what iterating a loader yields
-NUMBER = "number"          # a Python number (e.g. from .item())
 
 FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
 SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)
@@ -45,53 +33,6 @@ LOOP_TYPES = (ast.For, ast.AsyncFor, ast.While)
 _NESTED_SCOPES = frozenset({*FUNCTION_TYPES, ast.ClassDef})
 _BINDERS = frozenset({ast.Assign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.withitem, ast.NamedExpr})
 COMPREHENSION_TYPES = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
-
-NN_MODULE_BASES = {
-    "torch.nn.Module",
-    "torch.nn.modules.module.Module",
-    "pytorch_lightning.LightningModule",
-    "lightning.LightningModule",
-    "lightning.pytorch.LightningModule",
-    "transformers.PreTrainedModel",
-    "transformers.modeling_utils.PreTrainedModel",
-}
-DDP_WRAPPERS = {
-    "torch.nn.parallel.DistributedDataParallel",
-    "torch.nn.parallel.distributed.DistributedDataParallel",
-    "torch.nn.DataParallel",
-    "torch.nn.parallel.DataParallel",
-    "torch.distributed.fsdp.FullyShardedDataParallel",
-}
-FUNCTIONAL_LOSSES = {
-    "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-    "kl_div", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "ctc_loss",
-    "poisson_nll_loss", "gaussian_nll_loss", "cosine_embedding_loss", "margin_ranking_loss",
-    "hinge_embedding_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
-    "multi_margin_loss", "soft_margin_loss", "triplet_margin_loss",
-    "triplet_margin_with_distance_loss",
-}
-# Methods that return a tensor still attached to the graph of their receiver.
-GRAPH_PRESERVING_METHODS = {
-    "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "mean", "sum", "view", "reshape",
-    "squeeze", "unsqueeze", "flatten", "contiguous", "clone", "abs", "pow", "sqrt", "exp", "log",
-    "transpose", "permute", "max", "min", "norm", "type_as", "expand", "mul", "div", "add", "sub",
-}
-GRAPH_CUTTING_METHODS = {"detach", "item", "tolist", "numpy", "detach_", "requires_grad_"}
-MODULE_RETURNING_METHODS = {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train",
-                            "eval", "requires_grad_", "type", "share_memory", "to_empty"}
-
-_NAME_HINTS: list[tuple[re.Pattern[str], frozenset[str]]] = [
-    (re.compile(r"^(model|net|network|ddp_model|student|teacher)$|_model$"), frozenset({MODULE})),
-    (re.compile(r"^(optimizer|optimiser|optim)$|_optimizer$"), frozenset({OPTIMIZER})),
-    (re.compile(r"^(criterion|loss_fn|loss_func|loss_function|loss_fct)$"), frozenset({LOSS_FN})),
-    (re.compile(r"^(scaler|grad_scaler)$"), frozenset({SCALER})),
-    (re.compile(r"^(scheduler|lr_scheduler)$"), frozenset({SCHEDULER})),
-    (re.compile(r"(^|_)(data)?loader$"), frozenset({LOADER})),
-]
-
-# ``get_peft_model``, ``build_model``: functions that make a model, not a model to call.
-_FACTORY_NAME = re.compile(r"^(get|build|create|make|load|init|prepare|wrap|unwrap|setup|convert|"
-                           r"instantiate|construct|apply|freeze|from|to|save|export|compile|train|evaluate)_")
 
 _RANK_WORDS = re.compile(
     r"(^|_)(rank|local_rank|global_rank|node_rank|is_main_process|is_local_main_process|"
@@ -140,7 +81,10 @@ class FileContext:
         self._parents: dict[int, ast.AST] = {}
         self._assign_cache: dict[int, dict[str, list[tuple[ast.AST, ast.AST | None]]]] = {}
         self._kinds_active: set[tuple[int, bool]] = set()
-        self._kinds_memo: dict[tuple[int, bool], frozenset[str]] = {}
+        self._kinds_memo: dict[tuple[int, bool], Kinds] = {}
+        self._kinds_noted: dict[tuple[int, bool], Noted] = {}
+        # What the current rule's check relied on, and how surely (reset by the engine for each node).
+        self.evidence = Recorder()
         self._flows: dict[int, ScopeFlow] = {}
         self._call_names: dict[int, str | None] = {}
         self._module_class_memo: dict[int, ast.ClassDef | None] = {}
@@ -220,6 +164,26 @@ class FileContext:
 
     def in_loop(self, node: ast.AST) -> bool:
         return bool(self.enclosing_loops(node))
+
+    def conditional(self, node: ast.AST, within: ast.AST | None = None) -> bool:
+        """Whether ``node`` runs on some paths only of ``within`` (default: its function or module):
+        under an ``if`` branch, a conditional expression's side, an ``except`` / ``else`` of a ``try``,
+        a ``match`` case, or the right of ``and`` / ``or``. Loop bodies count as run."""
+        child = node
+        for anc in self.ancestors(node):
+            if anc is within or isinstance(anc, SCOPE_TYPES):
+                return False
+            t = type(anc)
+            if t is ast.If or t is ast.IfExp:
+                if child is not anc.test:  # type: ignore[attr-defined]
+                    return True
+            elif t is ast.Try or t is ast.ExceptHandler or t is ast.match_case:
+                if t is not ast.Try or child not in anc.body and child not in anc.finalbody:  # type: ignore[attr-defined]
+                    return True
+            elif t is ast.BoolOp and child is not anc.values[0]:  # type: ignore[attr-defined]
+                return True
+            child = anc
+        return False
 
     @_ScopeWalk
     def walk_scope(root: ast.AST | list[ast.stmt]) -> Iterator[ast.AST]:
@@ -348,7 +312,7 @@ class FileContext:
                 for base in cls.bases:
                     qn = self.resolve(base)
                     local = base.id if isinstance(base, ast.Name) else None
-                    if (qn and (qn in NN_MODULE_BASES or _is_torch_nn_class(qn))) or (local in found):
+                    if (qn and (qn in NN_MODULE_BASES or is_torch_nn_class(qn))) or (local in found):
                         found[name] = cls
                         changed = True
                         break
@@ -476,24 +440,52 @@ class FileContext:
                 return vals
         return [expr]
 
-    def kinds(self, expr: ast.AST | None, hints: bool = True) -> frozenset[str]:
-        """What ``expr`` holds, as far as local dataflow can tell (see the kind constants)."""
-        if expr is None:
-            return frozenset()
+    def kinds(self, expr: ast.AST | None, hints: bool = True) -> Noted:
+        """What ``expr`` holds, as far as local dataflow can tell (the kind constants; lint/kinds.py).
+        Each "yes" a rule gets from it notes how surely it holds into the evidence of its next hit."""
         key = (id(expr), hints)
-        memo = self._kinds_memo.get(key)
-        if memo is not None:
-            return memo
-        if key in self._kinds_active or len(self._kinds_active) > 40:
-            return frozenset()  # a loop-carried ``x = x.to(device)``, or absurdly deep nesting
-        self.tick()
-        self._kinds_active.add(key)
+        found = self._kinds_noted.get(key)
+        if found is None:
+            found = self._kinds_noted[key] = noted(kinds_of(self, expr, hints), self.evidence)
+        return found
+
+    def note(self, evidence: Evidence, reason: str) -> None:
+        """Weaken the evidence of the current check's next hits to ``evidence``, saying why: for what
+        the rule relies on and the kinds analysis cannot see (a callee defined elsewhere that may
+        zero the gradients, a value from an unresolved call)."""
+        self.evidence.note(evidence.rank, reason)
+
+    def remember(self, key: object, compute: Callable[[], object]) -> object:
+        """``compute()`` once per file under ``key`` in ``memo``; the evidence noted while computing it
+        is noted again on every later use, so a memoised fact weakens each hit that relies on it."""
+        entry = self.memo.get(key)
+        rec = self.evidence
+        if entry is None:
+            level, reasons = rec.level, rec.reasons
+            rec.reset()
+            try:
+                value = compute()
+            finally:
+                got = (rec.level, tuple(rec.reasons))
+                rec.level, rec.reasons = level, reasons
+            entry = self.memo[key] = (value, *got)
+        value, level, reasons = entry  # type: ignore[misc]
+        if level < MUST:
+            for why in reasons or (None,):
+                rec.note(level, why)
+        return value
+
+    def unnoted(self, compute: Callable[[], object]) -> object:
+        """``compute()`` with whatever it notes discarded: for a question whose answer cannot make a
+        finding less sure (whether a loop binds its model anew asks what the model is, but a finding
+        made when it does not rests on the binding, not on the model's kind)."""
+        rec = self.evidence
+        level, reasons = rec.level, rec.reasons
+        rec.reasons = []
         try:
-            result = self._kinds(expr, hints)
+            return compute()
         finally:
-            self._kinds_active.discard(key)
-        self._kinds_memo[key] = result
-        return result
+            rec.level, rec.reasons = level, reasons
 
     def tick(self) -> None:
         """Raise BudgetExceeded once the current rule is past its time on this file."""
@@ -514,165 +506,6 @@ class FileContext:
         left = self.deadline - time.process_time()
         self._wall_check = time.perf_counter() + max(left, 0.01)
         return left < 0
-
-    def _kinds(self, expr: ast.AST, hints: bool) -> frozenset[str]:
-        if isinstance(expr, _Iterated):
-            inner = self.kinds(expr.iterable, hints)
-            return frozenset({BATCH, TENSOR}) if LOADER in inner else frozenset()
-        if isinstance(expr, _Unpacked):
-            inner = self.kinds(expr.value, hints)
-            return inner & {OUTPUT, GRAPH, TENSOR, BATCH}
-        if isinstance(expr, (ast.Name, ast.Attribute)):
-            out: set[str] = set()
-            binds = self.bindings(expr)
-            for owner, value in binds:
-                if value is None:
-                    continue
-                k = set(self.kinds(value, hints))
-                if GRAPH in k and self.grad_disabled(owner):
-                    k.discard(GRAPH)
-                out |= k
-            name = expr.id if isinstance(expr, ast.Name) else expr.attr
-            if name in self.backward_names(self.scope(expr)) and not (out & {NUMBER}):
-                out |= {LOSS, TENSOR, GRAPH}  # backward() only works on graph-attached tensors
-            if isinstance(expr, ast.Attribute) and expr.attr == "loss" and not binds:
-                out |= {LOSS, TENSOR}
-                if self.kinds(expr.value, hints) & {OUTPUT, GRAPH}:
-                    out.add(GRAPH)  # ``outputs.loss`` of a model called with grad enabled
-            if not (out - {TENSOR}):
-                for owner, value in binds:
-                    annotation = getattr(owner, "annotation", None) if value is None or isinstance(owner, ast.AnnAssign) else None
-                    if annotation is not None:
-                        out |= self.annotation_kinds(annotation)
-            if hints and not (out - {TENSOR}) and all(v is None for _, v in binds) and not _FACTORY_NAME.match(name):
-                for pattern, kinds in _NAME_HINTS:
-                    if pattern.search(name):
-                        out |= kinds
-            if isinstance(expr, ast.Attribute) and expr.attr == "module" and DDP in self.kinds(expr.value, hints):
-                out |= {MODULE}
-            return frozenset(out)
-        if isinstance(expr, ast.Call):
-            return self._call_kinds(expr, hints)
-        if isinstance(expr, ast.BinOp):
-            left, right = self.kinds(expr.left, hints), self.kinds(expr.right, hints)
-            both = left | right
-            derived = both & {LOSS, GRAPH, TENSOR, OUTPUT}
-            return derived | {GRAPH, TENSOR} if GRAD_LEAF in both else derived
-        if isinstance(expr, ast.UnaryOp):
-            inner = self.kinds(expr.operand, hints)
-            derived = inner & {LOSS, GRAPH, TENSOR, OUTPUT}
-            return derived | {GRAPH, TENSOR} if GRAD_LEAF in inner else derived
-        if isinstance(expr, ast.Subscript):
-            inner = self.kinds(expr.value, hints)
-            if MODULE in inner and not inner & {TENSOR, OUTPUT, BATCH}:
-                return frozenset({MODULE})  # ``net[0]``, ``self.blocks[i]``: a layer of a container module
-            return frozenset(inner & {OUTPUT, GRAPH, TENSOR, BATCH, LOSS} if OUTPUT in inner or BATCH in inner else inner & {GRAPH, TENSOR})
-        if isinstance(expr, ast.IfExp):
-            return self.kinds(expr.body, hints) | self.kinds(expr.orelse, hints)
-        if isinstance(expr, ast.Await):
-            return self.kinds(expr.value, hints)
-        if isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float)):
-            return frozenset({NUMBER})
-        return frozenset()
-
-    def annotation_kinds(self, annotation: ast.AST) -> frozenset[str]:
-        """Kinds of a value annotated ``model: DDP``, ``opt: torch.optim.Optimizer``, ``x: Tensor``
-        (``Optional[...]`` / ``X | None`` / a string annotation look through to the type)."""
-        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-            try:
-                annotation = ast.parse(annotation.value, mode="eval").body
-            except SyntaxError:
-                return frozenset()
-        if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
-            return self.annotation_kinds(annotation.left) | self.annotation_kinds(annotation.right)
-        if isinstance(annotation, ast.Subscript):
-            if (self.resolve(annotation.value) or "").rsplit(".", 1)[-1] == "Optional":
-                return self.annotation_kinds(annotation.slice)
-            return frozenset()
-        qn = self.resolve(annotation)
-        if qn is None:
-            name = annotation.id if isinstance(annotation, ast.Name) else None
-            return frozenset({MODULE}) if name in self.module_classes else frozenset()
-        last = qn.rsplit(".", 1)[-1]
-        if qn in DDP_WRAPPERS:
-            return frozenset({MODULE, DDP})
-        if qn in NN_MODULE_BASES or _is_torch_nn_class(qn):
-            return frozenset({MODULE, LOSS_FN}) if last.endswith("Loss") else frozenset({MODULE})
-        if qn.startswith("torch.optim.lr_scheduler."):
-            return frozenset({SCHEDULER})
-        if qn.startswith("torch.optim.") and last[:1].isupper():
-            return frozenset({OPTIMIZER})
-        if qn in ("torch.Tensor", "torch.FloatTensor", "torch.LongTensor"):
-            return frozenset({TENSOR})
-        if qn in ("torch.utils.data.DataLoader",):
-            return frozenset({LOADER})
-        if qn in ("torch.utils.data.DistributedSampler",):
-            return frozenset({SAMPLER, DIST_SAMPLER})
-        return frozenset()
-
-    def _call_kinds(self, call: ast.Call, hints: bool) -> frozenset[str]:
-        qn = self.call_name(call)
-        func = call.func
-        if qn is not None:
-            last = qn.rsplit(".", 1)[-1]
-            if qn in DDP_WRAPPERS:
-                return frozenset({MODULE, DDP})
-            if qn.startswith("torch.nn.") and last[:1].isupper() and _is_torch_nn_class(qn):
-                if last.endswith("Loss"):
-                    return frozenset({MODULE, LOSS_FN})
-                if last == "Parameter":
-                    return frozenset({GRAD_LEAF, TENSOR})
-                return frozenset({MODULE})
-            if qn.startswith("torch.nn.functional.") and last in FUNCTIONAL_LOSSES:
-                return frozenset({LOSS, GRAPH, TENSOR})
-            if qn.startswith("torch.optim.lr_scheduler."):
-                return frozenset({SCHEDULER})
-            if qn.startswith("torch.optim.") and last[:1].isupper():
-                return frozenset({OPTIMIZER})
-            if qn in ("torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"):
-                return frozenset({LOADER})
-            if qn in ("torch.utils.data.DistributedSampler", "torch.utils.data.distributed.DistributedSampler"):
-                return frozenset({SAMPLER, DIST_SAMPLER})
-            if qn.startswith("torch.utils.data.") and last.endswith("Sampler"):
-                return frozenset({SAMPLER})
-            if qn in ("torch.amp.GradScaler", "torch.cuda.amp.GradScaler", "torch.amp.grad_scaler.GradScaler"):
-                return frozenset({SCALER})
-            if qn.startswith("torch.") and last[:1].islower():
-                if qn in ("torch.compile", "torch.jit.script", "torch.jit.trace"):
-                    return self.kinds(call.args[0], hints) if call.args else frozenset({MODULE})
-                kinds = {TENSOR}
-                if keyword_is_true(call, "requires_grad"):
-                    kinds.add(GRAD_LEAF)
-                elif any(GRAPH in self.kinds(a, hints) or GRAD_LEAF in self.kinds(a, hints) for a in call.args):
-                    kinds.add(GRAPH)
-                if qn in ("torch.tensor",) and keyword_is_true(call, "requires_grad"):
-                    kinds.add(GRAD_LEAF)
-                return frozenset(kinds)
-            if qn in ("builtins.float", "builtins.int"):
-                return frozenset({NUMBER})
-        if isinstance(func, ast.Name):
-            if func.id in self.module_classes:
-                return frozenset({MODULE})
-            if func.id in ("float", "int", "len", "round"):
-                return frozenset({NUMBER})
-        if isinstance(func, ast.Attribute):
-            recv = self.kinds(func.value, hints)
-            attr = func.attr
-            if MODULE in recv and attr in MODULE_RETURNING_METHODS:
-                return recv
-            if attr in GRAPH_CUTTING_METHODS:
-                return frozenset({NUMBER}) if attr in ("item", "tolist") else frozenset({TENSOR}) if recv & {TENSOR, GRAPH, LOSS, OUTPUT, GRAD_LEAF} else frozenset()
-            if attr in GRAPH_PRESERVING_METHODS and recv & {GRAPH, LOSS, OUTPUT, GRAD_LEAF, TENSOR}:
-                keep = recv & {LOSS, OUTPUT, GRAPH, TENSOR}
-                if GRAD_LEAF in recv:
-                    keep |= {GRAPH, TENSOR}
-                return frozenset(keep)
-        callee = self.kinds(func, hints)
-        if LOSS_FN in callee:
-            return frozenset({LOSS, GRAPH, TENSOR})
-        if MODULE in callee:
-            return frozenset({OUTPUT, GRAPH, TENSOR})
-        return frozenset()
 
     def backward_names(self, scope: ast.AST) -> frozenset[str]:
         """Names on which ``.backward()`` is called (directly or via ``scaler.scale(x)``) in ``scope``."""
@@ -852,11 +685,6 @@ def canonical(qn: str) -> str:
                 return "torch.nn." + parts[-1] if len(parts) >= 2 and parts[-1][:1].isupper() else qn
             return repl + rest
     return qn
-
-
-def _is_torch_nn_class(qn: str) -> bool:
-    parts = qn.split(".")
-    return len(parts) >= 3 and parts[0] == "torch" and parts[1] == "nn" and parts[-1][:1].isupper() and parts[2] not in ("functional", "init", "utils")
 
 
 def keyword(call: ast.Call, name: str) -> ast.expr | None:

@@ -4,24 +4,44 @@ from __future__ import annotations
 
 import ast
 import gc
+import os
 import unicodedata
 import warnings
 from dataclasses import dataclass, field
 
 from torchpact.config import Config, is_suppressed
-from torchpact.findings import Category, Finding, Severity, input_finding
+from torchpact.findings import LINT_EVIDENCE, Category, Finding, Severity, input_finding, severity_cap
 from torchpact.lint.context import BudgetExceeded, FileContext
+from torchpact.lint.kinds import MAY, MUST
+from torchpact.lint.preview import Gate
 from torchpact.lint.edits import Edit
 from torchpact.lint.project import ProjectFacts, mentions_facts, summarize_tree
-from torchpact.lint.registry import all_rules
+from torchpact.lint.noqa import UNUSED_NOQA, unused
+from torchpact.lint.registry import RuleSpec, declared_codes, rule_specs
 from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.source import Source, SourceError, read_source
+from torchpact.lint.source import Source, SourceError, read_source, source_from_bytes
 from torchpact.lint.tree_index import index_tree
 
 MAX_FIX_PASSES = 4
-# Seconds one rule may spend on one file; past it the rule stops there with an info finding.
+# CPU seconds one rule may spend on one file; past it the rule stops there with a TP002 warning
+# (its findings in that file may be incomplete, so a run that lost some must not look clean).
+# ``TORCHPACT_RULE_BUDGET`` (seconds) sets another budget: more for huge generated files, less to test.
 RULE_BUDGET_S = 1.0
+BUDGET_ENV = "TORCHPACT_RULE_BUDGET"
 INTERNAL_CODE = "TP002"
+# extra["stopped"] of a TP002 finding: why its rule did not finish the file
+STOPPED_BUDGET, STOPPED_ERROR = "out of time", "failed"
+
+
+def rule_budget() -> float:
+    """The budget in force: ``TORCHPACT_RULE_BUDGET`` when set (the command line checks it), else RULE_BUDGET_S."""
+    raw = os.environ.get(BUDGET_ENV)
+    if raw:
+        try:
+            return float(raw)
+        except ValueError:
+            pass
+    return RULE_BUDGET_S
 
 
 @dataclass
@@ -37,20 +57,24 @@ class FileResult:
     # Facts of this file's functions for the other files, and what its rules asked about theirs.
     summary: dict = field(default_factory=dict)
     asked: list = field(default_factory=list)
+    # Findings the preview gate kept out (lint/preview.py).
+    hidden: int = 0
 
 
 # (select, ignore) -> the rules they enable, for configurations without per-file ignores.
-_ENABLED: dict[tuple, list[type[Rule]]] = {}
+_ENABLED: dict[tuple, list[RuleSpec]] = {}
 
 
-def enabled_rules(config: Config, path: str) -> list[Rule]:
+def enabled_rules(config: Config, path: str) -> list[RuleSpec]:
+    """The rules ``config`` enables for ``path``, as the manifest has them: a rule's module is
+    imported, and the rule made, only once a file gives it nodes to check (``lint_source``)."""
     if config.per_file_ignores:
-        return [r() for r in all_rules() if config.is_enabled(r.code, r.category.value, path)]
+        return [r for r in rule_specs() if config.is_enabled(r.code, r.category.value, path)]
     key = (tuple(config.select), tuple(config.ignore))
-    classes = _ENABLED.get(key)
-    if classes is None:
-        classes = _ENABLED[key] = [r for r in all_rules() if config.is_enabled(r.code, r.category.value)]
-    return [r() for r in classes]
+    specs = _ENABLED.get(key)
+    if specs is None:
+        specs = _ENABLED[key] = [r for r in rule_specs() if config.is_enabled(r.code, r.category.value)]
+    return specs
 
 
 def parse(source: Source) -> ast.Module:
@@ -191,7 +215,7 @@ def _select(index: dict[str, list[tuple[int, ast.AST]]], names: frozenset[str]) 
     return [n for _, n in sorted({i: n for bucket in found for i, n in bucket}.items())]
 
 
-def rule_nodes(rule: Rule, ctx: FileContext, names: NameIndex) -> list[ast.AST]:
+def rule_nodes(rule: Rule | RuleSpec, ctx: FileContext, names: NameIndex) -> list[ast.AST]:
     """The nodes the engine hands ``rule``: of its types, through its ``calls``/``attrs``/``imported``
     pre-filters, in walk order for each type."""
     calls, attrs, imported = rule.calls, rule.attrs, rule.imported
@@ -210,7 +234,7 @@ def rule_nodes(rule: Rule, ctx: FileContext, names: NameIndex) -> list[ast.AST]:
     return out
 
 
-def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, config: Config) -> Finding:
+def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, unsafe: bool = False) -> Finding:
     node, end = hit.node, hit.end_node or hit.node
     line = getattr(node, "lineno", None)
     col = getattr(node, "col_offset", None)
@@ -229,10 +253,18 @@ def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, config: Config) -> Findi
             end_cell, end_line = ctx.source.locate(end_line)
             if end_cell != cell:
                 end_line = end_column = None
+    # the weaker of what the rule claims (``may`` unless it says) and what the analysis noted
+    recorded = ctx.evidence
+    level = min(hit.evidence.rank if hit.evidence is not None else MAY, recorded.level)
+    evidence = LINT_EVIDENCE[level]
+    # ruff's applicability: `--fix` applies safe fixes, `--unsafe-fixes` the others too (Rule.unsafe_fix)
+    extra: dict = {"fixable": True, "fix_applicability": "unsafe" if unsafe else "safe"} if hit.edits else {}
+    if recorded.level < MUST:
+        extra["evidence_reasons"] = recorded.rendered()
     finding = Finding(
         code=rule.code,
         category=rule.category,
-        severity=hit.severity or rule.severity,
+        severity=min(hit.severity or rule.severity, severity_cap(evidence)),
         message=hit.message or rule.message,
         path=ctx.path,
         line=line,
@@ -242,40 +274,60 @@ def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, config: Config) -> Findi
         subject=hit.subject,
         fix=hit.fix_hint or rule.fix_hint,
         cell=cell,
-        extra={"fixable": True} if hit.edits else {},
+        evidence=evidence,
+        extra=extra,
     )
-    return config.apply(finding)
+    return finding
 
 
-def _suppressed(ctx: FileContext, code: str, node: ast.AST) -> bool:
+def _suppressed(ctx: FileContext, code: str, node: ast.AST) -> int:
+    """The line whose ``# noqa`` silences ``code`` at ``node`` (the node's or its statement's first), or 0."""
     lines = ctx.lines
-    candidates = {getattr(node, "lineno", 0)}
+    candidates = [getattr(node, "lineno", 0)]
     stmt = ctx.statement(node)
-    if stmt is not None:
-        candidates.add(stmt.lineno)
-    return any(0 < n <= len(lines) and is_suppressed(lines[n - 1], code) for n in candidates)
+    if stmt is not None and stmt.lineno != candidates[0]:
+        candidates.append(stmt.lineno)
+    return next((n for n in candidates if 0 < n <= len(lines) and is_suppressed(lines[n - 1], code)), 0)
 
 
-def _internal_finding(ctx: FileContext, node: ast.AST | None, severity: Severity, message: str) -> Finding:
-    """TP002: torchpact's own analysis failed or ran out of time; never the user's input problem."""
+def checks_noqa(config: Config, path: str) -> bool:
+    """Whether TP005 (unused ``# noqa``) runs: only when its code is selected by name (ruff's RUF100 is
+    not in the default set either), and not ignored."""
+    return any(s.strip().upper() == UNUSED_NOQA for s in config.select) and config.is_enabled(
+        UNUSED_NOQA, Category.INPUT.value, path)
+
+
+def _noqa_findings(source: Source, config: Config, rules: list, used: set[tuple[int, str]],
+                   findings: list[Finding]) -> tuple[list[Finding], list[Edit]]:
+    unfinished = {f.extra["rule"] for f in findings if f.code == INTERNAL_CODE and f.extra.get("rule")}
+    found, edits = unused(source, used, frozenset(declared_codes()), {r.code for r in rules}, unfinished)
+    return [config.apply(f) for f in found], edits
+
+
+def _internal_finding(ctx: FileContext, node: ast.AST | None, rule: str, stopped: str, message: str) -> Finding:
+    """TP002: torchpact's own analysis failed or ran out of time; never the user's input problem. A
+    warning: the rule's findings in this file may be incomplete, so the default ``--fail-on warning``
+    does not pass the file as clean (``extra`` names the rule and why it stopped, for the summary)."""
     line = getattr(node, "lineno", None)
     cell = None
     if line is not None and ctx.source.notebook:
         cell, line = ctx.source.locate(line)
-    return Finding(code=INTERNAL_CODE, category=Category.INPUT, severity=severity, message=message,
-                   path=ctx.path, line=line, cell=cell)
+    return Finding(code=INTERNAL_CODE, category=Category.INPUT, severity=Severity.WARNING, message=message,
+                   path=ctx.path, line=line, cell=cell, extra={"rule": rule, "stopped": stopped})
 
 
-def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
+def lint_source(source: Source, config: Config, rules: list[Rule | RuleSpec] | None = None,
                 project: ProjectFacts | None = None, notes: dict | None = None) -> tuple[list[Finding], list[Edit]]:
     """Findings and fix edits for one source text. ``notes`` (when given) receives the file's
-    function ``summary`` and the project facts its rules ``asked`` about."""
+    function ``summary``, the project facts its rules ``asked`` about, and how many findings the
+    preview gate ``hidden`` (lint/preview.py); their fixes are not applied either. ``rules`` are
+    rules or the manifest's specs of them (made here, once per file, for the rules that get nodes)."""
     if rules is None:
         rules = enabled_rules(config, source.path)
     text = source.text
     found: dict[str, bool] = {}  # each trigger searched once per file, however many rules share it
 
-    def triggered(rule: Rule) -> bool:
+    def triggered(rule: Rule | RuleSpec) -> bool:
         for t in rule.triggers:
             hit = found.get(t)
             if hit is None:
@@ -296,9 +348,10 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
                 continue  # before any trigger: most rules need torch, and many files never import it
         candidates.append(r)
     summarize = notes is not None and mentions_facts(text)
+    noqa = checks_noqa(config, source.path)
     if not summarize and not any(triggered(r) for r in candidates):
         check_syntax(source)  # even with no rule to run: a file lint cannot parse is always reported
-        return [], []
+        return _noqa_findings(source, config, rules, set(), []) if noqa else ([], [])
     tree = parse(source)
     ctx = FileContext(source, tree, config, project)
     index(ctx)
@@ -307,6 +360,10 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
     findings: list[Finding] = []
     edits: list[Edit] = []
     names = NameIndex(ctx)
+    gate = Gate(config.preview, config.select)
+    hidden = 0
+    budget = rule_budget()
+    used: set[tuple[int, str]] = set()  # (line, code) of each noqa comment that silenced a finding
     for rule in candidates:
         if (rule.needs_torch_import and not ctx.imports_torch) or (
                 rule.needs_import is not None and not ctx.imports(rule.needs_import)):
@@ -315,32 +372,49 @@ def lint_source(source: Source, config: Config, rules: list[Rule] | None = None,
         nodes = rule_nodes(rule, ctx, names)
         if not nodes or not triggered(rule):
             continue
-        ctx.start_budget(RULE_BUDGET_S)
+        if type(rule) is RuleSpec:
+            rule = rule()
+        unsafe = rule.unsafe_fix
+        ctx.start_budget(budget)
         node: ast.AST | None = None
+        recorded = ctx.evidence
         try:
             for i, node in enumerate(nodes):
+                if recorded.level < MUST:
+                    recorded.reset()
                 for hit in rule.check(node, ctx):
-                    if _suppressed(ctx, rule.code, hit.node):
+                    silenced = _suppressed(ctx, rule.code, hit.node)
+                    if silenced:
+                        used.add((silenced, rule.code))
                         continue
-                    findings.append(_to_finding(rule, hit, ctx, config))
-                    if hit.edits:
+                    finding = _to_finding(rule, hit, ctx, unsafe)
+                    if gate.hides(finding):  # before the configured severity: the measure is of torchpact's own
+                        hidden += 1
+                        continue
+                    findings.append(config.apply(finding))
+                    if hit.edits and (config.unsafe_fixes or not unsafe):
                         edits.extend(hit.edits)
                 if not i & 127 and ctx.out_of_time():
                     raise BudgetExceeded
         except BudgetExceeded:
             findings.append(_internal_finding(
-                ctx, node, Severity.INFO,
-                f"rule {rule.code} ran out of its {RULE_BUDGET_S:g} s budget on this file and stopped; "
-                "its findings here may be incomplete"))
+                ctx, node, rule.code, STOPPED_BUDGET,
+                f"rule {rule.code} ran out of its {budget:g} s CPU budget on this file and stopped here: "
+                f"its findings in this file may be incomplete ({BUDGET_ENV}=SECONDS gives it more)"))
         except Exception as exc:  # a bug in a rule (RecursionError included) must not cost the other findings
             findings.append(_internal_finding(
-                ctx, node, Severity.WARNING,
+                ctx, node, rule.code, STOPPED_ERROR,
                 f"rule {rule.code} failed on this file ({exc.__class__.__name__}: {str(exc)[:200]}); "
                 "other rules still ran — please report this"))
         finally:
             ctx.deadline = None
+    if noqa:
+        more, fixes = _noqa_findings(source, config, rules, used, findings)
+        findings += more
+        edits += fixes
     if notes is not None:
         notes["asked"] = sorted(ctx.asked)
+        notes["hidden"] = hidden
     return findings, edits
 
 
@@ -350,15 +424,16 @@ def _input_finding(path: str, exc: SourceError) -> Finding:
 
 
 def lint_file(path: str, config: Config, fix: bool = False, display_path: str | None = None,
-              project: ProjectFacts | None = None) -> FileResult:
-    """Lint one file; never raises for bad input (it becomes a finding)."""
+              project: ProjectFacts | None = None, data: bytes | None = None) -> FileResult:
+    """Lint one file (with ``data``, those bytes as its content: standard input); never raises for bad
+    input (it becomes a finding)."""
     shown = display_path or path
     result = FileResult(path=shown)
     gc_was_enabled = gc.isenabled()
     gc.disable()  # ASTs hold no cycles (see FileContext._parents); GC passes only cost time here
     try:
         try:
-            source = read_source(path)
+            source = read_source(path) if data is None else source_from_bytes(path, data)
         except SourceError as exc:
             result.findings.append(_input_finding(shown, exc))
             return result
@@ -377,6 +452,7 @@ def lint_file(path: str, config: Config, fix: bool = False, display_path: str | 
                 result.findings = [_input_finding(shown, exc)]
                 return result
             result.findings = bad_cells + findings
+            result.hidden = notes.get("hidden", 0)
             if attempt == 0:
                 result.summary, result.asked = notes.get("summary", {}), notes.get("asked", [])
             if not (fix and edits):

@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-
-import pathspec
+from typing import TYPE_CHECKING
 
 from torchpact.config import Config
+
+if TYPE_CHECKING:
+    import pathspec
 
 LINTED_SUFFIXES = (".py", ".pyw", ".ipynb")
 SKIPPED_DIRS = {
@@ -28,6 +30,8 @@ def _gitignore(folder: str) -> pathspec.PathSpec | None:
             lines = fh.read().splitlines()
     except OSError:
         return None
+    import pathspec  # here: a folder without .gitignore and exclusions needs none of it
+
     spec = pathspec.PathSpec.from_lines("gitignore", lines)
     return spec if spec.patterns else None
 
@@ -97,6 +101,8 @@ def excluded_by(config_of: Callable[[str], Config]) -> Excluded:
         key = tuple(cfg.exclude)
         spec = specs.get(key)
         if spec is None:
+            import pathspec
+
             spec = specs[key] = pathspec.PathSpec.from_lines("gitignore", cfg.exclude)
         root = os.path.join(str(cfg.root) if cfg.root else os.getcwd(), "")
         full = os.path.abspath(path)

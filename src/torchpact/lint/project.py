@@ -13,8 +13,6 @@ makes one), the safe direction for a linter.
 from __future__ import annotations
 
 import ast
-import hashlib
-import json
 from dataclasses import dataclass, field
 
 from torchpact.lint.tree_index import index_tree
@@ -165,5 +163,8 @@ class ProjectFacts:
     @property
     def fingerprint(self) -> str:
         """Changes whenever a fact changes: part of every cached file's key."""
+        import hashlib  # the cache's: a run without it needs neither
+        import json
+
         blob = json.dumps(sorted((k, sorted(v)) for k, v in self.functions.items()))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

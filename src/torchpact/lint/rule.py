@@ -3,8 +3,9 @@
 A rule declares which AST node types it wants (``nodes``) and, to keep lint fast on big trees, which
 substrings a file must contain for the rule to be worth running (``triggers``). The engine parses the
 file once, walks it once, and hands each rule only its nodes. ``check`` yields :class:`Hit` objects;
-the engine turns them into :class:`~torchpact.findings.Finding` s with the rule's code, category and
-(configured) severity.
+the engine turns them into :class:`~torchpact.findings.Finding` s with the rule's code and category,
+and a severity it derives from the hit's evidence: the rule's ``severity`` is its ceiling, reached
+only by a hit that claims ``must`` evidence (see :class:`Hit`).
 
 The docstring is the rule's user documentation, in the sections "What it does", "Why is this bad?"
 and "Fix safety" (each a ``## `` heading); "Example" and "Use instead" are rendered from the first
@@ -16,10 +17,10 @@ from __future__ import annotations
 import ast
 import inspect
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import ClassVar, Iterable, Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.edits import Edit
 
@@ -34,8 +35,12 @@ class Hit:
     fix_hint: str | None = None
     edits: tuple[Edit, ...] = ()
     end_node: ast.AST | None = None
-    # Below the rule's own when only some paths are wrong (the rule's severity is for every path).
+    # Below the rule's own for deliberately lower advice (a bounded leak reported as info).
     severity: Severity | None = None
+    # What the rule proved on this hit; None is ``may``. The engine takes the weaker of this and what
+    # the analysis noted while the rule examined the node (``ctx.kinds``, ``ctx.note``), and caps the
+    # severity by it: must -> error, may -> warning, unresolved -> info.
+    evidence: Evidence | None = None
 
 
 @dataclass(frozen=True)
@@ -45,8 +50,10 @@ class Invalid:
     code: str
     fixed: str | None = None
     count: int = 1
-    # The findings' severity when it is not the rule's own (a hit that is wrong on some paths only).
+    # The findings' severity when it is not the rule's own (evidence below must, or lower advice).
     severity: Severity | None = None
+    # The findings' evidence, when the example pins it.
+    evidence: Evidence | None = None
 
 
 REQUIRED_SECTIONS = ("What it does", "Why is this bad?", "Fix safety")
@@ -57,7 +64,10 @@ class Rule:
 
     code: ClassVar[str]
     category: ClassVar[Category]
+    # The severity of a finding with ``must`` evidence: the rule's ceiling (see ``Hit.evidence``).
     severity: ClassVar[Severity] = Severity.WARNING
+    # The facts the rule relies on, in words, shown on its page ("the loop back-propagates").
+    requires: ClassVar[tuple[str, ...]] = ()
     message: ClassVar[str]
     fix_hint: ClassVar[str | None] = None
     nodes: ClassVar[tuple[type[ast.AST], ...]] = ()
@@ -74,6 +84,10 @@ class Rule:
     # about torchvision's API): the rule is skipped, before any parse, where it is not imported.
     needs_import: ClassVar[str | None] = None
     fixable: ClassVar[bool] = False
+    # The fix may change what the program does beyond rounding (which parameters exist, train or are saved
+    # -- state_dict keys --, which tensors get gradients, what runs, outputs in some mode), so its page's
+    # "Fix safety" asks for a review: `--fix` leaves it out, `--fix --unsafe-fixes` applies it (as ruff).
+    unsafe_fix: ClassVar[bool] = False
     facts: ClassVar[tuple[str, ...]] = ()
     # Why no test in tests/proofs executes this rule's pitfall (e.g. "needs CUDA"); None when one does.
     proof: ClassVar[str | None] = None
@@ -87,9 +101,9 @@ class Rule:
     # ------------------------------------------------------------------ helpers for subclasses
     def hit(self, node: ast.AST, message: str | None = None, *, subject: str | None = None,
             fix_hint: str | None = None, edits: Iterable[Edit] = (), end_node: ast.AST | None = None,
-            severity: Severity | None = None) -> Hit:
+            severity: Severity | None = None, evidence: Evidence | None = None) -> Hit:
         return Hit(node=node, message=message, subject=subject, fix_hint=fix_hint,
-                   edits=tuple(edits), end_node=end_node, severity=severity)
+                   edits=tuple(edits), end_node=end_node, severity=severity, evidence=evidence)
 
     # ------------------------------------------------------------------ metadata
     @classmethod

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import io
-import json
 import re
-import tokenize
 from dataclasses import dataclass, field
 
 from torchpact.lint.edits import Edit, apply_edits
@@ -103,6 +101,15 @@ def decode_python(data: bytes) -> str:
     """Decode as Python does (PEP 263 coding cookie, BOM), refusing binary content."""
     if b"\x00" in data[:8192]:
         raise SourceError("binary file: it contains NUL bytes, so it is not Python source")
+    head = data.split(b"\n", 2)[:2]
+    if not any(b"coding" in line for line in head):
+        # no PEP 263 cookie: UTF-8, as tokenize.detect_encoding would say without being loaded
+        try:
+            return data.decode("utf-8-sig" if data.startswith(b"\xef\xbb\xbf") else "utf-8")
+        except UnicodeDecodeError:
+            pass  # the errors below, as for any file
+    import tokenize
+
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
     except SyntaxError as exc:
@@ -117,6 +124,8 @@ def decode_python(data: bytes) -> str:
 def notebook_source(path: str, data: bytes) -> Source:
     """The code cells of an .ipynb joined into one module, IPython syntax turned into Python in place
     (see ``lint/ipython.py``); a cell that is not Python even so is left out and becomes an error."""
+    import json  # notebooks only
+
     raw = _decode_notebook(data)
     try:
         doc = json.loads(raw)
@@ -162,6 +171,8 @@ def notebook_source(path: str, data: bytes) -> Source:
 
 def cell_sources(raw: str) -> dict[int, str]:
     """Each code cell's source by cell number, from a notebook's JSON text (for cell-by-cell diffs)."""
+    import json
+
     cells = json.loads(raw).get("cells", [])
     out = {}
     for number, entry in enumerate(cells, start=1):
@@ -181,6 +192,8 @@ def _decode_notebook(data: bytes) -> str:
 def dump_notebook(doc: dict, raw: str) -> str:
     """``doc`` as JSON laid out like ``raw`` was (indent, non-ASCII kept or escaped, line endings,
     final newline), so a fix changes only the cells it fixes."""
+    import json
+
     m = re.match(r"\{\r?\n([ \t]+)\S", raw)
     indent = m.group(1) if m else None
     escaped = not any(ord(c) > 127 for c in raw) and "\\u" in raw
@@ -208,6 +221,11 @@ def read_source(path: str) -> Source:
         raise SourceError("cannot read: it is a directory") from None
     except OSError as exc:
         raise SourceError(f"cannot read: {exc.strerror or exc}") from None
+    return source_from_bytes(path, data)
+
+
+def source_from_bytes(path: str, data: bytes) -> Source:
+    """``data`` read as the file ``path`` would be (a notebook when it ends in .ipynb): lint's standard input."""
     if path.endswith(".ipynb"):
         return notebook_source(path, data)
     return Source(path=path, text=decode_python(data))

@@ -7,7 +7,8 @@ report (``torchpact report --html page.html report.json``). The only arithmetic 
 of the plots.
 
 No script, no network: inline CSS and inline SVG, and a Content-Security-Policy that forbids loading
-or running anything else. Every string that comes from the user (module and parameter names, paths,
+or running anything else. The text of each rule found is on the page itself (a finding's code links
+to it), not behind a link to a web site. Every string that comes from the user (module and parameter names, paths,
 messages, source lines) goes through :func:`html.escape`.
 """
 
@@ -18,7 +19,7 @@ import math
 from typing import Any, Iterable, Sequence
 
 from torchpact.findings import Category, Finding
-from torchpact.report.links import rule_url
+from torchpact.report.plaintext import markdown_to_text
 from torchpact.report.sources import SourceCache
 
 _CATEGORY_ORDER = [c.value for c in Category]
@@ -41,19 +42,27 @@ def render_html(findings: list[Finding], meta: dict[str, Any]) -> str:
     """The page for ``findings`` and the report ``meta`` (as the other reporters get them)."""
     from torchpact.report.json import report_dict
 
-    return page(report_dict(findings, meta), sources=meta.get("sources"))
+    return page(report_dict(findings, meta), sources=meta.get("sources"), rules=rule_texts(meta.get("rules")))
 
 
-def page(doc: dict[str, Any], sources: dict[str, str] | None = None) -> str:
-    """The page for a JSON report document (``report_dict`` output or a loaded ``--format json`` file)."""
+def rule_texts(table: Iterable[dict[str, Any]] | None) -> dict[str, str]:
+    """Code -> page (markdown), from a rule table (``torchpact.docs.rule_table``) as ``meta["rules"]`` holds it."""
+    return {r["code"]: r["help"] for r in table or [] if r.get("help")}
+
+
+def page(doc: dict[str, Any], sources: dict[str, str] | None = None, rules: dict[str, str] | None = None) -> str:
+    """The page for a JSON report document (``report_dict`` output or a loaded ``--format json`` file);
+    ``rules``: code -> the rule's page (markdown), shown in the page's Rules section."""
     findings = [Finding.from_dict(f) for f in doc.get("findings", [])]
     summary = doc.get("summary") or {}
     command = doc.get("command") or ""
-    body = [_header(doc, summary, findings), _toc(summary, findings)]
-    body.append(_findings_section(findings, sources or {}))
+    rules = {c: t for c, t in (rules or {}).items() if any(f.code == c for f in findings)}
+    body = [_header(doc, summary, findings), _toc(summary, findings, rules)]
+    body.append(_findings_section(findings, sources or {}, rules))
     body.extend(_run_sections(summary))
     body.extend(_export_sections(summary))
     body.extend(_compile_sections(summary))
+    body.append(_rules_section(rules))
     body.append(f'<footer>torchpact {e(doc.get("version"))} · torch {e(doc.get("torch"))} · '
                 f'self-contained page: no script, no network</footer>')
     return (
@@ -116,7 +125,7 @@ def _exit_reason(summary: dict[str, Any]) -> str:
     return str(code)
 
 
-def _toc(summary: dict[str, Any], findings: list[Finding]) -> str:
+def _toc(summary: dict[str, Any], findings: list[Finding], rules: dict[str, str]) -> str:
     links = [("findings", "Findings")]
     data = summary.get("data") or {}
     if data.get("progress") or _grad_series(data):
@@ -129,13 +138,15 @@ def _toc(summary: dict[str, Any], findings: list[Finding]) -> str:
         links.append(("parity", "Export parity"))
     if summary.get("modes"):
         links.append(("compile", "Compile modes"))
+    if rules:
+        links.append(("rules", "Rules"))
     if len(links) < 2:
         return ""
     return '<nav>' + " ".join(f'<a href="#{a}">{e(t)}</a>' for a, t in links) + "</nav>"
 
 
 # ---------------------------------------------------------------------------------------- findings
-def _findings_section(findings: list[Finding], sources: dict[str, str]) -> str:
+def _findings_section(findings: list[Finding], sources: dict[str, str], rules: dict[str, str]) -> str:
     if not findings:
         return '<section id="findings"><h2>Findings</h2><p class="empty">No findings.</p></section>'
     groups: dict[str, list[Finding]] = {}
@@ -148,13 +159,13 @@ def _findings_section(findings: list[Finding], sources: dict[str, str]) -> str:
     for cat in order:
         items = sorted(groups[cat], key=lambda f: (_SEV_ORDER[f.severity.value], f.sort_key()))
         out.append(f'<section class="category"><h3>{e(cat)} <span class="count">{len(items)}</span></h3>')
-        out.extend(_finding(f, cache) for f in items)
+        out.extend(_finding(f, cache, f.code in rules) for f in items)
         out.append("</section>")
     out.append("</section>")
     return "\n".join(out)
 
 
-def _finding(f: Finding, cache: SourceCache) -> str:
+def _finding(f: Finding, cache: SourceCache, documented: bool = False) -> str:
     sev = f.severity.value
     where = ""
     if f.path:
@@ -172,7 +183,8 @@ def _finding(f: Finding, cache: SourceCache) -> str:
     if f.step is not None:
         when.append(f"step {f.step}")
     head = (f'<span class="pill {sev}">{sev}</span>'
-            f'<a class="code" href="{e(rule_url(f.code))}" title="the rule\'s page"><code>{e(f.code)}</code></a>'
+            + (f'<a class="code" href="#rule-{e(f.code)}" title="the rule\'s text, below"><code>{e(f.code)}</code></a>'
+               if documented else f'<span class="code"><code>{e(f.code)}</code></span>')
             + (f'<span class="loc">{e(where)}</span>' if where else "")
             + (f'<span class="when">{e(" · ".join(when))}</span>' if when else ""))
     parts = [f'<article class="finding {sev}"><div class="fhead">{head}</div>', f'<p class="msg">{e(f.message)}</p>']
@@ -185,6 +197,18 @@ def _finding(f: Finding, cache: SourceCache) -> str:
         parts.append(f'<p class="fix"><b>Fix</b> {e(f.fix)}</p>')
     parts.append("</article>")
     return "".join(parts)
+
+
+def _rules_section(rules: dict[str, str]) -> str:
+    """Each found code's page, as plain text: the report explains itself without a network."""
+    if not rules:
+        return ""
+    out = ['<section id="rules"><h2>Rules</h2>']
+    for code in sorted(rules):
+        out.append(f'<article class="rule" id="rule-{e(code)}"><pre class="ruletext">'
+                   f'{e(markdown_to_text(rules[code]).strip())}</pre></article>')
+    out.append("</section>")
+    return "\n".join(out)
 
 
 def _snippet(f: Finding, cache: SourceCache) -> str:
@@ -265,8 +289,11 @@ def _thin(points: list[tuple[float, float]], limit: int = 600) -> list[tuple[flo
 
 
 def line_chart(title: str, series: list[tuple[str, list[tuple[float, float]]]], *, y_format=_fmt,
-               log_y: bool = False, x_label: str = "step", width: int = 520, height: int = 230) -> str:
-    """An SVG line chart of (label, [(x, y)]) series; empty string when there is nothing to draw."""
+               log_y: bool = False, from_zero: bool = False, x_label: str = "step", width: int = 520,
+               height: int = 230) -> str:
+    """An SVG line chart of (label, [(x, y)]) series; empty string when there is nothing to draw.
+    ``from_zero``: the y axis starts at 0, for a quantity whose size matters more than its wiggles (memory:
+    0.4 MiB more on 500 MiB must not look like a cliff)."""
     series = [(label, _thin(pts)) for label, pts in series if pts]
     if log_y:
         series = [(label, [(x, y) for x, y in pts if y > 0]) for label, pts in series]
@@ -283,7 +310,7 @@ def line_chart(title: str, series: list[tuple[str, list[tuple[float, float]]]], 
     tf = (lambda y: math.log10(y)) if log_y else (lambda y: y)
     y0, y1 = tf(min(ys)), tf(max(ys))
     if not log_y:
-        y0 = min(y0, 0.0) if y0 >= 0 and y0 < 0.5 * y1 else y0
+        y0 = min(y0, 0.0) if y0 >= 0 and (from_zero or y0 < 0.5 * y1) else y0
     if y1 == y0:
         y0, y1 = y0 - 1 if log_y else y0 - abs(y0) * 0.1 - 1e-12, y1 + 1 if log_y else y1 + abs(y1) * 0.1 + 1e-12
     pad = (y1 - y0) * 0.06
@@ -474,7 +501,7 @@ def _run_sections(summary: dict[str, Any]) -> list[str]:
         if reserved:
             series.append(("reserved", reserved))
         label = "CUDA memory" if kind.startswith("cuda") else "Process memory (RSS)"
-        charts.append(line_chart(label, series, y_format=_bytes))
+        charts.append(line_chart(label, series, y_format=_bytes, from_zero=True))
     grads = _grad_series(data)
     heat = heatmap("Gradient norm per layer over steps", grads) if grads else ""
     if charts or heat:
@@ -646,6 +673,7 @@ nav a{color:var(--info);text-decoration:none}
 .loc{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12.5px;color:#374151;word-break:break-all}
 .when{color:var(--mut);font-size:12px}
 .msg{margin:6px 0}
+pre.ruletext{white-space:pre-wrap;background:#f8fafc;border:1px solid #e2e8f0;border-radius:6px;padding:10px 12px;margin:10px 0}
 pre.src{background:#0f172a;color:#e2e8f0;border-radius:6px;padding:8px 0;margin:8px 0;overflow-x:auto}
 pre.src span{display:block;padding:0 12px;white-space:pre}
 pre.src span.hit{background:#7f1d1d80;border-left:3px solid #f87171;padding-left:9px}

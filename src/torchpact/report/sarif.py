@@ -2,7 +2,8 @@
 
 Paths under the working directory are relative URIs against ``%SRCROOT%`` (the checkout, for code
 scanning); others are absolute ``file:`` URIs. The rule table holds only the rules of this run's
-results, each with its summary, its description, its page and a link to it.
+results, each with its summary, its description and its page (``help``); a link to the page only where
+``TORCHPACT_RULES_URL`` says where the pages are served (report/links.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from urllib.parse import quote
 
 from torchpact.findings import Finding, Severity
 from torchpact.report import one_line
-from torchpact.report.links import PROJECT_URL, rule_url
+from torchpact.report.links import rule_url
 from torchpact.report.notebooks import NotebookLines
 from torchpact.report.plaintext import markdown_to_text
 
@@ -41,12 +42,14 @@ def _rule(code: str, meta: dict[str, Any] | None, example: Finding) -> dict[str,
         "name": r.get("name") or code.lower(),
         "shortDescription": {"text": r.get("summary") or code},
         "fullDescription": {"text": r.get("description") or r.get("summary") or code},
-        "helpUri": rule_url(code),
         "defaultConfiguration": {"level": _LEVEL[Severity(r.get("severity") or "warning")]},
         "properties": {"category": r.get("category"), "tags": [r.get("category")]},
     }
     if r.get("help"):
         entry["help"] = {"text": markdown_to_text(r["help"]), "markdown": r["help"]}
+    url = rule_url(code)
+    if url:
+        entry["helpUri"] = url
     return entry
 
 
@@ -94,7 +97,9 @@ def render_sarif(findings: list[Finding], meta: dict[str, Any]) -> str:
         if f.path:
             result["locations"] = [_location(f, notebooks)]
         props = {k: v for k, v in (("subject", f.subject), ("rank", f.rank), ("step", f.step), ("cell", f.cell),
-                                   ("cellLine", f.line if f.cell else None)) if v is not None}
+                                   ("cellLine", f.line if f.cell else None),
+                                   ("evidence", f.evidence.value if f.evidence is not None else None),
+                                   ("evidenceReasons", f.extra.get("evidence_reasons"))) if v is not None}
         if props:
             result["properties"] = props
         results.append(result)
@@ -102,7 +107,6 @@ def render_sarif(findings: list[Finding], meta: dict[str, Any]) -> str:
         "tool": {"driver": {
             "name": "torchpact",
             "version": __version__,
-            "informationUri": PROJECT_URL,
             "rules": [_rule(c, known.get(c), examples[c]) for c in codes],
         }},
         "originalUriBaseIds": {SRCROOT: {"uri": Path(os.getcwd()).as_uri().rstrip("/") + "/"}},

@@ -15,6 +15,7 @@ from typing import Any
 
 from torchpact.findings import Category, Finding, Severity
 from torchpact.report.sources import SourceCache
+from torchpact.report.text import fixable_note
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "bold cyan"}
 _BADGE = {Severity.ERROR: "white on red", Severity.WARNING: "black on yellow", Severity.INFO: "black on cyan"}
@@ -98,9 +99,9 @@ def render_terminal(findings: list[Finding], meta: dict[str, Any], width: int | 
             (f"{counts[Severity.ERROR]} error", _STYLE[Severity.ERROR] if counts[Severity.ERROR] else "grey50"), (", ", ""),
             (f"{counts[Severity.WARNING]} warning", _STYLE[Severity.WARNING] if counts[Severity.WARNING] else "grey50"),
             (", ", ""), (f"{counts[Severity.INFO]} info", _STYLE[Severity.INFO] if counts[Severity.INFO] else "grey50"))
-        fixable = sum(1 for f in findings if f.extra.get("fixable"))
-        if fixable and not meta.get("fixed"):
-            line.append(f"; {fixable} fixable with --fix", style="green")
+        note = fixable_note(findings, meta)
+        if note:
+            line.append(note, style="green")
         line.append(".")
         console.print(line)
     else:

@@ -41,6 +41,22 @@ def _source_line(f: Finding, cache: SourceCache) -> str | None:
     return lines[f.line - 1] if lines is not None and f.line else None
 
 
+def fixable_note(findings: list[Finding], meta: dict[str, Any]) -> str:
+    """``; 3 fixable with --fix (1 more with --unsafe-fixes)``, or nothing (after --fix, or with none)."""
+    unsafe_on = bool(meta.get("unsafe_fixes"))
+    safe = sum(1 for f in findings if f.extra.get("fixable")
+               and (unsafe_on or f.extra.get("fix_applicability", "safe") == "safe"))
+    unsafe = sum(1 for f in findings if f.extra.get("fixable")) - safe
+    if meta.get("fixed") and not unsafe:
+        return ""
+    parts = []
+    if safe and not meta.get("fixed"):
+        parts.append(f"; {safe} fixable with --fix" + (" --unsafe-fixes" if unsafe_on else ""))
+    if unsafe:
+        parts.append(f"; {unsafe} more with --fix --unsafe-fixes (review them: see each rule's Fix safety)")
+    return "".join(parts)
+
+
 def render_text(findings: list[Finding], meta: dict[str, Any]) -> str:
     color = bool(meta.get("color"))
     paint = (lambda code, s: f"{code}{s}{_RESET}") if color else (lambda code, s: s)
@@ -67,12 +83,9 @@ def render_text(findings: list[Finding], meta: dict[str, Any]) -> str:
         out.append("")
     counts = {s: sum(1 for f in findings if f.severity == s) for s in Severity}
     if findings:
-        fixable = sum(1 for f in findings if f.extra.get("fixable"))
         line = (f"Found {len(findings)} finding{'s' * (len(findings) != 1)}: "
                 f"{counts[Severity.ERROR]} error, {counts[Severity.WARNING]} warning, {counts[Severity.INFO]} info")
-        if fixable and not meta.get("fixed"):
-            line += f"; {fixable} fixable with --fix"
-        out.append(line + ".")
+        out.append(line + fixable_note(findings, meta) + ".")
     else:
         out.append("No findings.")
     for extra in meta.get("footer", []):

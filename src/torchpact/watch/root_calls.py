@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from torchpact.userframes import passes_through
+
 
 class RootCalls:
     """Sets and restores ``__call__`` on the classes of the models called at the top level."""
@@ -87,4 +89,4 @@ def _make_call(stack: list[Any], pre: Callable[[Any, tuple], None],
         post(self, args, kwargs, output)
         return output
 
-    return __call__
+    return passes_through(__call__)

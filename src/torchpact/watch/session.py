@@ -26,6 +26,7 @@ from torchpact.watch.dynamo import DynamoGuard
 from torchpact.watch.frames import user_location
 from torchpact.watch.naming import Names
 from torchpact.watch.root_calls import RootCalls
+from torchpact.userframes import passes_through
 from torchpact.watch.watcher import Check, Watcher
 
 INTERNAL_CODE = "TP002"
@@ -33,6 +34,7 @@ INTERNAL_CODE = "TP002"
 # more than any inner loop (WGAN's critic steps 5 times per generator step), and few enough that the next
 # layer of a layer-wise training (pytorch/examples' forward-forward) is sampled again soon.
 HANDOVER_STEPS = 20
+_STEP_WRAPPER: Any = None  # the code of the wrapper torch puts around every optimizer class's step()
 
 
 class Sampler(NamedTuple):
@@ -128,6 +130,7 @@ class Session:
         self.step_times: list[float] = []
         self._step_started = self.started_at
         self._handles: list[Any] = []          # optimizer hooks
+        self._stepping: dict[int, int] = {}    # optimizer id -> step() calls running (nested ones included)
         self._module_handles: list[Any] = []   # the global module hooks, while they are on
         self._trained = False
         self._stack: list[Any] = []
@@ -432,7 +435,44 @@ class Session:
             frame = frame.f_back
         return stack[-1] if stack else None
 
+    def _nested_step(self, optimizer: Any, entering: bool) -> bool:
+        """Whether this hook call belongs to a ``step()`` running inside another ``step()`` of the same
+        optimizer: a subclass whose ``step`` calls ``super().step()`` runs torch's hooks twice when both
+        classes' steps are wrapped (each class's is, once one of its instances exists). Only the outermost
+        ``step()`` is a step. Counted per optimizer; an entry left open by a step that raised is told from a
+        real nesting by looking for an outer ``step()`` frame of the optimizer, only then."""
+        key = id(optimizer)
+        open_steps = self._stepping.get(key, 0)
+        if entering:
+            if open_steps and not self._outer_step_frame(optimizer):
+                open_steps = 0  # left open by a step() that raised
+            self._stepping[key] = open_steps + 1
+            return open_steps > 0
+        if open_steps <= 1:
+            self._stepping.pop(key, None)
+            return False
+        self._stepping[key] = open_steps - 1
+        return True
+
+    @staticmethod
+    def _outer_step_frame(optimizer: Any) -> bool:
+        global _STEP_WRAPPER
+        if _STEP_WRAPPER is None:
+            import torch
+
+            _STEP_WRAPPER = torch.optim.Optimizer.profile_hook_step(lambda *a, **k: None).__code__
+        frame, seen = sys._getframe(2), 0
+        while frame is not None:
+            if frame.f_code is _STEP_WRAPPER and frame.f_locals.get("self") is optimizer:
+                seen += 1
+                if seen > 1:
+                    return True
+            frame = frame.f_back
+        return False
+
     def _step_pre(self, optimizer: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict] | None:
+        if self._nested_step(optimizer, entering=True):
+            return None
         if self._idle:
             self._look_for_group()
         primary = self._primary() if self._primary is not None else None
@@ -467,9 +507,11 @@ class Session:
                 self._deliver(self._step_subscribers("on_step_pre"), "on_step_pre", optimizer)
             return loss
 
-        return closure_then_step_pre
+        return passes_through(closure_then_step_pre)
 
     def _step_post(self, optimizer: Any, args: tuple, kwargs: dict) -> None:
+        if self._nested_step(optimizer, entering=False):
+            return
         self._deliver(self._step_subscribers("on_step"), "on_step", optimizer)
         if self._primary is not None and self._primary() is optimizer:
             self._since_primary.clear()
@@ -566,7 +608,7 @@ class Session:
         finding = Finding(
             code=check.code, category=check.category, severity=severity or check.severity,
             message=message, path=path, line=line, subject=subject, fix=fix,
-            step=self.step if step is None else step, rank=self.rank, extra=extra)
+            step=self.step if step is None else step, rank=self.rank, evidence=check.evidence, extra=extra)
         self.report_raw(finding)
         return finding
 

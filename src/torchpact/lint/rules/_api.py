@@ -1,24 +1,38 @@
 """Shared check for rules about one torch API that is deprecated, removed or private on torch 2.13.
 
 Such a rule lists the qualified names it is about (``names``: old name -> drop-in replacement, or
-None where the replacement is not a rename). A use is flagged where the full dotted name is written
-(``torch.cuda.amp.autocast(...)``, ``@torch.cuda.amp.custom_fwd``, ``amp.GradScaler()``) and where
-the name is imported (``from torch.cuda.amp import autocast``); bare uses of a name imported that
-way are not flagged a second time. The autofix renames the written name when the replacement can be
-spelled from the same import (``torch.ger`` -> ``torch.outer``), rewrites an import whose names all
-have drop-in replacements in one module, and a rule may build a call-level fix (``fix_call``) where
-the arguments change too.
+None where the replacement is not a rename). torch warns (or raises) when a deprecated or removed
+function runs, not when its name is looked up, so a use is flagged only where it runs the object:
+called (``torch.cuda.amp.autocast(...)``, ``amp.GradScaler()``), applied as a decorator
+(``@torch.cuda.amp.custom_fwd``), subclassed (the subclass's construction runs it), handed to
+``functools.partial``, or bound to a name the file calls. A reference that is not called (kept in a
+dict, saved to patch ``torch.x`` and restore it, an ``isinstance`` test, an annotation) runs
+nothing and is not flagged, nor is an assignment to the name, nor code Python never evaluates
+(under ``if TYPE_CHECKING:``, annotations under ``from __future__ import annotations``, a local
+variable's annotation). A rule about a private name (``references_count``) flags every reference:
+the name itself may vanish. An import (``from torch.cuda.amp import autocast``) is flagged when the
+file runs the imported name, or does not use it at all (a re-export); bare uses of a name imported
+that way are not flagged a second time.
+
+The autofix renames the written name where it is called and the replacement can be spelled from
+the same import (``torch.ger`` -> ``torch.outer``), rewrites an import whose names all have drop-in
+replacements in one module when every use of those names is a call, and a rule may build a
+call-level fix (``fix_call``) where the arguments change too. Renaming a name that is also kept as a
+reference would change what that reference holds (what a patch restores), so no fix is offered there.
 """
 
 from __future__ import annotations
 
 import ast
 import re
+import textwrap
 from typing import ClassVar, Iterator
 
+from torchpact.findings import Evidence
 from torchpact.lint.context import FileContext, canonical
 from torchpact.lint.edits import Edit
 from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rules._silenced import silenced
 
 
 # A test that picks code by torch version or feature: `if _TORCH_GREATER_EQUAL_2_4`,
@@ -27,16 +41,57 @@ from torchpact.lint.rule import Hit, Rule
 _VERSION_TEST = re.compile(r"(?i:version|hasattr)|GREATER|LESS|_TORCH_|TORCH_\d|_GE_|_LT_")
 
 
+_CALL_RULE = (
+    "What counts as a use: torch warns (or raises) when the function runs, not when its name is looked "
+    "up. A use is a call, a decorator, a base class (constructing the subclass runs it), a "
+    "`functools.partial` of it, or a name bound to it that the file calls. A reference that is not "
+    "called — kept in a dict, saved to patch `torch.x` and restore it, an `isinstance` test, an "
+    "annotation — and an assignment to the name are not flagged. Nor is code Python never evaluates: "
+    "imports and statements under `if TYPE_CHECKING:`, annotations under `from __future__ import "
+    "annotations`, string annotations, annotations of a function's local variables. An import is "
+    "flagged when the file runs the imported name or does not use it at all (a re-export).")
+_REFERENCE_RULE = (
+    "What counts as a use: every reference to the name, called or not (kept in a dict, passed on, "
+    "imported), since the name itself may vanish; an assignment to it is not flagged.")
+
+_FIX_RULE = (
+    "A fix is offered only where the name is called: a reference bound to another name is reported "
+    "without one, and an import is rewritten only when every use of its name is a call, since "
+    "renaming a saved original would change what a patch restores.")
+
+
+def _wrap(text: str) -> str:
+    return textwrap.fill(text, width=100)
+
+
 class ApiUse(Rule):
     """Base for rules that flag the use of particular torch names; subclasses set ``names``."""
 
     names: ClassVar[dict[str, str | None]] = {}
+    # True for a private name, where the reference itself is the hazard (it may vanish in any release).
+    references_count: ClassVar[bool] = False
+    # The warning torch 2.13 emits for these names (its category and text), where known: a use
+    # inside a `warnings.catch_warnings()` block that ignores that warning is deliberate, not flagged.
+    warning_category: ClassVar[str | None] = None
+    warning_text: ClassVar[str | None] = None
     nodes = (ast.Attribute, ast.ImportFrom)
+    requires = ("the name resolves to one of the torch names above through the file's imports, outside "
+                "version-guarded compatibility code",)
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         # the engine's pre-filters: check's own first test, and an import flagged names one of them
         cls.attrs = cls.imported = cls._last_parts()
+
+    @classmethod
+    def doc(cls) -> str:
+        """The rule's docstring, with the conditions every such rule shares added to its sections."""
+        text = super().doc()
+        head, sep, rest = text.partition("\n## Why is this bad?")
+        text = head.rstrip() + "\n\n" + _wrap(_REFERENCE_RULE if cls.references_count else _CALL_RULE) + "\n" + sep + rest
+        if cls.fixable:
+            text = text.rstrip() + "\n\n" + _wrap(_FIX_RULE)
+        return text
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         if isinstance(node, ast.ImportFrom):
@@ -48,30 +103,50 @@ class ApiUse(Rule):
         parent = ctx.parent(node)
         if isinstance(parent, ast.Attribute) and parent.value is node:
             return  # part of a longer dotted name; that one is judged
+        if never_runs(node, ctx):
+            return
+        how = runs(node, ctx) if isinstance(node.ctx, ast.Load) else None
+        if how is None and not (self.references_count and isinstance(node.ctx, ast.Load)):
+            return  # ``torch.x = patched``, ``saved = torch.x``: nothing of the old API runs here
         qn = ctx.resolve(node)
         if qn not in self.names or not self.applies(node, ctx) or compat_fallback(node, ctx):
             return
+        if silenced(node, ctx, self.warning_category, self.warning_text):
+            return  # the author ignores this very warning, in a scoped block: deliberate
         edits: list[Edit] = []
         if isinstance(parent, ast.Call) and parent.func is node:
             text = self.fix_call(parent, ctx, qn)
             if text is not None:
                 edits = [ctx.locator.replace(parent, text)]
-        if not edits and self.fixable:
+        # A rename is safe where the name is called; a reference kept under another name may also
+        # be what a patch restores, which the rename would change.
+        if not edits and self.fixable and how == CALLED:
             text = self.renamed(node, ctx, qn)
             if text is not None:
                 edits = [ctx.locator.replace(node, text)]
-        yield self.hit(node, subject=qn, message=self.describe(qn), fix_hint=self.hint(qn), edits=edits)
+        called = isinstance(parent, ast.Call) and parent.func is node
+        message = self.describe_call(parent, ctx, qn) if called else None
+        yield self.hit(node, subject=qn, message=message or self.describe(qn), fix_hint=self.hint(qn), edits=edits,
+                       evidence=self.evidence(ctx, qn, called))
 
     def _check_import(self, node: ast.ImportFrom, ctx: FileContext) -> Iterator[Hit]:
-        if node.module is None or node.level:
+        if node.module is None or node.level or never_runs(node, ctx):
             return
         found = [(a, canonical(f"{node.module}.{a.name}")) for a in node.names]
         found = [(a, qn) for a, qn in found if qn in self.names]
         if not found or compat_fallback(node, ctx):
             return
+        uses = {a.asname or a.name: _uses(a.asname or a.name, ctx) for a, _ in found}
+        # flagged where a use that runs the old API (any reference, for a private name) is not under a
+        # scoped ignore of its warning, or where nothing uses the name (a re-export); references that
+        # run nothing (a dict entry, a saved original, an annotation) do not count
+        found = [(a, qn) for a, qn in found if self._import_flagged(a.asname or a.name, ctx)]
+        if not found:
+            return
         edits: list[Edit] = []
         targets = {(self.names[qn] or "").rpartition(".")[0] for _, qn in found}
-        if self.fixable and len(found) == len(node.names) and len(targets) == 1 and "" not in targets:
+        every_use_runs = all(how == CALLED for u in uses.values() for how in u)
+        if self.fixable and every_use_runs and len(found) == len(node.names) and len(targets) == 1 and "" not in targets:
             module = targets.pop()
             parts = []
             for alias, qn in found:
@@ -79,9 +154,19 @@ class ApiUse(Rule):
                 local = alias.asname or alias.name
                 parts.append(new if new == local else f"{new} as {local}")
             edits = [ctx.locator.replace(node, f"from {module} import {', '.join(parts)}")]
-        for i, (_, qn) in enumerate(found):
+        for i, (alias, qn) in enumerate(found):
+            local = alias.asname or alias.name
+            called = any(isinstance(c.func, ast.Name) and c.func.id == local for c in ctx.nodes(ast.Call))
             yield self.hit(node, subject=qn, message=self.describe(qn), fix_hint=self.hint(qn),
-                           edits=edits if i == 0 else ())
+                           edits=edits if i == 0 else (), evidence=self.evidence(ctx, qn, called))
+
+    def _import_flagged(self, name: str, ctx: FileContext) -> bool:
+        reads = [n for n in ctx.nodes(ast.Name) if n.id == name and isinstance(n.ctx, ast.Load)]  # type: ignore[attr-defined]
+        if not reads:
+            return True
+        if not self.references_count:
+            reads = [n for n in reads if not never_runs(n, ctx) and runs(n, ctx) is not None]
+        return any(not silenced(n, ctx, self.warning_category, self.warning_text) for n in reads)
 
     @classmethod
     def _last_parts(cls) -> frozenset[str]:
@@ -96,8 +181,17 @@ class ApiUse(Rule):
         """Whether this use is flagged (a rule may look at the call's arguments)."""
         return True
 
+    def evidence(self, ctx: FileContext, qn: str, called: bool) -> Evidence | None:
+        """What a use proves (``called``: the name is called there, or, for an import, somewhere in
+        the file); None is ``may``. A rule whose consequence is the call's sets ``must`` for calls."""
+        return None
+
     def describe(self, qn: str) -> str | None:
         """The finding's message for a use of ``qn``; None keeps the rule's ``message``."""
+        return None
+
+    def describe_call(self, call: ast.Call, ctx: FileContext, qn: str) -> str | None:
+        """The message for this call of ``qn``, where its arguments change what is true; None: ``describe``."""
         return None
 
     def hint(self, qn: str) -> str | None:
@@ -112,6 +206,70 @@ class ApiUse(Rule):
         """``node`` rewritten to its drop-in replacement, spelled from the same imported root."""
         new = self.names.get(qn)
         return respell(node, ctx, new) if new else None
+
+
+CALLED, ALIASED = "called", "aliased"
+
+
+def runs(node: ast.expr, ctx: FileContext, follow: bool = True) -> str | None:
+    """How evaluating ``node`` runs the object it names: ``CALLED`` where it is called, applied as a
+    decorator, subclassed or handed to ``functools.partial`` (which calls it); ``ALIASED`` where it
+    is bound to a name (``amp_ctx = torch.cuda.amp.autocast if amp else nullcontext``) that the file
+    calls; None for a reference that runs nothing (a dict entry, a saved original, an annotation)."""
+    parent = ctx.parent(node)
+    if isinstance(parent, ast.Call):
+        if parent.func is node:
+            return CALLED
+        first = bool(parent.args) and parent.args[0] is node
+        return CALLED if first and ctx.call_name(parent) == "functools.partial" else None
+    if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return CALLED if node in parent.decorator_list or node in getattr(parent, "bases", ()) else None
+    if not follow:
+        return None
+    value: ast.AST = node
+    while isinstance(parent, (ast.IfExp, ast.BoolOp)) and value is not getattr(parent, "test", None):
+        value, parent = parent, ctx.parent(parent)
+    if isinstance(parent, (ast.Assign, ast.NamedExpr)) and parent.value is value:
+        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+        names = {t.id for t in targets if isinstance(t, ast.Name)}
+        if any(CALLED in _uses(name, ctx, follow=False) for name in names):
+            return ALIASED
+    return None
+
+
+def _uses(name: str, ctx: FileContext, follow: bool = True) -> list[str | None]:
+    """For each read of the bare ``name`` in the file: how it runs the object (see ``runs``)."""
+    return [None if never_runs(n, ctx) else runs(n, ctx, follow) for n in ctx.nodes(ast.Name)  # type: ignore[arg-type]
+            if n.id == name and isinstance(n.ctx, ast.Load)]  # type: ignore[attr-defined]
+
+
+def never_runs(node: ast.AST, ctx: FileContext) -> bool:
+    """Whether Python never evaluates ``node``: it sits under ``if TYPE_CHECKING:``, or in an annotation
+    that is not evaluated (every annotation under ``from __future__ import annotations``, and those of
+    local variables in a function body)."""
+    deferred = _postponed_annotations(ctx)
+    child: ast.AST = node
+    for anc in ctx.ancestors(node):
+        if isinstance(anc, ast.If) and child in anc.body and _is_type_checking(anc.test, ctx):
+            return True
+        annotation = child is getattr(anc, "annotation", None) or child is getattr(anc, "returns", None)
+        if annotation and (deferred or (isinstance(anc, ast.AnnAssign) and ctx.enclosing_function(anc) is not None)):
+            return True
+        child = anc
+    return False
+
+
+def _is_type_checking(test: ast.expr, ctx: FileContext) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or ctx.resolve(test) == "typing.TYPE_CHECKING"
+
+
+def _postponed_annotations(ctx: FileContext) -> bool:
+    found = ctx.memo.get("postponed_annotations")
+    if found is None:
+        found = ctx.memo["postponed_annotations"] = any(
+            node.module == "__future__" and any(a.name == "annotations" for a in node.names)
+            for node in ctx.tree.body if isinstance(node, ast.ImportFrom))
+    return found  # type: ignore[return-value]
 
 
 def compat_fallback(node: ast.AST, ctx: FileContext) -> bool:

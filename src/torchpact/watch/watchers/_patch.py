@@ -11,6 +11,8 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from torchpact.userframes import passes_through
+
 _ORIGINALS: dict[tuple[int, str], tuple[Any, Any, list[Patch]]] = {}
 
 
@@ -37,6 +39,8 @@ class Patch:
                 return inner(*args, **kwargs)
             return previous(*args, **kwargs)
 
+        passes_through(wrapper)
+        passes_through(inner)
         _ORIGINALS[key][2].append(self)
         setattr(owner, attr, wrapper)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers._patch import Patch, remove_all
 
@@ -23,7 +23,7 @@ MIN_VALUES = 10
 CHANCE_LOSS = Check(
     code="TP462",
     category=Category.TRAINING,
-    severity=Severity.INFO,
+    severity=Severity.INFO, evidence=Evidence.INFERRED,
     summary=f"The classification loss stays at chance level, ln(C), for the first {CHECK_AT} steps.",
     doc=f"""## What it does
 At runtime, records the cross-entropy loss of the training steps (sampled) and the number of

@@ -5,8 +5,14 @@
   ``TCPStore``, on its own connection). Watchers never run a collective of their own: a collective
   that one rank skips (uneven inputs under ``Join``, an early exit, an optimizer stepped on one rank
   only) would pair with the user's next collective on the other ranks and hang or corrupt it. A
-  store read is point-to-point, and a watcher only reads keys that ``check`` says are there, so it
-  never waits for a rank that is late or gone.
+  store read is point-to-point, and during training a watcher only reads keys that ``check`` says
+  are there, so it never waits for a rank that is late. At the end (``on_close``) a comparison must
+  not depend on how fast the ranks ran: each rank publishes what it has, then says it is done
+  (``close``), and only then waits (``wait_for``) for the other ranks' values until they are there,
+  or their writers are done, or a generous deadline passes (``TORCHPACT_EXCHANGE_WAIT``, 1800 s, the
+  default collective timeout); what did not come is reported as not compared (TP658, ``not_compared``),
+  never left out in silence. Every rank publishes before it waits, in every watcher, so no two ranks
+  wait for each other.
 - DDP wrappers: recognising them, finding the one that wraps a module, and the order in which DDP's
   reducer numbers its parameters.
 - ``bit_checksums``: an exact, order-independent checksum of each tensor's bits.
@@ -18,11 +24,25 @@ import datetime
 import gc
 import os
 import threading
+import time
 import zlib
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
+
+from torchpact.findings import Category, Severity
+from torchpact.watch.watcher import Check
 
 _PREFIX = "torchpact/"
 _DDP: Any = None
+EXCHANGE_WAIT_S = 1800.0  # TORCHPACT_EXCHANGE_WAIT: as long as gloo's and NCCL's default collective timeout
+POLL_S = 0.25             # store.check between waits: store.wait's own timeouts log a warning each time
+
+
+def exchange_wait() -> float:
+    """How long a rank waits at the end for the values of the others (``TORCHPACT_EXCHANGE_WAIT`` seconds)."""
+    try:
+        return max(0.0, float(os.environ.get("TORCHPACT_EXCHANGE_WAIT", EXCHANGE_WAIT_S)))
+    except ValueError:
+        return EXCHANGE_WAIT_S
 
 
 def world() -> tuple[int, int] | None:
@@ -214,15 +234,31 @@ class Exchange:
         except Exception:
             return None
 
-    def wait_get(self, keys: Sequence[str], seconds: float) -> list[bytes] | None:
-        """The values of ``keys``, waiting at most ``seconds`` for them; None when they did not come."""
-        if seconds <= 0:
-            return self.get_ready(keys)
-        try:
-            self.store.wait(list(keys), datetime.timedelta(seconds=seconds))
-        except Exception:
-            return self.get_ready(keys)
-        return self.get_ready(keys)
+    def close(self, user: str) -> None:
+        """Say that this rank will publish no more of ``user``'s keys (a watcher's name)."""
+        self.put(f"closed/{user}/{self.rank}", "1")
+
+    def wait_for(self, keys: Sequence[str], writers: Iterable[int], user: str,
+                 seconds: float) -> tuple[dict[str, bytes], str]:
+        """The values of those of ``keys`` that are there once all of them are (``"all"``), or once every rank
+        of ``writers`` has closed ``user``'s keys (``"closed"``: the missing ones will never come), or after
+        ``seconds`` (``"timeout"``); ``"gone"`` when the store stopped answering (the job is ending)."""
+        closed = [f"closed/{user}/{r}" for r in writers]
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                done = not closed or self.store.check(closed)  # first: a writer publishes, then closes
+                have = [k for k in keys if self.store.check([k])]
+                values = dict(zip(have, self.store.multi_get(have))) if have else {}
+            except Exception:
+                return {}, "gone"
+            if len(have) == len(keys):
+                return values, "all"
+            if done:
+                return values, "closed"
+            if time.monotonic() >= deadline:
+                return values, "timeout"
+            time.sleep(min(POLL_S, max(0.0, deadline - time.monotonic())))
 
     def add(self, key: str, amount: int) -> int | None:
         try:
@@ -236,6 +272,43 @@ class Exchange:
                 self.store.delete_key(key)
             except Exception:
                 pass
+
+
+NOT_COMPARED = Check(
+    code="TP658",
+    category=Category.DISTRIBUTED,
+    severity=Severity.INFO,
+    summary="A check across ranks could not compare them: a rank's values did not come; no verdict either way.",
+    doc="""## What it does
+The checks that compare ranks (replicas drifting apart, stragglers) exchange values through the job's
+store. At the end of the run each rank waits for the values it still needs from the others, however
+late those ranks are, until they are there, or their ranks say they are done, or
+`TORCHPACT_EXCHANGE_WAIT` seconds (1800, gloo's and NCCL's default collective timeout) have passed.
+What still did not come is reported here: which check, which steps, which rank, and why.
+
+## Why is this bad?
+A comparison that did not happen is not a clean result: the replicas may or may not have drifted.
+Without this note, a run on a loaded machine (where one rank ended much later than another) would
+look exactly like a clean one.
+
+## How to fix
+If that rank was only slow (a long evaluation or checkpoint on rank 0 at the end), raise
+`TORCHPACT_EXCHANGE_WAIT`; if it ran fewer steps or failed, see its own findings.""",
+)
+
+
+def not_compared(session: Any, watcher: str, what: str, reason: str, writers: Sequence[int], waited: float,
+                 subject: str | None = None) -> None:
+    """Report (TP658) that a comparison across ranks did not happen, and why, instead of leaving it out."""
+    ranks = ", ".join(map(str, writers))
+    who = f"rank {ranks}" if len(writers) == 1 else f"ranks {ranks}"
+    why = {"closed": f"{who} ended without publishing them (fewer steps or no such model there)",
+           "timeout": f"{who} had not published them after {waited:.0f} s (TORCHPACT_EXCHANGE_WAIT)",
+           "gone": "the job's store stopped answering (the job was ending)"}.get(reason, reason)
+    session.report(NOT_COMPARED, f"{watcher} did not compare {what}: {why}; this is no verdict either way",
+                   subject=subject, key=(watcher, subject),
+                   fix="raise TORCHPACT_EXCHANGE_WAIT if that rank was only slow; see its own findings if it failed",
+                   not_compared=watcher, reason=reason)
 
 
 def plural(n: int, word: str) -> str:

@@ -27,7 +27,7 @@ import threading
 import time
 from typing import Any
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers.ddp_common import Exchange
 
@@ -38,7 +38,7 @@ SAME_PLACE_FACTOR = 3
 STALLED = Check(
     code="TP655",
     category=Category.DISTRIBUTED,
-    severity=Severity.WARNING,
+    severity=Severity.WARNING, evidence=Evidence.INFERRED,
     summary="Every rank of the job stopped making progress, some of them inside a collective: the job hangs.",
     doc="""## What it does
 A watchdog thread on every rank samples the main thread's stack. When no rank has moved for

@@ -10,8 +10,10 @@ data / forward / optimizer time while the others spend the difference waiting in
 
 Every ``WINDOW`` steps and at the end, each rank publishes the medians of its sampled steps through
 the job's store (``ddp_common.Exchange``); rank 0 compares them (never waiting during training; at
-most a few seconds at the end) and reports the rank and phase that hold the job back. Only when a
-DDP model spans every rank of the job (other layouts, such as pipeline stages, differ by design).
+the end until every rank has published or said it is done, ``TORCHPACT_EXCHANGE_WAIT`` at most: a
+rank that ends late, a straggler among them, must not fall out of the comparison) and reports the
+rank and phase that hold the job back. Only when a DDP model spans every rank of the job (other
+layouts, such as pipeline stages, differ by design).
 """
 
 from __future__ import annotations
@@ -21,15 +23,14 @@ import os
 import time
 from typing import Any
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.median import median
 from torchpact.watch.watcher import Check, Watcher
-from torchpact.watch.watchers.ddp_common import Exchange, group_ranks, is_ddp
+from torchpact.watch.watchers.ddp_common import NOT_COMPARED, Exchange, exchange_wait, group_ranks, is_ddp, not_compared
 
 WARMUP_STEPS = 3
 MIN_SAMPLES = 8
 WINDOW = 50
-FINAL_WAIT_S = 3.0
 MIN_EXCESS_S = 0.010      # a straggler costs at least this much per step ...
 MIN_EXCESS_SHARE = 0.25   # ... and this share of the median step time ...
 MIN_RATIO = 2.0           # ... and the phase takes at least this many times the other ranks' median
@@ -38,7 +39,7 @@ PHASES = ("data", "forward", "optimizer")
 STRAGGLER = Check(
     code="TP654",
     category=Category.PERFORMANCE,
-    severity=Severity.WARNING,
+    severity=Severity.WARNING, evidence=Evidence.INFERRED,
     summary="One rank is slower than the others in one phase of the step, and every rank waits for it.",
     doc="""## What it does
 On sampled steps, splits each rank's training step into data loading (from the end of one optimizer
@@ -67,7 +68,7 @@ class DdpStragglerWatcher(Watcher):
     name = "ddp_straggler"
     needs_process_group = True
     unsampled_calls = "none"
-    checks = (STRAGGLER,)
+    checks = (STRAGGLER, NOT_COMPARED)
     sampled_only = frozenset({"on_step_pre"})
 
     def __init__(self) -> None:
@@ -83,6 +84,8 @@ class DdpStragglerWatcher(Watcher):
         self._published = 0
         self._pending_tags: list[str] = []
         self._reported = False
+        self._joined = False  # the job's store opened: it serves the end's exchange after destroy_process_group
+        self._spanned = False  # a DDP model spans every rank (known while the group exists)
 
     # ------------------------------------------------------------------ timing
     def on_forward_pre(self, module: Any, args: tuple) -> None:
@@ -103,6 +106,11 @@ class DdpStragglerWatcher(Watcher):
     def on_step_end(self, step: int) -> None:
         if not self._active:
             return
+        if not self._joined:  # now, while the group exists: a script may destroy it before the end's exchange
+            self._joined = True
+            exchange = Exchange.get()
+            if exchange is not None:
+                self._spans(exchange.world_size)
         now = time.perf_counter()
         if self.session.sampled and step >= WARMUP_STEPS and self._first_forward is not None and self._step_pre:
             data = self._first_forward - self._step_end
@@ -113,15 +121,20 @@ class DdpStragglerWatcher(Watcher):
         self._step_end = now
         self._first_forward, self._step_pre, self._forward = None, None, 0.0
         if step and step % WINDOW == 0:
-            self._exchange(str(step), wait=0.0)
+            self._exchange(str(step))
         elif self._pending_tags:
-            self._collect(wait=0.0)
+            self._collect(final=False)
 
     def on_close(self) -> None:
         if self._active:
-            self._exchange("final", wait=FINAL_WAIT_S)
+            self._exchange("final", final=True)
 
     # ------------------------------------------------------------------ across ranks
+    def _spans(self, world_size: int) -> bool:
+        if not self._spanned:
+            self._spanned = self._spans_world(world_size)
+        return self._spanned
+
     def _spans_world(self, world_size: int) -> bool:
         for module in self.session.names.root_modules():
             if is_ddp(module) and len(group_ranks(module)) == world_size:
@@ -135,29 +148,39 @@ class DdpStragglerWatcher(Watcher):
         return {name: median(col) for name, col in
                 zip(("data", "forward", "backward", "optimizer", "total"), columns)} | {"n": len(self._samples)}
 
-    def _exchange(self, tag: str, wait: float) -> None:
-        if self._reported:
-            return
-        exchange = Exchange.get()
-        if exchange is None or not self._spans_world(exchange.world_size):
-            return
-        medians = self._medians()
-        if medians is None:
-            return
-        exchange.put(f"strag/{tag}/{exchange.rank}", json.dumps(medians))
-        if exchange.rank == 0:
-            self._pending_tags.append(tag)
-            self._collect(wait)
-
-    def _collect(self, wait: float) -> None:
+    def _exchange(self, tag: str, final: bool = False) -> None:
+        """Publish this rank's medians under ``tag``; at the end (``final``) say this rank is done, then (rank 0)
+        compare what every rank published."""
         exchange = Exchange.get()
         if exchange is None:
             return
-        deadline = time.monotonic() + wait
+        medians = None if self._reported or not self._spans(exchange.world_size) else self._medians()
+        if medians is not None:
+            exchange.put(f"strag/{tag}/{exchange.rank}", json.dumps(medians))
+            if exchange.rank == 0:
+                self._pending_tags.append(tag)
+        if final:
+            exchange.close(self.name)
+        if exchange.rank == 0 and self._pending_tags:
+            self._collect(final)
+
+    def _collect(self, final: bool) -> None:
+        exchange = Exchange.get()
+        if exchange is None:
+            return
         still = []
         for tag in self._pending_tags:
             keys = [f"strag/{tag}/{r}" for r in range(exchange.world_size)]
-            values = exchange.wait_get(keys, deadline - time.monotonic())
+            if final:  # however late the other ranks end: a straggler may well end last
+                start = time.monotonic()
+                got, reason = exchange.wait_for(keys, range(1, exchange.world_size), self.name, exchange_wait())
+                values = [got[k] for k in keys] if len(got) == len(keys) else None
+                if values is None and tag == "final" and reason in ("timeout", "gone") and not self._reported:
+                    late = [r for r, k in enumerate(keys) if k not in got]
+                    not_compared(self.session, self.name, "the ranks' step times at the end", reason, late,
+                                 time.monotonic() - start)
+            else:
+                values = exchange.get_ready(keys)
             if values is None:
                 still.append(tag)
                 continue
@@ -168,7 +191,7 @@ class DdpStragglerWatcher(Watcher):
                 continue
             if not self._reported:
                 self._judge(per_rank, tag)
-        self._pending_tags = [] if wait else still[-4:]
+        self._pending_tags = [] if final else still[-4:]
 
     def _judge(self, per_rank: list[dict[str, float]], tag: str) -> None:
         worst = find_straggler(per_rank)

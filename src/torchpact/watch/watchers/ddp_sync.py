@@ -19,7 +19,11 @@ is drift, named by parameter, and the cause is told where it is known:
 Values travel through the job's store (``ddp_common.Exchange``), never a collective of the
 watcher's own. Check steps are the same on every rank (0, 1, 2, 4, 8, 16, 32, then every
 ``TORCHPACT_SYNC_EVERY`` = 50 optimizer steps, and once more at the end); a rank compares as soon
-as its group's first rank has published that step, and never waits for it during training.
+as its group's first rank has published that step, and never waits for it during training. At the
+end it waits for what the first rank has not published yet, however late that rank is (until it
+says it is done, or ``TORCHPACT_EXCHANGE_WAIT``): without a collective in backward (``ddp.module``)
+the ranks do not run in step, and the verdict must not depend on which one finishes first. Steps
+that could still not be compared are reported as such (TP658, info).
 """
 
 from __future__ import annotations
@@ -33,11 +37,12 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.watch.frames import user_location
 from torchpact.watch.watcher import Check, Watcher
-from torchpact.watch.watchers.ddp_common import (Exchange, all_ddps, bit_checksums, differ, group_ranks, is_ddp,
-                                                 listing, model_key, norms, plural, world)
+from torchpact.watch.watchers.ddp_common import (NOT_COMPARED, Exchange, all_ddps, bit_checksums, differ,
+                                                 exchange_wait, group_ranks, is_ddp, listing, model_key, norms,
+                                                 not_compared, plural, world)
 
 EARLY_CHECKS = frozenset({0, 1, 2, 4, 8, 16, 32})
-FINAL_WAIT_S = 3.0
+MAX_PENDING = 256  # check steps waiting for the group's first rank (~12,000 steps behind at one in 50)
 MAX_SCANS = 2
 
 CONVERTED_AFTER_WRAP = Check(
@@ -193,7 +198,8 @@ class DdpSyncWatcher(Watcher):
     name = "ddp_sync"
     needs_process_group = True
     unsampled_calls = "roots"   # "all" once a DDP model ran
-    checks = (CONVERTED_AFTER_WRAP, FORWARD_BYPASSES_DDP, BATCHNORM_WITHOUT_SYNC, BUFFERS_DIVERGE, REPLICAS_DIVERGE)
+    checks = (CONVERTED_AFTER_WRAP, FORWARD_BYPASSES_DDP, BATCHNORM_WITHOUT_SYNC, BUFFERS_DIVERGE, REPLICAS_DIVERGE,
+              NOT_COMPARED)
 
     def __init__(self) -> None:
         super().__init__()
@@ -206,6 +212,7 @@ class DdpSyncWatcher(Watcher):
         self._unwrapped: set[int] = set()               # roots known not to be the inner module of a DDP
         self._grads_step = -1
         self._pending: list[tuple[_Model, str, int, dict, bool]] = []
+        self._dropped: dict[str, int] = {}              # model key -> check steps dropped beyond MAX_PENDING
         self._every = _every()
         self._last_check = -1
         # Direct calls of inner modules matter only with several ranks (torchrun sets WORLD_SIZE).
@@ -258,12 +265,15 @@ class DdpSyncWatcher(Watcher):
             return
         self._last_check = step
         self._publish(str(step), step)
-        self._resolve(wait=0.0)
+        self._resolve(final=False)
 
     def on_close(self) -> None:
         if self._models and self.session.step and self._last_check != self.session.step - 1:
             self._publish("final", self.session.step)
-        self._resolve(wait=FINAL_WAIT_S)
+        exchange = Exchange.get()
+        if exchange is not None:
+            exchange.close(self.name)  # published all it will: the ranks waiting for it may stop
+        self._resolve(final=True)
 
     # ------------------------------------------------------------------ models
     def _is_check(self, step: int) -> bool:
@@ -408,29 +418,67 @@ class DdpSyncWatcher(Watcher):
             else:
                 self._pending.append((model, key, step, payload, tag == "final"))
 
-    def _resolve(self, wait: float) -> None:
-        if not self._pending:
+    def _resolve(self, final: bool) -> None:
+        """Compare the pending check steps whose leader's values are there; at the end (``final``), wait for
+        the others first, and say which could not be compared."""
+        if not self._pending and not (final and self._dropped):
             return
         exchange = Exchange.get()
+        values: dict[str, bytes] = {}
+        reasons: dict[int, tuple[str, float]] = {}  # leader -> why its values are missing
         if exchange is None:
-            return
+            reasons = {item[0].leader: ("gone", 0.0) for item in self._pending}
+        elif final:
+            for leader in sorted({item[0].leader for item in self._pending}):
+                keys = [item[1] for item in self._pending if item[0].leader == leader]
+                start = time.monotonic()
+                got, reason = exchange.wait_for(keys, [leader], self.name, exchange_wait())
+                values.update(got)
+                reasons[leader] = (reason, time.monotonic() - start)
+        else:
+            for item in self._pending:
+                ready = exchange.get_ready([item[1]])
+                if ready is not None:
+                    values[item[1]] = ready[0]
         still = []
-        deadline = time.monotonic() + wait
         for item in self._pending:
-            model, key, step, mine, final = item
-            values = exchange.wait_get([key], deadline - time.monotonic())
-            if values is None:
+            model, key, step, mine, last = item
+            if key not in values:
                 still.append(item)
                 continue
             try:
-                theirs = json.loads(values[0])
+                theirs = json.loads(values[key])
             except ValueError:
                 continue
-            self._compare(model, step, mine, theirs, final)
+            self._compare(model, step, mine, theirs, last)
             seen = exchange.add(f"{key}/n", 1)
             if seen is not None and seen >= len(model.group) - 1:
                 exchange.delete(key, f"{key}/n")
-        self._pending = [] if wait else still[-32:]
+        if not final:
+            for model, *_ in still[:-MAX_PENDING]:  # the oldest go first: a later step shows lasting drift too
+                self._dropped[model.key] = self._dropped.get(model.key, 0) + 1
+            self._pending = still[-MAX_PENDING:]
+            return
+        self._pending = []
+        self._report_not_compared(still, reasons)
+
+    def _report_not_compared(self, missing: list[tuple[_Model, str, int, dict, bool]],
+                             reasons: dict[int, tuple[str, float]]) -> None:
+        steps: dict[str, list[str]] = {}
+        for model, _, step, _, last in missing:
+            steps.setdefault(model.key, []).append("the end" if last else f"step {step}")
+        for model in self._models.values():
+            dropped = self._dropped.get(model.key, 0)
+            if model.key not in steps and not dropped or model.reported & {"grads", "params"}:
+                continue  # all compared, or already found drifting: the steps left out change no verdict
+            when = ([plural(dropped, "earlier check step")] if dropped else []) + steps.get(model.key, [])
+            if model.key in steps:
+                reason, waited = reasons.get(model.leader, ("gone", 0.0))
+            else:
+                reason, waited = f"rank {model.leader} was more than {MAX_PENDING} check steps behind", 0.0
+            shown = ", ".join(when[:6]) + (f" and {len(when) - 6} more" if len(when) > 6 else "")
+            not_compared(self.session, self.name, f"the gradients and parameters of `{model.subject}` with rank "
+                         f"{model.leader}'s at {shown}", reason, [model.leader], waited, subject=model.subject)
 
     def _compare(self, model: _Model, step: int, mine: dict, theirs: dict, final: bool) -> None:
         ddp = model.ref()

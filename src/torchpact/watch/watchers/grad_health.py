@@ -29,6 +29,12 @@ healthy runs (a GPT with AdamW and clipping, a ResNet with SGD and a step schedu
   normalise each parameter's update and so still train such a layer, unless its gradients approach
   their ``eps``. Layers with exactly zero gradients are TP252's (gradient_flow), and layers of under
   ``MIN_NUMEL`` elements (gates, temperatures, ReZero scalars) are not judged.
+- Gated layers: a layer whose gradient is exactly zero on a checked step while other layers' are not sits
+  behind a multiplicative zero (a zero-initialised gate: timm's ``zero_init_last`` residual BatchNorm,
+  LoRA's B, ReZero's alpha). While the gate opens its gradient grows from zero — neither vanishing nor
+  exploding — so such a layer is judged by neither check, and left out of the medians, until its gradient
+  reaches ``AWAKE`` of the median layer's (healthy layers stay above 0.02x); its history then starts
+  afresh. A gate that never opens leaves the layer at exactly zero: TP252's.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ import math
 import weakref
 from typing import Any, NamedTuple
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.median import median
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers._batched import grad_norms
@@ -52,12 +58,13 @@ ABOVE_PEAK = 2.0        # ... and only above this many times the largest norm th
 VANISH = 1e-3           # vanishing: x the median layer, in both RMS and norm
 VANISH_STEPS = 5        # consecutive checked steps below VANISH
 MIN_NUMEL = 100         # smaller layers are not judged for vanishing
+AWAKE = 0.02            # a gated layer is judged again from this fraction of the median layer on
 MAX_POINTS = 512        # per layer in `series`; older points are thinned out beyond that
 
 EXPLODING = Check(
     code="TP353",
     category=Category.NUMERICS,
-    severity=Severity.WARNING,
+    severity=Severity.WARNING, evidence=Evidence.INFERRED,
     summary="A layer's gradient norm jumped by orders of magnitude over its own recent history and stayed there.",
     doc="""## What it does
 On sampled steps, reads every layer's gradient norm in the optimizer's step pre-hook (the gradients
@@ -66,7 +73,10 @@ one host read per step) and keeps the series per layer. It reports a layer whose
 more the median of its own previous checked steps on two consecutive checked steps, or that grew
 at each of five consecutive checked steps by 100x in total, and is more than twice the largest norm
 the layer had before (gradients that recover from an early collapse return to their earlier level:
-that is not an explosion). The message gives the series.
+that is not an explosion). A layer behind a zero-initialised gate (its gradient exactly zero on an
+earlier checked step: a residual block's zero-initialised last BatchNorm, LoRA's B) grows from zero
+while the gate opens; it is judged once its gradient has reached 2% of the median layer's, from then
+on. The message gives the series.
 
 Thresholds are relative to the layer's own past: in healthy runs (transformers with warm-up and
 clipping, ResNets with step schedules, LSTMs, LoRA adapters leaving their zero init) the largest
@@ -87,7 +97,7 @@ attention logit without scaling, a normalisation-free deep stack).""",
 VANISHING = Check(
     code="TP354",
     category=Category.NUMERICS,
-    severity=Severity.WARNING,
+    severity=Severity.WARNING, evidence=Evidence.INFERRED,
     severity_note="`info` when the optimizer rescales each update (Adam-like) and its eps does not dominate: the layer still moves",
     summary="A layer's gradients are a thousandth or less of the median layer's, step after step.",
     doc="""## What it does
@@ -95,7 +105,10 @@ On sampled steps, compares every layer's gradient with the median layer's, both 
 and in total (norm), and reports the layers below 1/1000 of the median on both, on five consecutive
 checked steps, without growing. Healthy runs stay above 1/50 (sparse embeddings have a low RMS but a
 normal norm; LayerNorm and bias layers a low norm but a normal RMS). Layers whose gradient is exactly
-zero (TP252) and layers of under 100 elements are left out. With an SGD-like optimizer it is a
+zero (TP252) and layers of under 100 elements are left out, and so are layers behind a zero-initialised
+gate while it opens (timm's zero-initialised last BatchNorm of a residual block, LoRA's B, ReZero): their
+gradient was exactly zero on an earlier checked step, and they are judged again once it reaches 2% of
+the median layer's. With an SGD-like optimizer it is a
 warning; with an adaptive one (Adam, AdamW, RMSprop, Adagrad), which divides each update by the
 gradient's own running scale, it is info, unless the gradients are so small that `eps` dominates.
 
@@ -129,6 +142,7 @@ class _Layer:
         self.low_ratio = 1.0
         self.high_streak = 0
         self.dropped_peak = 0.0              # the largest norm that left `history`
+        self.gated = False                   # behind a gate still opening (see the module doc)
 
     def peak_before(self, index: int) -> float:
         """The largest finite norm this layer had before ``history[index]``."""
@@ -194,6 +208,7 @@ class GradHealth(Watcher):
         for i, v in zip(layout.index, values):
             sq[i] += v * v
         step = self.session.step
+        self._gate(layout, sq)
         for layer, s in zip(layout.layers, sq):
             norm = math.sqrt(s)
             self._record(layer, step, norm)
@@ -244,14 +259,49 @@ class GradHealth(Watcher):
         self._series_owner.setdefault(key, order)
         return key
 
+    @staticmethod
+    def _medians(layers: list[tuple[_Layer, float]]) -> tuple[float, float]:
+        """The median layer's gradient per element (RMS) and in total (norm), over layers with a finite,
+        non-zero one that are not gated."""
+        live = [(layer, s) for layer, s in layers if s > 0 and math.isfinite(s) and not layer.gated]
+        if not live:
+            return 0.0, 0.0
+        return (median(math.sqrt(s / layer.numel) for layer, s in live), median(math.sqrt(s) for _, s in live))
+
+    def _gate(self, layout: _Layout, sq: list[float]) -> None:
+        """Mark the layers whose gradient is exactly zero while others' are not (behind a closed gate), and
+        wake those whose gradient has reached ``AWAKE`` of the median layer's."""
+        pairs = list(zip(layout.layers, sq))
+        if not any(s > 0 and math.isfinite(s) for _, s in pairs):
+            return  # nothing flowed anywhere (a constant loss): no gate to tell apart
+        median_rms, median_norm = self._medians(pairs)
+        for layer, s in pairs:
+            if s == 0:
+                layer.gated = True
+            elif layer.gated and median_rms > 0 and math.isfinite(s):
+                ratio = max(math.sqrt(s / layer.numel) / median_rms, math.sqrt(s) / median_norm)
+                if ratio >= AWAKE:
+                    layer.gated = False
+                    layer.history.clear()
+                    layer.steps.clear()
+                    layer.dropped_peak = 0.0
+                    layer.low_streak = layer.high_streak = 0
+
     def _record(self, layer: _Layer, step: int, norm: float) -> None:
+        points = self.series.setdefault(layer.key, [])
+        if layer.gated:
+            self._point(points, step, norm)
+            return
         layer.history.append(norm)
         layer.steps.append(step)
         if len(layer.history) > 32:
             if math.isfinite(layer.history[0]):
                 layer.dropped_peak = max(layer.dropped_peak, layer.history[0])
             del layer.history[0], layer.steps[0]
-        points = self.series.setdefault(layer.key, [])
+        self._point(points, step, norm)
+
+    @staticmethod
+    def _point(points: list[tuple[int, float]], step: int, norm: float) -> None:
         if points and points[-1][0] == step:  # a second optimizer holding the same layer, or a re-step
             points[-1] = (step, norm)
             return
@@ -261,16 +311,15 @@ class GradHealth(Watcher):
 
     # ------------------------------------------------------------------ checks
     def _check_vanishing(self, optimizer: Any, layout: _Layout, sq: list[float]) -> None:
-        live = [(layer, s) for layer, s in zip(layout.layers, sq) if s > 0 and math.isfinite(s)]
-        if len(live) < 3:
+        pairs = list(zip(layout.layers, sq))
+        if sum(1 for layer, s in pairs if s > 0 and math.isfinite(s) and not layer.gated) < 3:
             return
-        median_rms = median(math.sqrt(s / layer.numel) for layer, s in live)
-        median_norm = median(math.sqrt(s) for _, s in live)
+        median_rms, median_norm = self._medians(pairs)
         if median_rms <= 0 or median_norm <= 0:
             return
         low: list[_Layer] = []
-        for layer, s in zip(layout.layers, sq):
-            if s <= 0 or not math.isfinite(s) or layer.numel < MIN_NUMEL:
+        for layer, s in pairs:
+            if s <= 0 or not math.isfinite(s) or layer.numel < MIN_NUMEL or layer.gated:
                 layer.low_streak = 0
                 continue
             norm = math.sqrt(s)
@@ -320,7 +369,7 @@ class GradHealth(Watcher):
         for layer in layout.layers:
             h = layer.history
             now = h[-1] if h else 0.0
-            if not math.isfinite(now) or now <= 0 or len(h) < 2:
+            if layer.gated or not math.isfinite(now) or now <= 0 or len(h) < 2:
                 layer.high_streak = 0
                 continue
             # jump over the median of the checked steps before the jump started

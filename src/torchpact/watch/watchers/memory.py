@@ -37,7 +37,7 @@ import weakref
 from collections import deque
 from typing import Any, Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.watch.frames import is_user_file, user_frames
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers._rss import Rss
@@ -109,7 +109,7 @@ after that backward.""",
 MEMORY_GROWS = Check(
     code="TP151",
     category=Category.MEMORY,
-    severity=Severity.WARNING,
+    severity=Severity.WARNING, evidence=Evidence.INFERRED,
     summary="Memory grows steadily from one training step to the next.",
     doc="""## What it does
 Records, at the end of sampled steps after the first few, the memory the process uses:
@@ -136,7 +136,7 @@ fly instead of keeping every prediction, or bound the history (`collections.dequ
 CACHED_GAP = Check(
     code="TP152",
     category=Category.MEMORY,
-    severity=Severity.INFO,
+    severity=Severity.INFO, evidence=Evidence.INFERRED,
     summary="The CUDA caching allocator reserves far more memory than the tensors ever used at once.",
     doc="""## What it does
 Reads `torch.cuda.memory_stats()` at the end of sampled steps and reports once when the memory

@@ -10,14 +10,19 @@ same in both modes and is never reported.
   parameters then stepped. Evaluating a few layers in eval mode on purpose (frozen BatchNorm) leaves
   the model itself in train mode, and stays silent.
 - TP453: a model that an optimizer trains ran a forward under ``torch.no_grad()`` /
-  ``torch.inference_mode()`` while in train mode with mode-dependent layers in train mode. Models that
-  no optimizer trains (EMA / teacher / target networks, run in train mode on purpose) are not
-  reported; a no-grad forward seen before the first step is kept until the optimizers are known.
-  ``torch.optim.swa_utils.update_bn`` and reentrant ``torch.utils.checkpoint`` (which run forwards
-  under no_grad in train mode by design) are recognised.
+  ``torch.inference_mode()`` while in train mode, and that forward was random or changed the model:
+  dropout dropped units during it (seen at the dropout calls themselves, ``_dropout_calls``: module,
+  functional and attention dropout alike), or it has BatchNorm / InstanceNorm with running statistics,
+  RNN dropout, drop-path or RReLU in train mode. Two such forwards between two steps are a validation
+  pass; one is enough when dropout dropped units during it: a warning when it came between two steps
+  of an optimizer that trains the model (an evaluation during training), info when it came before its
+  first step or after its last. Models that no optimizer trains (EMA / teacher / target networks, run
+  in train mode on purpose) are not reported. ``torch.optim.swa_utils.update_bn`` and reentrant
+  ``torch.utils.checkpoint`` (which run forwards under no_grad in train mode by design) are recognised.
 
 Cost: one depth test per module call; the rest runs only for top-level calls, and the expensive part
-(walking the model) only when a model is in the suspicious mode.
+(walking the model) only when a model is in the suspicious mode. A dropout call costs a test of
+whether a no-grad pass is open.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from typing import Any
 from torchpact.findings import Category, Severity
 from torchpact.watch.frames import user_frame, user_location, variable_name
 from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers import _dropout_calls
 
 EVAL_WHILE_TRAINING = Check(
     code="TP402",
@@ -60,14 +66,22 @@ VALIDATION_IN_TRAIN_MODE = Check(
     code="TP453",
     category=Category.TRAINING,
     severity=Severity.WARNING,
+    severity_note="`info` for a single no-grad forward with dropout that came before the model's first "
+                  "training step or after its last (a sanity check, a final sample), not between two of them",
     summary="A model runs under no_grad (validation) in train mode: dropout is on and BatchNorm learns from it.",
     doc="""## What it does
 At runtime, looks at forwards of the trained model (one whose parameters an optimizer holds) that
-run under `torch.no_grad()` / `torch.inference_mode()`. When the model is in train mode and has
-mode-dependent layers in train mode (Dropout, BatchNorm / InstanceNorm with running statistics,
-attention or RNN dropout, drop-path), it reports the model, the layers and the line of the call.
-EMA / teacher / target networks that no optimizer trains, `swa_utils.update_bn` and reentrant
-checkpointing are not reported.
+run under `torch.no_grad()` / `torch.inference_mode()` while the model is in train mode. It reports
+the model, the layers and the line of the call when such forwards evaluate a model that behaves
+differently in train mode: two of them between two optimizer steps with Dropout, BatchNorm /
+InstanceNorm with running statistics, attention or RNN dropout or drop-path in train mode — or a
+single one during which dropout actually dropped units (`nn.Dropout`, `F.dropout(x, p,
+training=self.training)`, attention dropout): a warning when it came between two training steps of
+the model (an evaluation during training), info when it came before the first step or after the
+last. EMA / teacher / target networks that no optimizer trains, a model put in eval mode with only its
+Dropout layers back in train mode (Monte-Carlo dropout), `swa_utils.update_bn` and reentrant
+checkpointing are not reported; a single no-grad forward without dropout (a GAN's progress sample) is
+not either.
 
 ## Why is this bad?
 `no_grad` only turns off gradient tracking; it does not change the mode. In train mode torch 2.13's
@@ -84,6 +98,7 @@ recomputes BatchNorm statistics on purpose, this warning can be ignored.""",
 VALIDATION_CALLS = 2  # no-grad forwards of one model between two steps that make a validation pass
 _DROP_PATH_NAMES = ("DropPath", "StochasticDepth", "DropBlock2d", "DropBlock3d", "DropBlock")
 _NAME_LIMIT = 4
+_SEEN_AT_THE_CALL = ("Dropout", "MultiheadAttention")  # kinds whose dropout _dropout_calls sees when it happens
 
 
 def _mode_kind(m: Any) -> str | None:
@@ -174,12 +189,23 @@ class ModeWatcher(Watcher):
         self._reported: set[tuple[str, int]] = set()
         self._pending: dict[int, tuple[tuple[str | None, int | None, str | None], str, str, str, set[int]]] = {}
         self._opt_params: dict[int, tuple[weakref.ref, set[int]]] = {}
+        self._pass: _Pass | None = None       # the no-grad forward in train mode running now
+        self._dropped: dict[int, set[str]] = {}  # root id -> dropout functions that dropped in its no-grad passes
+        self._single: dict[int, tuple] = {}      # one no-grad pass with dropout, decided at the next step or at close
+        self._early: dict[int, tuple] = {}       # such a pass before the model's first step: info at close
+        self._listening = False
+
+    def attach(self, session: Any) -> None:
+        super().attach(session)
+        _dropout_calls.subscribe(self._heard)
+        self._listening = True
 
     # ------------------------------------------------------------------ callbacks
     def on_forward_pre(self, module: Any, args: tuple) -> None:
         if self.session.depth != 1:
             return
         key = id(module)
+        self._pass = None  # (one left open by a forward whose end was not seen)
         if _grad_enabled():
             if module.training:
                 if self._eval_forwards:
@@ -192,10 +218,28 @@ class ModeWatcher(Watcher):
                     path, line = user_location(2)
                     self._eval_forwards[key] = (seen[0], (path, line, seen[1][2]))
         elif module.training and ("TP453", key) not in self._reported and key not in self._pending:
-            calls = self._no_grad_calls.get(key, 0) + 1
-            self._no_grad_calls[key] = calls
-            if calls == VALIDATION_CALLS:
-                self._no_grad_in_train_mode(module)
+            self._no_grad_calls[key] = self._no_grad_calls.get(key, 0) + 1
+            self._pass = _Pass(module)
+
+    def on_forward(self, module: Any, args: tuple, output: Any) -> None:
+        current = self._pass
+        if current is None or module is not current.root or self.session.depth != 0:
+            return
+        self._pass = None
+        key = id(module)
+        if current.dropped:
+            self._dropped.setdefault(key, set()).update(current.dropped)
+        calls = self._no_grad_calls.get(key, 0)
+        if calls >= VALIDATION_CALLS:
+            self._single.pop(key, None)
+            self._no_grad_in_train_mode(module)
+        elif current.dropped and key not in self._single:  # (a teacher's: kept until the end, judged once)
+            self._no_grad_in_train_mode(module, single=True)
+
+    def _heard(self, function: str, p: float, mode_given: bool, frame: Any) -> None:
+        current = self._pass
+        if current is not None:
+            current.dropped.add(function)
 
     def on_step_pre(self, optimizer: Any) -> None:
         if self.session.sampled or id(optimizer) not in self._opt_params:
@@ -203,16 +247,24 @@ class ModeWatcher(Watcher):
                 id(p) for group in optimizer.param_groups for p in group["params"] if p.requires_grad})
         if self._pending:
             self._resolve_pending()
+        if self._single:
+            self._resolve_single(closing=False)
         if self._eval_forwards:
             self._check_eval(optimizer)
 
     def on_step_end(self, step: int) -> None:
         self._eval_forwards.clear()
         self._no_grad_calls.clear()
+        self._dropped.clear()
 
     def on_close(self) -> None:
+        if self._listening:
+            self._listening = False
+            _dropout_calls.unsubscribe(self._heard)
         if self._pending:
             self._resolve_pending()
+        if self._single or self._early:
+            self._resolve_single(closing=True)
 
     # ------------------------------------------------------------------ helpers
     def _mode_dependent(self, root: Any) -> list[tuple[Any, str]]:
@@ -279,14 +331,20 @@ class ModeWatcher(Watcher):
                     "start of every epoch); to freeze BatchNorm on purpose, put only those layers in eval mode")
 
     # ------------------------------------------------------------------ TP453
-    def _no_grad_in_train_mode(self, root: Any) -> None:
-        affected = [(m, kind) for m, kind in self._mode_dependent(root) if m.training]
-        if not affected or _in_frames(*_EXEMPT):
+    def _no_grad_in_train_mode(self, root: Any, single: bool = False) -> None:
+        dropped = self._dropped.get(id(root), set())
+        # dropout layers count when dropout was seen dropping (a Dropout that forward never calls does nothing)
+        affected = [(m, kind) for m, kind in self._mode_dependent(root)
+                    if m.training and (kind not in _SEEN_AT_THE_CALL or dropped)]
+        if single:
+            affected = [(m, kind) for m, kind in affected if _EFFECTS.get(kind) == "dropout"]
+        if not (affected or dropped) or _in_frames(*_EXEMPT):
             return
         site = _call_site(root)
         param_ids = {id(p) for p in root.parameters() if p.requires_grad}
-        kinds = {k for _, k in affected}
-        described = f"{self._describe(affected)} are active — {_effects(kinds, train=True)}"
+        kinds = {k for _, k in affected} | ({"Dropout"} if dropped else set())
+        layers = self._describe(affected) if affected else f"dropout calls ({', '.join(sorted(dropped))})"
+        described = f"{layers} are active — {_effects(kinds, train=True)}"
         if "batch statistics" in {_EFFECTS.get(k) for k in kinds}:
             described += " — so the evaluation is noisy and changes the model that training continues with"
         else:
@@ -296,10 +354,36 @@ class ModeWatcher(Watcher):
         context = "torch.inference_mode()" if torch.is_inference_mode_enabled() else "torch.no_grad()"
         described = f"{context} in train mode: its {described}"
         name = self._model_name(root, site[2])
-        if self._trained(param_ids):
+        if single:  # one pass: how it sits between the training steps decides (see _resolve_single)
+            self._single[id(root)] = (site, described, name, type(root).__name__, param_ids, self._trained(param_ids))
+        elif self._trained(param_ids):
             self._report_no_grad(id(root), site, described, name, type(root).__name__)
         else:  # before the first step, or a model no optimizer trains (EMA, teacher): decide at the steps
             self._pending[id(root)] = (site, described, name, type(root).__name__, param_ids)
+
+    def _resolve_single(self, closing: bool) -> None:
+        """A single no-grad pass with dropout is an evaluation during training when a step of an optimizer
+        that trains the model came before it and another comes after it (a warning). One before the first
+        step (a sanity check) or after the last (a final evaluation, a sample) is info, reported at the end
+        unless a warning about the model came since; one of a model no optimizer trains is nothing."""
+        for key, entry in list(self._single.items()):
+            site, described, name, class_name, param_ids, trained_before = entry
+            if closing:
+                del self._single[key]
+                if trained_before:
+                    self._report_no_grad(key, site, described, name, class_name, severity=Severity.INFO,
+                                         when=" after the last training step")
+            elif self._trained(param_ids):
+                del self._single[key]
+                if trained_before:
+                    self._report_no_grad(key, site, described, name, class_name)
+                else:
+                    self._early.setdefault(key, entry)
+        if closing:
+            for key, (site, described, name, class_name, _, _) in self._early.items():
+                self._report_no_grad(key, site, described, name, class_name, severity=Severity.INFO,
+                                     when=" before the first training step")
+            self._early.clear()
 
     def _resolve_pending(self) -> None:
         for key, (site, described, name, class_name, param_ids) in list(self._pending.items()):
@@ -308,14 +392,24 @@ class ModeWatcher(Watcher):
                 self._report_no_grad(key, site, described, name, class_name)
 
     def _report_no_grad(self, key: int, site: tuple[str | None, int | None, str | None], described: str,
-                        name: str, class_name: str) -> None:
+                        name: str, class_name: str, severity: Severity | None = None, when: str = "") -> None:
         if ("TP453", key) in self._reported:
             return
         self._reported.add(("TP453", key))
         path, line, variable = site
         self.session.report(
             VALIDATION_IN_TRAIN_MODE,
-            f"{name} runs under {described} (model.eval() missing before validation?)",
-            subject=variable or class_name, path=path, line=line, key=("no-grad-train", key),
+            f"{name} runs{when} under {described} (model.eval() missing before validation?)",
+            subject=variable or class_name, path=path, line=line, key=("no-grad-train", key), severity=severity,
             fix=f"call {variable or 'model'}.eval() before validating and .train() after; for Monte-Carlo "
                 "dropout on purpose, switch only the dropout layers to train()")
+
+
+class _Pass:
+    """A forward of a model under no_grad in train mode, and the dropout functions that dropped units in it."""
+
+    __slots__ = ("root", "dropped")
+
+    def __init__(self, root: Any) -> None:
+        self.root = root
+        self.dropped: set[str] = set()

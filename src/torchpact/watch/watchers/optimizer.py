@@ -34,7 +34,8 @@ from typing import Any
 
 from torchpact.findings import Category, Severity
 from torchpact.watch.frames import is_user_file, user_frame, variable_name
-from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watcher import Check
+from torchpact.watch.watchers import _sites
 from torchpact.watch.watchers.fsdp_replaced_params import replaced_by_fully_shard
 
 NO_OPTIMIZER_STEPS = 3
@@ -297,13 +298,21 @@ class _Opt:
     def created_at(self) -> int | None:
         return _assignment_line((*self.call_site, self.function_start), self.name)
 
+    def creation(self) -> tuple[str | None, int | None]:
+        """Where the optimizer comes from: the line above ``step()`` that assigns it, else the user's line that
+        constructed it (a framework's loop steps it, as Lightning does from ``configure_optimizers``)."""
+        line = self.created_at()
+        if line:
+            return self.call_site[0], line
+        return _sites.creation_site(self.ref())
+
     def label(self) -> str:
         opt = self.ref()
         kind = type(opt).__name__ if opt is not None else "optimizer"
         return f"`{self.name}` ({kind})" if self.name else f"the {kind} optimizer"
 
 
-class OptimizerWatcher(Watcher):
+class OptimizerWatcher(_sites.SiteWatcher):
     """TP401, TP404, TP451 and TP452: how optimizers use (or miss) the gradients."""
 
     name = "optimizer"
@@ -383,6 +392,7 @@ class OptimizerWatcher(Watcher):
             if (0 < state.checked < NO_GRAD_STEPS and state.without_grad == state.checked >= 2
                     and not self._all_frozen(state)):
                 self._report_no_grad(state)
+        super().on_close()
 
     # ------------------------------------------------------------------ bookkeeping
     def _state(self, optimizer: Any) -> _Opt:
@@ -473,12 +483,14 @@ class OptimizerWatcher(Watcher):
             if state.all_frozen >= FROZEN_STEPS and not state.ever_trainable:
                 names = [self.session.names.param(p) for p in params if self.session.names.has_param(p)]
                 where = f" ({_listing(names, 3)})" if names else ""
-                path, line = state.call_site
+                path, line = state.creation()
+                if not line:
+                    path, line = state.call_site
                 self.session.report(
                     FROZEN_IN_OPTIMIZER,
                     f"every parameter of {state.label()}{where} has requires_grad=False, so its step() never updates "
                     "anything: the module meant to train is frozen, or the optimizer was built from the wrong module",
-                    subject=state.name, path=path, line=state.created_at() or line,
+                    subject=state.name, path=path, line=line,
                     key=("all-frozen", state.index),
                     fix="freeze only what should stay fixed (e.g. model.backbone.requires_grad_(False)), and build the "
                         "optimizer from the parameters that train")
@@ -553,8 +565,7 @@ class OptimizerWatcher(Watcher):
         due_ids = {id(p) for p in due}
         self._outside_reported |= due_ids
         opt = alive[0]
-        path = opt.call_site[0]
-        line = opt.created_at()
+        path, line = opt.creation()
         by = "the optimizer" if len(alive) == 1 else f"any of the {len(alive)} optimizers"
         for root in names.root_modules():
             params = list(root.parameters())

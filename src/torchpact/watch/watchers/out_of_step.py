@@ -6,9 +6,16 @@ skipped step never write into parameters.
 
 Three ways in, from cheapest to most precise:
 
-- ``nn.init.*`` and ``Module.apply`` are wrapped (a rare call, O(1) otherwise): an init function that
-  writes into a trained parameter, or an ``apply(fn)`` that changes the trained parameters of the
-  module, is reported at once with the user's line.
+- ``nn.init.*``, ``Module.apply`` and the tensor methods that overwrite values wholesale (``normal_``,
+  ``uniform_``, ``fill_``, ``zero_``, ``copy_``) are wrapped (O(1) per call once training started: a look-up
+  of the tensor's storage among the trained parameters, about 2.5 us a call on CPU; training loops call
+  them rarely, an EMA that ``copy_``s each tensor once a step pays it per tensor). An initialiser that writes into a trained parameter outside a
+  step, or an ``apply(fn)`` that changes the trained parameters of the module, is noted with the user's
+  line and a checksum of the values it overwrote. At the next ``step()`` of an optimizer holding that
+  parameter it is judged: values put back in the meantime (EMA weights swapped in for validation and
+  restored) are silent; training on from the overwritten values is a warning, or info when that
+  optimizer is a new one or its state for the parameter was reset (a deliberate re-initialisation:
+  dormant units reset, a new head). A write never followed by a step is silent.
 - After each sampled step, a checksum (norm and max) of each optimizer's parameters is kept; the next
   ``step()`` of that optimizer compares it (one ``tolist()``). A mismatch means something else wrote
   into them during that iteration.
@@ -23,9 +30,10 @@ from __future__ import annotations
 import os
 import sys
 import weakref
-from typing import Any
+from typing import Any, NamedTuple
 
 from torchpact.findings import Category, Severity
+from torchpact.userframes import passes_through
 from torchpact.watch.frames import user_location
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers._local import local, real_view
@@ -35,6 +43,7 @@ MAX_ARMED = 3   # iterations the write detector may run in one job
 _INIT_FUNCTIONS = ("uniform_", "normal_", "trunc_normal_", "constant_", "ones_", "zeros_", "eye_", "dirac_",
                    "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "orthogonal_",
                    "sparse_")
+_TENSOR_INITS = ("normal_", "uniform_", "fill_", "zero_", "copy_")
 _ON_PURPOSE = ("clamp_", "clamp_min_", "clamp_max_", "clip_", "mul_", "div_", "renorm_", "masked_fill_")
 _ON_PURPOSE_CALLERS = ("load_state_dict", "_load_from_state_dict", "update_parameters", "swap_tensors")
 
@@ -42,16 +51,23 @@ CHANGED_OUTSIDE_STEP = Check(
     code="TP456",
     category=Category.TRAINING,
     severity=Severity.WARNING,
-    severity_note="`info` when the parameters changed once but the writer did not show again, so its line is unknown",
+    severity_note="`info` when the parameters changed once but the writer did not show again, so its line is "
+                  "unknown, and when an initialiser's values were trained on by a new optimizer or with its state "
+                  "reset for them (a deliberate re-initialisation)",
     summary="Parameters an optimizer trains are changed outside optimizer.step() (re-initialised or overwritten).",
     doc="""## What it does
-At runtime, watches the parameters that an optimizer holds once it has stepped. It reports when they
-change between two `step()` calls: an `nn.init` function or a `model.apply(init_fn)` that writes into
-them, or a checksum taken after a step that no longer matches before the next one — then it names
-the line and the op that wrote (`normal_`, `copy_`, `.data = ...`) when it can see it. Weight
-clipping (`clamp_`), pruning masks (`mul_`) and `load_state_dict` are treated as deliberate and not
-reported. EMA / teacher models, BatchNorm buffers, gradient clipping, schedulers and skipped
-GradScaler steps never count.
+At runtime, watches the parameters that an optimizer holds once it has stepped. The contract: trained
+weights are changed only by `optimizer.step()`. It reports a parameter trained by at least one step
+that an initialiser overwrites in place outside any step — an `nn.init` function, the tensor's own
+`normal_` / `uniform_` / `fill_` / `zero_` / `copy_` (also through `.data`), a `model.apply(init_fn)` or a
+`reset_parameters()` — when the next step of its optimizer trains from the overwritten values: a
+warning, or info when that optimizer is a new one or its state for the parameter was reset (a
+deliberate re-initialisation). Values put back before the next step (EMA weights swapped in for
+validation and restored) and writes after the last step are not reported. Other writes are seen by a
+checksum taken after a step that no longer matches before the next one — then it names the line and
+the op that wrote (`mul_`, `.data = ...`) when it can see it. Weight clipping (`clamp_`), pruning masks
+(`mul_`) and `load_state_dict` are treated as deliberate and not reported. EMA / teacher models,
+BatchNorm buffers, gradient clipping, schedulers and skipped GradScaler steps never count.
 
 ## Why is this bad?
 In torch 2.13 nothing protects a parameter from in-place writes under `no_grad` or through `.data`:
@@ -102,6 +118,8 @@ class OutOfStep(Watcher):
         self._arm_after_step: list[Any] = []
         self._unknown: tuple[list[Any], int, int] | None = None   # a change whose writer is being looked for
         self._settled: set[int] = set()     # params whose writer was named (a bug reported, or on purpose)
+        self._writes: dict[int, _Write] = {}   # param id -> the first initialiser write since its last step
+        self._in_step = False
 
     def attach(self, session: Any) -> None:
         super().attach(session)
@@ -112,29 +130,36 @@ class OutOfStep(Watcher):
             if hasattr(init, name):
                 self._patches.append(Patch(init, name, self._wrap_init(name)))
         self._patches.append(Patch(torch.nn.Module, "apply", self._wrap_apply))
+        for name in _TENSOR_INITS:
+            self._patches.append(Patch(torch.Tensor, name, self._wrap_init(name, f"Tensor.{name}")))
 
     def on_close(self) -> None:
         self._disarm()
         unknown, self._unknown = self._unknown, None
         if unknown is not None and not self._spy_hits:
             self._report_unknown(unknown)
+        self._writes.clear()  # never followed by a step: nothing trained on them
         remove_all(self._patches)
 
     # ------------------------------------------------------------------ direct: nn.init / apply
-    def _wrap_init(self, name: str) -> Any:
+    def _wrap_init(self, name: str, label: str | None = None) -> Any:
+        label = label or f"torch.nn.init.{name}"
+
         def make(original: Any) -> Any:
             def wrapper(tensor: Any, *args: Any, **kwargs: Any) -> Any:
-                if self._trained and not self._in_apply and not self.session.closed:
+                if self._trained and not self._in_apply and not self._in_step:
                     entry = self._trained.get(_storage(tensor))
-                    if entry is not None and entry[0]() is not None:
-                        self._report_direct(f"torch.nn.init.{name}", [entry[0]()], user_location(2))
+                    if entry is not None:
+                        p = entry[0]()
+                        if p is not None and id(p) not in self._writes and not _deliberate_caller():
+                            self._note_write(p, self._checksum([p]), label, user_location(2))
                 return original(tensor, *args, **kwargs)
             return wrapper
         return make
 
     def _wrap_apply(self, original: Any) -> Any:
         def apply(module: Any, fn: Any) -> Any:
-            if self._in_apply or not self._trained or self.session.closed:
+            if self._in_apply or not self._trained or self._in_step or self.session.closed:
                 return original(module, fn)
             params = [p for p in module.parameters() if self._is_trained(p)]
             if not params:
@@ -145,12 +170,41 @@ class OutOfStep(Watcher):
                 result = original(module, fn)
             finally:
                 self._in_apply -= 1
-            changed = [p for p, same in zip(params, self._same(before, self._checksum(params))) if not same]
-            if changed:
-                what = getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
-                self._report_direct(f"{type(module).__name__}.apply({what})", changed, user_location(2))
+            what = getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
+            site = user_location(2)
+            n = len(params)
+            for i, (p, same) in enumerate(zip(params, self._same(before, self._checksum(params)))):
+                if not same and id(p) not in self._writes:
+                    self._note_write(p, before[[i, n + i]], f"{type(module).__name__}.apply({what})", site)
             return result
         return apply
+
+    def _note_write(self, p: Any, before: Any, what: str, site: tuple[str | None, int | None]) -> None:
+        import torch
+
+        holders = [o for o in self.session.optimizers()
+                   if any(q is p for group in o.param_groups for q in group["params"])]
+        with torch.no_grad():
+            had_state = any(bool(o.state.get(p)) for o in holders)
+        self._writes[id(p)] = _Write(weakref.ref(p), before, what, site, had_state, {id(o) for o in holders},
+                                     self.session.step)
+
+    def _judge_writes(self, optimizer: Any) -> None:
+        """The noted initialiser writes into parameters this optimizer is about to step."""
+        held = {id(q): q for group in optimizer.param_groups for q in group["params"]}
+        found: dict[tuple, list[tuple[Any, bool]]] = {}
+        for key in [k for k in self._writes if k in held]:
+            write = self._writes.pop(key)
+            p = write.param()
+            if p is None or p is not held[key]:
+                continue
+            if self._same(write.before, self._checksum([p]))[0]:
+                continue  # put back before training went on (EMA weights swapped in and restored)
+            fresh = id(optimizer) not in write.holders or (write.had_state and not optimizer.state.get(p))
+            found.setdefault((write.what, write.site, write.step), []).append((p, fresh))
+            self._explained.add(id(p))
+        for (what, site, step), params in found.items():
+            self._report_direct(what, [p for p, _ in params], site, step, fresh=all(f for _, f in params))
 
     def _is_trained(self, p: Any) -> bool:
         entry = self._trained.get(_storage(p))
@@ -158,6 +212,9 @@ class OutOfStep(Watcher):
 
     # ------------------------------------------------------------------ checksums around steps
     def on_step_pre(self, optimizer: Any) -> None:
+        if self._writes:
+            self._judge_writes(optimizer)
+        self._in_step = True
         spied = self._spy is not None
         if spied:
             self._disarm()
@@ -193,6 +250,7 @@ class OutOfStep(Watcher):
     def on_step(self, optimizer: Any) -> None:
         import torch
 
+        self._in_step = False
         arming = bool(self._arm_after_step)
         if arming:
             targets, self._arm_after_step = self._arm_after_step, []
@@ -264,6 +322,7 @@ class OutOfStep(Watcher):
                         watcher._spy_hits.append((op, *user_location(2), target))
                 return func(*args, **(kwargs or {}))
 
+        passes_through(_WriteSpy.__torch_function__)
         self._armed += 1
         self._spy = _WriteSpy()
         self._spy.__enter__()
@@ -286,14 +345,24 @@ class OutOfStep(Watcher):
                 out.append(module)
         return out
 
-    def _report_direct(self, what: str, params: list[Any], site: tuple[str | None, int | None]) -> None:
-        self._explained.update(id(p) for p in params)
+    def _report_direct(self, what: str, params: list[Any], site: tuple[str | None, int | None], step: int,
+                       fresh: bool) -> None:
         modules = self._modules(params)
         listing = ", ".join(f"`{m}`" for m in modules[:4]) + (f" and {len(modules) - 4} more" if len(modules) > 4 else "")
+        where = f" at {os.path.basename(site[0])}:{site[1]}" if site[0] else ""
+        done = f"{what}{where} overwrote {len(params)} trained parameter(s) of {listing} after {step} optimizer steps"
+        if fresh:
+            self.session.report(
+                CHANGED_OUTSIDE_STEP,
+                f"{done}, and a new optimizer (or one whose state for them was reset) trains them from there: "
+                "a deliberate re-initialisation? Otherwise what they learned is thrown away",
+                subject=modules[0], path=site[0], line=site[1], key=("direct", site), severity=Severity.INFO,
+                fix="if the re-initialisation is not meant, initialise once, before the optimizer is created")
+            return
         self.session.report(
             CHANGED_OUTSIDE_STEP,
-            f"{what} overwrote {len(params)} trained parameter(s) of {listing} after {self.session.step} optimizer "
-            "steps: what they learned is thrown away and the optimizer's state no longer matches them",
+            f"{done}, and training went on from the overwritten values: what they learned is thrown away and "
+            "the optimizer's state no longer matches them",
             subject=modules[0], path=site[0], line=site[1], key=("direct", site),
             fix="initialise once, before the optimizer is created; do not re-run the init on a trained model")
 
@@ -310,3 +379,15 @@ class OutOfStep(Watcher):
             step=until,
             fix="find what writes into the weights during the iteration (re-initialisation, .data edits, "
                 "copy_ from another model) and remove it, or do it before the optimizer is created")
+
+
+class _Write(NamedTuple):
+    """An initialiser's write into a trained parameter outside a step, judged at the parameter's next step."""
+
+    param: weakref.ref
+    before: Any                 # the checksum of the values it overwrote
+    what: str                   # `torch.nn.init.normal_`, `Tensor.copy_`, `Net.apply(Net._init_weights)`
+    site: tuple[str | None, int | None]
+    had_state: bool             # an optimizer holding it had state for it
+    holders: set[int]           # ids of the optimizers that held it
+    step: int

@@ -26,7 +26,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.median import median
 from torchpact.watch import profiling as P
 from torchpact.watch.watcher import Check, Watcher
@@ -42,7 +42,7 @@ TOP_OPS = 12
 _RUNTIME = "\n\n(Found by `torchpact run --profile`, from torch.profiler events of a few steps after warm-up.)"
 
 DATA_BOUND = Check(
-    code="TP911", category=Category.PERFORMANCE, severity=Severity.WARNING,
+    code="TP911", category=Category.PERFORMANCE, severity=Severity.WARNING, evidence=Evidence.INFERRED,
     summary="The training loop waits on the DataLoader for a large share of every step.",
     doc="""## What it does
 Profiles a few steps after warm-up and measures, inside each step, the time spent in the
@@ -63,7 +63,7 @@ available per GPU; move heavy transforms to the GPU (batched) or precompute them
 images; check `prefetch_factor`.""" + _RUNTIME)
 
 HOST_SYNCS = Check(
-    code="TP912", category=Category.PERFORMANCE, severity=Severity.WARNING,
+    code="TP912", category=Category.PERFORMANCE, severity=Severity.WARNING, evidence=Evidence.INFERRED,
     severity_note="`info` on CPU, where reading a tensor's value is cheap but each read becomes a host-device sync on a GPU",
     summary="Many host-device syncs per step: the host waits for the device again and again.",
     doc="""## What it does
@@ -85,7 +85,7 @@ Keep values on the device (`running += loss.detach()`), read them only when logg
 `.nonzero()` in the loop; `torch.cuda.set_sync_debug_mode("warn")` names each sync's line.""" + _RUNTIME)
 
 TINY_KERNELS = Check(
-    code="TP913", category=Category.PERFORMANCE, severity=Severity.INFO,
+    code="TP913", category=Category.PERFORMANCE, severity=Severity.INFO, evidence=Evidence.INFERRED,
     severity_note="`warning` on a GPU busy for at most half the step: kernel launch overhead sets the step time",
     summary="Steps are made of many tiny operators or kernels: per-call overhead dominates the step.",
     doc="""## What it does

@@ -6,24 +6,27 @@ stages, set ``requires_grad`` or switch sub-modules to eval. A module starts in 
 runs: the stages it freezes train anyway (mmpretrain#702). ``nn.Module.train`` is wrapped to record
 which modules went through it (a parent's ``train()`` reaches every child); at the first
 ``optimizer.step()`` the modules of the trained models whose class overrides ``train`` with such
-state changes, and whose ``train`` never ran, are reported. Overrides whose set-up ``__init__``
-already runs (``self._freeze_stages()`` in both) are not.
+state changes, and whose ``train`` never ran, are reported.
+
+What the override would change is read from its source and from what it calls (``_setup_code``),
+with the module's own configuration (``frozen_stages=-1``, ``norm_eval=False`` switch mmpretrain's
+set-up off). A module is reported when that set-up is missing: none of its sub-modules is in eval mode
+although the override would put some there, or none of its parameters is frozen although the override
+would freeze some. A set-up already made elsewhere (in ``__init__``, by the script) is in effect, and
+stays silent.
 """
 
 from __future__ import annotations
 
-import ast
 import inspect
 import os
-import textwrap
 import weakref
 from typing import Any
 
 from torchpact.findings import Category, Severity
 from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers import _setup_code
 from torchpact.watch.watchers._patch import Patch, remove_all
-
-_STATE_WORDS = ("requires_grad", "freeze", "eval(", "train(False)", ".train(mode=False)")
 
 OVERRIDE_NEVER_RAN = Check(
     code="TP457",
@@ -32,10 +35,15 @@ OVERRIDE_NEVER_RAN = Check(
     summary="A module's train() override freezes or switches layers, but train() never ran before training.",
     doc="""## What it does
 At runtime, at the first `optimizer.step()`, looks at the modules of the models being trained whose
-class overrides `train(mode)` with code that changes training state (freezes stages, sets
-`requires_grad`, puts sub-modules in eval mode). When `train()` never ran on such a module (nor on
-a parent, which would have reached it), it reports the module, the class and the line of the
-override. Classes whose `__init__` already does the same set-up are not reported.
+class overrides `train(mode)` with code that changes training state — puts sub-modules in eval mode
+(`m.eval()`, `m.train(False)`), sets `requires_grad` / calls `requires_grad_()` — directly or through
+what it calls: its own helper methods, `self.apply(set_bn_eval)`, a loop over `self.modules()`, a
+lambda — with the module's own configuration (an override whose freezing is switched off by
+`frozen_stages=-1` changes nothing). When `train()` never ran on such a module (nor on a parent, which
+would have reached it) and the set-up is missing — no sub-module in eval mode although the override
+would put some there, no frozen parameter although it would freeze some — it reports the module, the
+class and the line of the override. A set-up already made elsewhere (in `__init__`, by the script)
+shows, and is not reported.
 
 ## Why is this bad?
 A module is created in train mode (`training=True`) in torch 2.13; nothing calls `train()` for you.
@@ -50,47 +58,27 @@ in `__init__` as well.""",
 )
 
 
-def _override_source(cls: type) -> tuple[str, str | None, int | None] | None:
-    """(source, file, line) of ``cls.train`` when it is a Python override that changes state."""
+def _override_site(cls: type) -> tuple[str | None, int | None] | None:
+    """(file, line) of ``cls.train`` when it is a Python override of ``nn.Module.train``, else None."""
     import torch.nn as nn
 
     train = getattr(cls, "train", None)
-    if train is None or train is nn.Module.train or not inspect.isfunction(train):
+    if train is None or train is nn.Module.train or not inspect.isfunction(train) or _setup_code.is_torch(train):
         return None
     try:
-        lines, start = inspect.getsourcelines(train)
-        path = inspect.getsourcefile(train)
+        return inspect.getsourcefile(train), inspect.getsourcelines(train)[1]
     except (OSError, TypeError):
-        return None
-    source = textwrap.dedent("".join(lines))
-    if not any(word in source for word in _STATE_WORDS):
-        return None
-    return source, path, start
+        return None, None
 
 
-def _setup_calls(source: str) -> set[str]:
-    """Names of the ``self.<method>()`` calls an override makes (``_freeze_stages``)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return set()
-    return {node.func.attr for node in ast.walk(tree)
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"}
-
-
-def _init_does_setup(cls: type, calls: set[str]) -> bool:
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None or not inspect.isfunction(init):
-            continue
-        try:
-            source = textwrap.dedent(inspect.getsource(init))
-        except (OSError, TypeError):
-            continue
-        if calls & _setup_calls(source):
-            return True
-    return False
+def _missing(module: Any, kinds: set[str]) -> bool:
+    """Whether none of the effects of a kind of set-up shows on ``module``: no sub-module in eval mode for
+    ``eval``, no frozen parameter for ``requires_grad``, neither for a ``freeze`` helper. A set-up done
+    elsewhere (in ``__init__``, by the script) shows."""
+    evals = any(not m.training for m in module.modules())
+    frozen = any(not p.requires_grad for p in module.parameters())
+    return (("eval" in kinds and not evals) or ("requires_grad" in kinds and not frozen)
+            or ("freeze" in kinds and not (evals or frozen)))
 
 
 class TrainOverride(Watcher):
@@ -139,10 +127,13 @@ class TrainOverride(Watcher):
             if id(module) in reached or module in ran:
                 reached.update(id(m) for m in module.modules())  # a parent's train() reached every child
                 continue
-            info = self._class_info(type(module))
-            if info is None:
+            site = self._site(type(module))
+            if site is None:
                 continue
-            _, path, line = info
+            kinds = _setup_code.changes(type(module).train, module)
+            if not kinds or not _missing(module, kinds):
+                continue
+            path, line = site
             name = self.session.names.module(module)
             cls = type(module).__name__
             where = f" ({os.path.basename(path)}:{line})" if path and line else ""
@@ -154,10 +145,7 @@ class TrainOverride(Watcher):
                 subject=name, path=path, line=line, key=cls,
                 fix="call model.train() before the training loop (and after each validation pass)")
 
-    def _class_info(self, cls: type) -> Any:
+    def _site(self, cls: type) -> Any:
         if cls not in self._classes:
-            info = _override_source(cls)
-            if info is not None and _init_does_setup(cls, _setup_calls(info[0]) - {"train", "eval"}):
-                info = None
-            self._classes[cls] = info
+            self._classes[cls] = _override_site(cls)
         return self._classes[cls]

@@ -1,9 +1,13 @@
 """Update health: optimizer steps that do not move the weights.
 
 - TP454: on sampled steps, parameters that have a finite, non-zero gradient, sit in a parameter
-  group with lr > 0, and yet do not change across ``optimizer.step()`` — twice in a row. The step
-  computes an update that never reaches the weights (a compiled or custom step writing to copies,
-  parameters swapped after the optimizer was built, an lr too small to move float32 weights).
+  group with lr > 0, and yet do not change across ``optimizer.step()`` — twice in a row — although the
+  update the optimizer computed for them (``_updates``: from the gradient and the state the step left,
+  SGD's momentum buffer, Adam's moments) is at least twice the float spacing of one of their values.
+  The update never reaches the weights (a compiled or custom step writing to copies, parameters swapped
+  after the optimizer was built). An update below the spacing (a bias in front of BatchNorm, whose
+  gradient BatchNorm cancels to rounding noise; a layer behind a zero-initialised gate; a tiny warm-up
+  lr) leaves the weights where they are by arithmetic, and is not reported.
 - TP455: the learning rate of every group is exactly 0 for many consecutive steps (a schedule bug:
   an integer division in a ``LambdaLR``, a warmup that never starts).
 
@@ -19,16 +23,15 @@ import math
 import weakref
 from typing import Any
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.watch.watcher import Check
-from torchpact.watch.watchers import _sites
+from torchpact.watch.watchers import _sites, _updates
 from torchpact.watch.watchers._batched import by_device
 from torchpact.watch.watchers._local import local, real_view
 
 SLICE = 512             # elements of each parameter compared across a sampled step
 CONFIRM = 2             # sampled steps in a row a parameter must stay unchanged
 ZERO_LR_STEPS = 20      # consecutive steps with lr == 0 in every group
-RELATIVE_FLOOR = 1e-6   # lr·|grad| below this fraction of |weight| cannot move float32 weights
 HIGH_RATIO = 0.1        # |update| / |weight| of one step, for a weight matrix
 RATIO_FROM = 10         # an optimizer's steps before this (the first, largest updates; warmup) are not counted
 RATIO_STEPS = 5         # consecutive sampled steps above it
@@ -37,26 +40,32 @@ STALE_PARAMS = Check(
     code="TP454",
     category=Category.TRAINING,
     severity=Severity.WARNING,
-    summary="optimizer.step() does not change parameters that have a non-zero gradient and lr > 0.",
+    summary="optimizer.step() does not change parameters although the update it computed for them would show.",
     doc="""## What it does
 At runtime, on sampled steps, compares a slice of each parameter just before and just after
-`optimizer.step()`. When a parameter has a finite, non-zero gradient, its group's learning rate is
-above 0, the expected update is large enough to show in its dtype, and yet the parameter is exactly
-the same after the step — on two sampled steps in a row — it reports the module, the step and the
-line where the optimizer was created.
+`optimizer.step()`. The contract: a step applies the update it computes. When a parameter has a finite,
+non-zero gradient, its group's learning rate is above 0, the update the optimizer computed for it —
+`lr * grad` for SGD (with its momentum buffer and weight decay), `lr * m̂ / (sqrt(v̂) + eps)` for Adam
+(with AdamW's decay), likewise RMSprop and Adagrad, at most `min(lr * |grad|, lr)` for any other
+optimizer — is at least twice the float spacing (`torch.finfo(dtype).eps * |p|`) of one of its values,
+and yet the parameter is exactly the same after the step — on two sampled steps in a row — it reports
+the parameters by name (`conv.bias`), the step and the line where the optimizer was created. An
+update smaller than that spacing cannot move the value: a bias in front of BatchNorm trained by SGD
+(BatchNorm cancels its gradient to rounding noise), the layers behind a zero-initialised gate during
+warm-up, a pretrained attention key bias under Adam's warm-up (softmax ignores it) are not reported.
+LBFGS and Rprop, whose steps stop or shrink on their own, are not judged.
 
 ## Why is this bad?
 torch 2.13's optimizers update every parameter whose `.grad` is not None in place. A parameter that
-keeps its value although it has a gradient and a learning rate means the update is lost: a
-compiled or custom step that writes into copies (the torch 2.2 dynamo bug pytorch#115607), an
-optimizer that holds clones of the parameters, or an update too small for the weights' dtype. The
-loss still moves (other parameters train), so the run looks normal.
+keeps its value although the update computed for it is large enough to move it means the update is
+lost: a compiled or custom step that writes into copies (the torch 2.2 dynamo bug pytorch#115607), or
+an optimizer that holds clones of the parameters. The loss still moves (other parameters train), so
+the run looks normal.
 
 ## How to fix
 Check that the optimizer holds the very parameter objects the model uses
-(`optimizer.param_groups[i]["params"][j] is model.layer.weight`), that a custom `step()` updates
-them in place (`p.add_(...)`, not `p = p - ...`), and that the learning rate is large enough for the
-parameters' dtype (bf16 / fp16 weights need an fp32 master copy).""",
+(`optimizer.param_groups[i]["params"][j] is model.layer.weight`) and that a custom or compiled `step()`
+updates them in place (`p.add_(...)`, not `p = p - ...`).""",
 )
 
 ZERO_LR = Check(
@@ -84,7 +93,7 @@ Print `scheduler.get_last_lr()` for the first steps and fix the factor (`s / war
 LARGE_UPDATES = Check(
     code="TP463",
     category=Category.TRAINING,
-    severity=Severity.INFO,
+    severity=Severity.INFO, evidence=Evidence.INFERRED,
     summary="Each optimizer step changes a weight matrix by a large fraction of its norm.",
     doc=f"""## What it does
 At runtime, on sampled steps, measures the update-to-weight ratio ‖w_after − w_before‖ / ‖w_before‖
@@ -234,6 +243,7 @@ class UpdateHealth(_sites.SiteWatcher):
         self._zero_lr: dict[int, int] = {}        # optimizer id -> consecutive steps with lr == 0
         self._high: dict[int, list[float]] = {}   # param id -> update/weight ratios, consecutive high ones
         self._steps: dict[int, int] = {}          # optimizer id -> steps it made, this one included
+        self._largest: dict[int, float] = {}      # param id -> the largest update its last lost step computed
 
     def on_step_pre(self, optimizer: Any) -> None:
         self._check_zero_lr(optimizer)
@@ -308,17 +318,22 @@ class UpdateHealth(_sites.SiteWatcher):
             if changed:
                 self._stale.pop(id(p), None)
                 continue
-            # Rare (the weights were the same after the step): only now is the gradient looked at. The step
-            # changed neither it nor the weights, so they are what it applied.
+            # Rare (the weights were the same after the step): only now are the gradient and the optimizer's
+            # state looked at. The step changed neither the gradient nor the weights: what it computed from
+            # them is the update it should have applied.
             g = p.grad
             gmax = _max_abs(_head(local(g))) if g is not None and not g.is_sparse else 0.0
             if not math.isfinite(gmax) or gmax == 0:
                 self._stale.pop(id(p), None)
                 continue
-            # SGD moves a weight by lr·g: too small to show in float32 is not a lost update. Adaptive
-            # optimizers move by about lr whatever the gradient; lr alone must then show.
-            if max(lr * gmax, lr) < RELATIVE_FLOOR * _max_abs(_head(local(p))):
+            n = min(SLICE, real_view(local(p)).numel())
+            update = _updates.expected_update(optimizer, self._group_of(optimizer, p), p, n, lr)
+            if update is None:
                 continue
+            visible, largest = _updates.shows(update, p, n)
+            if not visible:
+                continue  # below the float spacing of the weights: too small to move them, not lost
+            self._largest[id(p)] = largest
             count = self._stale.get(id(p), 0) + 1
             self._stale[id(p)] = count
             follow_up = follow_up or count < CONFIRM
@@ -328,6 +343,13 @@ class UpdateHealth(_sites.SiteWatcher):
             self._report_stale(optimizer, stale)
         if follow_up:
             self.session.sample_next()  # confirm on the next step, not `every` steps later
+
+    @staticmethod
+    def _group_of(optimizer: Any, p: Any) -> dict:
+        for group in optimizer.param_groups:
+            if any(q is p for q in group["params"]):
+                return group
+        return {}
 
     def _check_ratios(self, optimizer: Any, ratios: list[tuple[Any, float]]) -> bool:
         """TP463: weight matrices whose every sampled update is a large part of the weight itself. Returns
@@ -361,21 +383,17 @@ class UpdateHealth(_sites.SiteWatcher):
         return follow_up
 
     def _report_stale(self, optimizer: Any, stale: list[tuple[Any, float]]) -> None:
-        names = self.session.names
-        modules: dict[str, list[str]] = {}
-        for p, _ in stale:
-            name = names.param(p)
-            module = name.rsplit(".", 1)[0] if "." in name else name
-            modules.setdefault(module, []).append(name)
+        names = [self.session.names.param(p) for p, _ in stale]
         lrs = sorted({lr for _, lr in stale})
-        listing = ", ".join(f"`{m}`" for m in list(modules)[:4]) + (" and more" if len(modules) > 4 else "")
-        count = sum(len(v) for v in modules.values())
+        largest = max(self._largest.get(id(p), 0.0) for p, _ in stale)
+        listing = ", ".join(f"`{n}`" for n in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         path, line = _sites.creation_site(optimizer)
         self.session.report(
             STALE_PARAMS,
-            f"{count} parameter(s) of {listing} had a finite, non-zero gradient and lr={lrs[0]:g} but did "
-            f"not change across step() of the {_sites.label(optimizer)}, on {CONFIRM} sampled steps in a row "
-            f"(last: step {self.session.step}): the update never reaches these weights",
-            subject=next(iter(modules)), path=path, line=line, key=("stale", id(optimizer)),
-            fix="make sure the optimizer holds the model's own parameter objects and that its step() "
-                "updates them in place; check the lr against the weights' dtype")
+            f"{len(names)} parameter(s) ({listing}) had a finite, non-zero gradient and lr={lrs[0]:g} but did not "
+            f"change across step() of the {_sites.label(optimizer)}, on {CONFIRM} sampled steps in a row (last: step "
+            f"{self.session.step}), although the update it computed for them (up to {largest:.2g}) is larger than "
+            "the float spacing of their values: the update never reaches these weights",
+            subject=names[0], path=path, line=line, key=("stale", id(optimizer)),
+            fix="make sure the optimizer holds the model's own parameter objects (optimizer.param_groups[i]['params'][j] "
+                "is model.layer.weight) and that its step() updates them in place (p.add_(...), not p = p - ...)")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ast
 
+from torchpact.findings import Evidence
 from torchpact.lint.context import MODULE, FileContext, is_const
 from torchpact.lint.rules.autograd._util import (
-    creates_grad_leaf, grad_off, is_torch_factory, name_key, parameter_loop_binding, scope_body,
-    turns_off_grad,
+    TRAINING_CALLS, creates_grad_leaf, grad_off, is_torch_factory, name_key, note_parameters_of, parameter_loop_binding,
+    scope_body, turns_off_grad,
 )
 
 # Methods whose result is attached to the receiver's graph (and requires grad when it does).
@@ -32,7 +33,6 @@ PARAMETRIC_LAYERS = {
     "MultiheadAttention", "Transformer", "TransformerEncoder", "TransformerDecoder",
     "TransformerEncoderLayer", "TransformerDecoderLayer", "PReLU", "Sequential",
 }
-TRAINING_CALLS = {"backward", "step", "manual_backward"}
 
 
 def strip_graph_ops(ctx: FileContext, expr: ast.AST) -> ast.AST:
@@ -72,17 +72,24 @@ def _name_requires_grad(ctx: FileContext, expr: ast.AST, depth: int) -> bool:
         return False
     scope = ctx.scope(expr)
     backwarded = isinstance(expr, ast.Name) and expr.id in ctx.backward_names(scope) and _own_backward(ctx, scope, expr.id)
+    loops, by_backward = [], False
     for owner, value in binds:
         if isinstance(expr, ast.Name) and parameter_loop_binding(ctx, owner, expr.id):
+            loops.append(owner)
             continue
         if value is None or grad_off(ctx, owner):
             return False
         if creates_grad_leaf(ctx, value):
             continue
         if backwarded and isinstance(value, (ast.Call, ast.BinOp)):
+            by_backward = True
             continue  # backward() on it succeeds only if it requires grad
         if not _computed_requires_grad(ctx, value, depth + 1):
             return False
+    for owner in loops:
+        note_parameters_of(ctx, owner)
+    if by_backward:
+        ctx.note(Evidence.MAY, f"`{key}` is taken to require grad because `.backward()` is called on it")
     return True
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.lint.context import FileContext, is_const, keyword
+from torchpact.findings import Evidence
+from torchpact.lint.context import MODULE, FileContext, is_const, keyword
 
 # Trailing-underscore methods that are not in-place writes of the tensor's values (allowed on leaves).
 NOT_INPLACE = {"requires_grad_", "detach_", "share_memory_", "retain_grad", "register_hook", "record_stream"}
@@ -17,6 +18,9 @@ NO_GRAD_HOOKS = {"validation_step", "test_step", "predict_step", "evaluation_ste
 NO_GRAD_HOOK_PREFIXES = ("validation_", "on_validation_", "on_test_", "on_predict_", "predict_", "eval")
 
 PARAMETER_ITERATORS = {"parameters": None, "named_parameters": 1}
+
+# Calls that only run with gradients on: a function making them is training code.
+TRAINING_CALLS = {"backward", "step", "manual_backward"}
 
 
 def inplace_method(node: ast.AST) -> str | None:
@@ -88,6 +92,34 @@ def _no_grad_function(ctx: FileContext, fn: ast.FunctionDef | ast.AsyncFunctionD
         result = bool(calls) and all(ctx.grad_disabled(c) for c in calls)
     fn.tp_no_grad_function = result  # type: ignore[attr-defined]
     return result
+
+
+def note_grad_mode(ctx: FileContext, node: ast.AST) -> None:
+    """For a rule that needs gradients on at ``node`` (and has checked ``grad_off``): module-level
+    code, a function that trains (``.backward()``, ``.step()``) or one this file calls show it; any
+    other function may be called with gradients disabled from code this file does not show."""
+    fn = ctx.enclosing_function(node)
+    if fn is None:
+        return
+    shown = getattr(fn, "tp_grad_mode_shown", None)
+    if shown is None:
+        shown = fn.tp_grad_mode_shown = trains(ctx, fn) or any(  # type: ignore[attr-defined]
+            _calls_function(c, fn.name) for c in ctx.nodes(ast.Call))
+    if not shown:
+        ctx.note(Evidence.MAY, f"`{fn.name}` may be called with gradients disabled by code this file does not show")
+
+
+def trains(ctx: FileContext, scope: ast.AST) -> bool:
+    """``scope`` calls ``.backward()`` or ``.step()`` (training code, which runs with gradients on)."""
+    return any(isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TRAINING_CALLS
+               for node in ctx.walk_scope(scope_body(scope)))
+
+
+def note_parameters_of(ctx: FileContext, owner: ast.AST) -> None:
+    """For a name bound by ``for p in x.parameters()``: ``p`` is a parameter as surely as ``x`` is a module."""
+    receiver = owner.iter.func.value  # type: ignore[attr-defined]
+    if MODULE not in ctx.kinds(receiver):
+        ctx.note(Evidence.UNRESOLVED, f"`{ctx.segment(receiver)}` is not resolved to a module")
 
 
 def _calls_function(call: ast.Call, name: str) -> bool:
@@ -165,23 +197,29 @@ def name_key(expr: ast.AST) -> str | None:
 def grad_leaf(ctx: FileContext, expr: ast.AST) -> bool:
     """Every binding of the name ``expr`` makes it a leaf that requires grad."""
     key = name_key(expr)
-    if key is None or key not in _leaf_keys(ctx):
+    if key is None or key not in leaf_keys(ctx):
         return False
     binds = ctx.bindings(expr)
     if not binds:
         return False
+    loops = []
     for owner, value in binds:
         if isinstance(expr, ast.Name) and parameter_loop_binding(ctx, owner, expr.id):
+            loops.append(owner)
             continue
         if not creates_grad_leaf(ctx, value):
             return False
-    return not turns_off_grad(ctx, expr, key)
+    if turns_off_grad(ctx, expr, key):
+        return False
+    for owner in loops:
+        note_parameters_of(ctx, owner)
+    return True
 
 
-def _leaf_keys(ctx: FileContext) -> set[str]:
+def leaf_keys(ctx: FileContext) -> set[str]:
     """Every name (``w``, ``self.w``) that some binding of the file may make a leaf requiring grad: the
     target of a value that ``creates_grad_leaf`` (or a tuple of values holding one), or a loop over
-    ``.parameters()``. ``grad_leaf`` needs one such binding, so any other name is answered at once,
+    ``.parameters()``. ``grad_leaf`` and TP202 need one such binding, so any other name is answered at once,
     without the dataflow of its scope."""
     found = ctx.memo.get("leaf_keys")
     if found is not None:

@@ -4,9 +4,9 @@ import ast
 import re
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import LOSS, LOSS_FN, MODULE, OUTPUT, FileContext, keyword
-from torchpact.lint.rule import Hit, Rule, last_names
+from torchpact.lint.rule import Hit, Invalid, Rule, last_names
 from torchpact.lint.rules.autograd._grad import MAYBE_SELF, PASS_METHODS
 from torchpact.lint.rules.autograd._util import creates_grad_leaf, is_torch_factory, name_key, scope_body
 
@@ -52,6 +52,11 @@ class BackwardOfNoGradResult(Rule):
     nodes = (ast.Call,)
     calls = last_names(AUTOGRAD_ENTRY) | {"backward", "manual_backward"}
     triggers = ("no_grad", "inference_mode")
+    requires = (
+        "every definition of the back-propagated value reaching the call is made with gradients disabled",
+        "each is a fresh computation: a torch function, arithmetic, or a call of a value resolved to a "
+        "module or loss function",
+    )
 
     valid = [
         """
@@ -91,13 +96,31 @@ total.backward()
 """,
     ]
     invalid = [
-        """
+        Invalid("""
 import torch
 with torch.no_grad():
     out = model(x)
     loss = criterion(out, y)
 loss.backward()
-""",
+""", severity=Severity.INFO, evidence=Evidence.UNRESOLVED),  # `criterion` is a loss function by its name only
+        Invalid("""
+import torch
+import torch.nn as nn
+net = nn.Linear(4, 2)
+with torch.no_grad():
+    out = net(torch.randn(8, 4))
+out.backward(torch.ones_like(out))
+""", evidence=Evidence.MUST),
+        Invalid("""
+import torch
+import torch.nn as nn
+
+def probe(x, wide):
+    net = nn.Linear(4, 2) if wide else make_small()
+    with torch.no_grad():
+        out = net(x)
+    out.backward(torch.ones_like(out))
+""", severity=Severity.WARNING, evidence=Evidence.MAY),  # `net` is a module on one path only
         """
 import torch
 import torch.nn.functional as F
@@ -109,7 +132,7 @@ def finetune_step(model, batch, optimizer):
     loss.backward()
     optimizer.step()
 """,
-        """
+        Invalid("""
 import torch
 from torch.autograd import grad
 
@@ -117,7 +140,7 @@ def saliency(model, x):
     with torch.no_grad():
         score = model(x).max()
     return grad(score, x)
-""",
+""", severity=Severity.INFO),
         """
 import torch as th
 
@@ -139,9 +162,9 @@ def step(model, x, y, accelerator):
                 return
             if self._revived(ctx, target):
                 return
-            yield self.hit(node, subject=target.id)
+            yield self.hit(node, subject=target.id, evidence=Evidence.MUST)
         elif isinstance(target, (ast.Call, ast.BinOp, ast.UnaryOp)) and ctx.grad_disabled(node) and self._computes(target, ctx):
-            yield self.hit(node, subject=ctx.segment(target))
+            yield self.hit(node, subject=ctx.segment(target), evidence=Evidence.MUST)
 
     @staticmethod
     def _target(call: ast.Call, ctx: FileContext) -> ast.AST | None:

@@ -35,11 +35,16 @@ class CheckpointWithoutUseReentrant(Rule):
     code = "TP211"
     category = Category.AUTOGRAD
     severity = Severity.WARNING
+    requires = (
+        "the call resolves to `torch.utils.checkpoint.checkpoint` / `checkpoint_sequential` through the "
+        "file's imports",
+    )
     message = ("`checkpoint` without `use_reentrant`: it warns on torch 2.13, and the implicit reentrant "
                "variant computes no gradients for the segment's weights when no input requires grad")
     fix_hint = "pass `use_reentrant=False`"
     triggers = ("checkpoint",)
     fixable = True
+    unsafe_fix = True  # see Fix safety: applied only with --unsafe-fixes
     nodes = (ast.Call,)
     calls = last_names(CHECKPOINTS)
 

@@ -44,6 +44,10 @@ class DataWriteBeforeBackward(Rule):
     code = "TP201"
     category = Category.AUTOGRAD
     severity = Severity.WARNING
+    requires = (
+        "the `.data` write comes after the loss is computed and before its `backward()` in the same function",
+        "the written tensor is one the loss was computed from",
+    )
     facts = ("data-write-changes-backward",)
     message = ("write through `.data` between a forward pass and its backward: autograd does not see it, so "
                "backward silently uses the new values and the gradients no longer match the loss")

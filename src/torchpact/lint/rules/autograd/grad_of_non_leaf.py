@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Invalid, Hit, Rule
 from torchpact.lint.rules.autograd._grad import MAYBE_SELF, requires_grad
 from torchpact.lint.rules.autograd._util import creates_grad_leaf, name_key, scope_body
 
@@ -35,6 +35,10 @@ class GradOfNonLeaf(Rule):
     code = "TP204"
     category = Category.AUTOGRAD
     severity = Severity.WARNING
+    requires = (
+        "every assignment of the name computes it from tensors that require grad, with gradients on",
+        "`retain_grad()` is not called on it in the function",
+    )
     facts = ("grad-of-non-leaf-is-none",)
     message = ("`.grad` of a non-leaf tensor is read without `retain_grad()`: it is always None "
                "(torch only warns)")
@@ -87,7 +91,7 @@ y = x * 2
 y.sum().backward()
 print(y.grad)
 """,
-        """
+        Invalid("""
 import torch
 import torch.nn.functional as F
 
@@ -97,7 +101,7 @@ def train_step(model, x, target, optimizer):
     loss.backward()
     log({"logit_grad": logits.grad.norm().item()})
     optimizer.step()
-""",
+""", severity=Severity.INFO),
         """
 import torch as th
 w = th.nn.Parameter(th.randn(4, 4))

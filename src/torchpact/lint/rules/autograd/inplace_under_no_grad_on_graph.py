@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import LOSS_FN, FileContext
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Invalid, Hit, Rule
 from torchpact.lint.rules.autograd._grad import PASS_METHODS, requires_grad
 from torchpact.lint.rules.autograd._util import (
     creates_grad_leaf, grad_leaf, inplace_method, inplace_writes, parameter_loop_binding, pos, scope_body,
@@ -54,6 +54,10 @@ class InplaceUnderNoGradOnGraph(Rule):
     code = "TP207"
     category = Category.AUTOGRAD
     severity = Severity.WARNING
+    requires = (
+        "the written tensor is a non-leaf computed with gradients on (resolved through dataflow)",
+        "it is used after the `no_grad` block in computing what is back-propagated",
+    )
     facts = ("inplace-under-no-grad-is-silent",)
     message = ("in-place change under no_grad to a tensor in the autograd graph that the loss then uses: "
                "backward ignores the change (silently wrong gradients) or raises if the op saved the tensor")
@@ -125,7 +129,7 @@ def attack(model, x, y, eps):
 """,
     ]
     invalid = [
-        """
+        Invalid("""
 import torch
 import torch.nn.functional as F
 
@@ -136,8 +140,8 @@ def train_step(model, x, y, optimizer):
     loss = F.cross_entropy(logits, y)
     loss.backward()
     optimizer.step()
-""",
-        """
+""", severity=Severity.INFO),
+        Invalid("""
 import torch
 import torch.nn as nn
 
@@ -147,8 +151,8 @@ def train_step(model, x, target, mask, optimizer):
         pred[mask] = -1e9
     loss = nn.functional.mse_loss(pred, target)
     loss.backward()
-""",
-        """
+""", severity=Severity.INFO),
+        Invalid("""
 import torch
 
 def train_step(model, x, y, temperature):
@@ -157,7 +161,7 @@ def train_step(model, x, y, temperature):
         h /= temperature
     loss = criterion(h, y)
     loss.backward()
-""",
+""", severity=Severity.INFO),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:

@@ -3,11 +3,11 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules.autograd._grad import requires_grad
-from torchpact.lint.rules.autograd._util import grad_off
+from torchpact.lint.rules.autograd._util import grad_off, note_grad_mode
 
 
 class NumpyOnGradTensor(Rule):
@@ -48,6 +48,11 @@ class NumpyOnGradTensor(Rule):
     triggers = ("numpy()",)
     fixable = True
     facts = ("numpy-of-grad-tensor-raises",)
+    requires = (
+        "the tensor requires grad: a resolved leaf, a parameter of a value resolved to a module, the output "
+        "of a model resolved to a module with parameters, in training code or a script, or arithmetic on one",
+        "gradients are on at the call",
+    )
 
     valid = [
         """
@@ -100,6 +105,7 @@ import torch
 w = torch.randn(3, requires_grad=True)
 print(w.detach().numpy())
 """,
+            evidence=Evidence.MUST,
         ),
         Invalid(
             """
@@ -116,7 +122,6 @@ def train(model, loader, optimizer):
             raw = logits.numpy()
         preds = logits.argmax(-1).numpy()
         losses.append(loss.cpu().numpy())
-        history.append(logits[:, 0].float().numpy())
 """,
             fixed="""
 import torch
@@ -132,9 +137,33 @@ def train(model, loader, optimizer):
             raw = logits.numpy()
         preds = logits.argmax(-1).numpy()
         losses.append(loss.cpu().detach().numpy())
+""",
+            severity=Severity.WARNING,  # it requires grad because `.backward()` is called on it
+            evidence=Evidence.MAY,
+        ),
+        Invalid(
+            """
+import torch
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        logits = model(x)
+        torch.nn.functional.cross_entropy(logits, y).backward()
+        optimizer.step()
+        history.append(logits[:, 0].float().numpy())
+""",
+            fixed="""
+import torch
+
+def train(model, loader, optimizer):
+    for x, y in loader:
+        logits = model(x)
+        torch.nn.functional.cross_entropy(logits, y).backward()
+        optimizer.step()
         history.append(logits[:, 0].float().detach().numpy())
 """,
-            count=2,
+            severity=Severity.INFO,  # `model` is a model by its name only
+            evidence=Evidence.UNRESOLVED,
         ),
         Invalid(
             """
@@ -153,6 +182,7 @@ w = nn.Parameter(torch.ones(1))
 y = net(torch.randn(2, 4)) * w
 plot(y[:, 0].detach().numpy())
 """,
+            evidence=Evidence.MUST,
         ),
     ]
 
@@ -165,4 +195,6 @@ plot(y[:, 0].detach().numpy())
             return  # torch only refuses while grad mode is on
         if not requires_grad(ctx, func.value):
             return
-        yield self.hit(node, subject=ctx.segment(func.value), edits=[ctx.locator.insert_after(func.value, ".detach()")])
+        note_grad_mode(ctx, node)
+        yield self.hit(node, subject=ctx.segment(func.value), edits=[ctx.locator.insert_after(func.value, ".detach()")],
+                       evidence=Evidence.MUST)

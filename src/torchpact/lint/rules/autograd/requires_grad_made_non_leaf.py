@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import OPTIMIZER, FileContext, keyword
 from torchpact.lint.edits import Edit
 from torchpact.lint.rule import Hit, Invalid, Rule
@@ -64,8 +64,15 @@ class RequiresGradMadeNonLeaf(Rule):
     fix_hint = "create the tensor on the target device/dtype (`torch.zeros(3, device=device, requires_grad=True)`) or call `.requires_grad_()` after the conversion"
     nodes = (ast.Call,)
     calls = frozenset(CONVERSIONS)
+    requires = (
+        "the converted value is a resolved factory call with `requires_grad=True` or an `nn.Parameter`",
+        "the conversion returns a new tensor (a dtype, `.cuda()`, a device string; `.to(device)` only "
+        "on the paths where the device is not the CPU)",
+        "its gradient is wanted: `.grad` is read or it goes to a `torch.optim` optimizer",
+    )
     triggers = ("requires_grad", "Parameter")
     fixable = True
+    unsafe_fix = True  # see Fix safety: applied only with --unsafe-fixes
     facts = ("conversion-makes-non-leaf",)
 
     valid = [
@@ -95,17 +102,32 @@ print(z.grad, h.grad)
         Invalid(
             """
 import torch
-w = torch.zeros(3, 4, requires_grad=True).to(device)
+w = torch.zeros(3, 4, requires_grad=True).to("cuda:0")
 b = torch.zeros(4, requires_grad=True).cuda()
 optimizer = torch.optim.SGD([w, b], lr=0.1)
 """,
             fixed="""
 import torch
-w = torch.zeros(3, 4, device=device, requires_grad=True)
+w = torch.zeros(3, 4, device="cuda:0", requires_grad=True)
 b = torch.zeros(4, device="cuda", requires_grad=True)
 optimizer = torch.optim.SGD([w, b], lr=0.1)
 """,
             count=2,
+            evidence=Evidence.MUST,
+        ),
+        Invalid(
+            """
+import torch
+w = torch.zeros(3, 4, requires_grad=True).to(device)
+optimizer = torch.optim.SGD([w], lr=0.1)
+""",
+            fixed="""
+import torch
+w = torch.zeros(3, 4, device=device, requires_grad=True)
+optimizer = torch.optim.SGD([w], lr=0.1)
+""",
+            severity=Severity.WARNING,  # on the paths where `device` is not the CPU
+            evidence=Evidence.MAY,
         ),
         Invalid(
             """
@@ -146,6 +168,7 @@ class Head(nn.Module):
         super().__init__()
         self.scale = nn.Parameter(torch.ones(dim).to(device))
 """,
+            severity=Severity.WARNING,
         ),
         Invalid(
             """
@@ -177,12 +200,15 @@ opt = Adam([torch.tensor([0.1, 0.2]).to(torch.float64).requires_grad_()])
         if not creates_grad_leaf(ctx, base, chains=False) or not (is_parameter_call(ctx, base) or is_torch_factory(ctx, base)):
             return
         assert isinstance(base, ast.Call)
-        if not any(_changes(ctx, base, conv) for conv in chain):
+        changing = [conv for conv in chain if _changes(ctx, base, conv)]
+        if not changing:
             return
         if not self._gradient_wanted(node, base, ctx):
             return
+        if not any(_certainly_changes(ctx, conv) for conv in changing):
+            ctx.note(Evidence.MAY, "the device may be the CPU, where `.to()` returns the leaf itself")
         edits = self._fix(ctx, node, list(reversed(chain)), base)
-        yield self.hit(node, subject=_target_text(ctx, node), edits=edits)
+        yield self.hit(node, subject=_target_text(ctx, node), edits=edits, evidence=Evidence.MUST)
 
     # ------------------------------------------------------------------ evidence
     def _gradient_wanted(self, node: ast.Call, base: ast.Call, ctx: FileContext) -> bool:
@@ -279,6 +305,15 @@ def _changes(ctx: FileContext, base: ast.Call, conv: ast.Call) -> bool:
     if device is not None and made_on is None and not _is_cpu(device):
         return True
     return False
+
+
+def _certainly_changes(ctx: FileContext, conv: ast.Call) -> bool:
+    """A conversion ``_changes`` allows that changes the tensor whatever the values: a dtype, ``.cuda()``,
+    a device written as a string; ``.to(device)`` returns the leaf itself when ``device`` is the CPU."""
+    if conv.func.attr != "to":  # type: ignore[attr-defined]
+        return True
+    device, dtype, _ = _to_args(ctx, conv)
+    return _dtype_name(ctx, dtype) is not None or (isinstance(device, ast.Constant) and isinstance(device.value, str))
 
 
 def _suffix(ctx: FileContext, conv: ast.Call) -> str:

@@ -4,11 +4,11 @@ import ast
 from typing import Iterator
 
 from torchpact.findings import Category, Severity
-from torchpact.lint.context import GRAD_LEAF, GRAPH, LOSS, OUTPUT, FileContext, argument
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.context import GRAD_LEAF, GRAPH, FileContext, argument
+from torchpact.lint.rule import Hit, Invalid, Rule
 
 TENSOR_FACTORIES = {"torch.tensor", "torch.as_tensor"}
-ATTACHED = {GRAPH, GRAD_LEAF, LOSS, OUTPUT}
+ATTACHED = {GRAPH, GRAD_LEAF}  # a module's output is attached only when it has parameters or an attached input
 
 
 class TensorCopyConstructed(Rule):
@@ -17,6 +17,14 @@ class TensorCopyConstructed(Rule):
     ## What it does
     Flags `torch.tensor(x)` where `x` is, by local dataflow, a graph-attached tensor: a model
     output, a loss, a parameter, or a value computed from them with gradients on.
+
+    The condition it needs: `x` requires grad. A module call attaches its output to a graph only
+    when the module has parameters or its input is attached: a parameter-free module (an
+    activation, `Dropout`, pooling, `Flatten`, `Upsample`, padding; the list is checked against
+    torch 2.13 by a proof) applied to a batch from a loader, a `torch.randn(...)` or a detached
+    tensor gives a tensor that does not require grad, and copying it loses nothing. The same module
+    applied to a model's output, or a module with parameters (`Linear`, `Conv2d`, `Sequential`),
+    gives an attached one.
 
     ## Why is this bad?
     On torch 2.13 `torch.tensor(t)` warns `To copy construct from a tensor, it is recommended to
@@ -32,6 +40,10 @@ class TensorCopyConstructed(Rule):
     code = "TP215"
     category = Category.AUTOGRAD
     severity = Severity.WARNING
+    requires = (
+        "the argument of `torch.tensor(...)` is graph-attached by local dataflow: a model output, a loss, a "
+        "parameter",
+    )
     message = ("`torch.tensor(t)` on a graph-attached tensor returns a detached copy: gradients stop there "
                "(torch 2.13 warns)")
     fix_hint = "use `t.clone()` to keep the graph, or `t.detach().clone()` to leave it on purpose"
@@ -39,20 +51,96 @@ class TensorCopyConstructed(Rule):
     calls = frozenset({"tensor"})
     triggers = ("tensor(",)
 
-    valid = ["""
+    valid = [
+        """
 import torch
 out = model(x)
 loss = criterion(out, y)
 logged = torch.tensor(loss.item())
 labels = torch.tensor(batch_labels)
 keep = out.clone()
-"""]
-    invalid = ["""
+""",
+        """
+import torch
+from torch import nn
+pool = nn.MaxPool2d(2)
+for images, _ in loader:
+    thumbnail = torch.tensor(pool(images))
+""",
+        """
+import torch
+from torch import nn
+noise = torch.randn(8)
+jitter = torch.tensor(nn.Dropout(p=0.1)(noise))
+""",
+        """
+import torch
+from torch import nn
+class Probe(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.GELU()
+
+    def snapshot(self, hidden):
+        return torch.tensor(self.act(hidden.detach()))
+""",
+        """
+import torch
+from torch import nn
+up = nn.Upsample(scale_factor=2, mode="nearest")
+canvas = torch.zeros(1, 3, 8, 8)
+big = torch.tensor(up(input=canvas))
+""",
+        """
+import torch
+from torch import nn
+flatten = nn.Flatten()
+while frames:
+    frame = torch.from_numpy(frames.pop())
+    row = torch.tensor(flatten(frame))
+""",
+    ]
+    invalid = [
+        Invalid("""
 import torch
 out = model(x)
 scores = torch.tensor(out)
 loss = criterion(scores, y)
-"""]
+""", severity=Severity.INFO),
+        """
+import torch
+from torch import nn
+encoder = nn.Linear(4, 4)
+act = nn.ReLU()
+hidden = act(encoder(x))
+frozen = torch.tensor(hidden)
+""",
+        """
+import torch
+from torch import nn
+proj = nn.Conv2d(3, 8, 3)
+for images, _ in loader:
+    copied = torch.tensor(proj(images))
+""",
+        """
+import torch
+from torch import nn
+w = torch.randn(3, requires_grad=True)
+squashed = torch.tensor(nn.Tanh()(w))
+""",
+        Invalid("""
+import torch
+from torch import nn
+up = nn.Upsample(scale_factor=2)
+big = torch.tensor(up(input=model(canvas)))
+""", severity=Severity.INFO),
+        """
+import torch
+from torch import nn
+block = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+pooled = torch.tensor(block(torch.ones(1, 2)))
+""",
+    ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         assert isinstance(node, ast.Call)

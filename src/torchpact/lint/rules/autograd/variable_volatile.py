@@ -31,6 +31,9 @@ class VariableVolatile(Rule):
     code = "TP214"
     category = Category.AUTOGRAD
     severity = Severity.WARNING
+    requires = (
+        "the file imports `torch.autograd.Variable`",
+    )
     message = "`volatile` has no effect since torch 0.4: the graph is still recorded and activations kept"
     fix_hint = "wrap the forward pass in `with torch.no_grad():` (or `torch.inference_mode()`) and drop `Variable`"
     nodes = (ast.Call,)

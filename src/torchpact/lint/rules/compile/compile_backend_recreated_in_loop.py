@@ -38,6 +38,9 @@ class CompileBackendRecreatedInLoop(Rule):
     code = "TP801"
     category = Category.COMPILE
     severity = Severity.WARNING
+    requires = (
+        "the backend given to `torch.compile` is a new object on each iteration of the loop",
+    )
     facts = ("new-backend-each-call-recompiles",)
     message = ("torch.compile in a loop with a new backend object each iteration: dynamo recompiles every "
                "time (BACKEND_MATCH guard) and after 8 recompilations falls back to eager")

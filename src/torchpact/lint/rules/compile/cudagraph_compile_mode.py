@@ -4,19 +4,31 @@ import ast
 from typing import Iterator
 
 from torchpact.findings import Category, Severity
-from torchpact.lint.context import FileContext, is_const, keyword
-from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.context import MODULE, FileContext, is_const, keyword
+from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rules.compile._cudagraph_hazards import compiled_calls, kept_output, varying_shape
 
 _CUDAGRAPH_MODES = {"reduce-overhead", "max-autotune"}
 
 
 class CudagraphCompileMode(Rule):
-    """`torch.compile(mode="reduce-overhead" | "max-autotune")` turns on CUDA graphs.
+    """`torch.compile(mode="reduce-overhead" | "max-autotune")` records CUDA graphs where the code varies input shapes or keeps outputs.
 
     ## What it does
     Flags `torch.compile(...)` and `module.compile(...)` with `mode="reduce-overhead"` or
-    `mode="max-autotune"`, and `options={"triton.cudagraphs": True}`. Advice only: CUDA graphs are
-    often what these modes are chosen for; `"max-autotune-no-cudagraphs"` and the default mode are
+    `mode="max-autotune"`, or `options={"triton.cudagraphs": True}`, when the calls of what it
+    compiles (the name or `self` attribute it is assigned to, the function it decorates, the module
+    compiled in place) show one of the two hazards of CUDA graphs: an input whose shape varies
+    between calls (the call sits in a loop, and its input is made with a size taken from the loop's
+    variable: `torch.randn(n, d)`, `x.view(n, -1)`, `tokens[:, :t]`), or an output that outlives the
+    next call without a copy (the output, or a view of it — an index, a field, `.detach()` — appended
+    to a list or stored on an object inside the loop that calls again, or bound to a name read after
+    a later call). CUDA graphs are what these modes are chosen for: with a fixed shape and outputs
+    used before the next call (or `.clone()`d) there is nothing to report, nor where the calls are
+    not visible (the compiled function is returned or handed to other code).
+    `"max-autotune-no-cudagraphs"` and the default mode are never flagged. `x.compile(...)` is
+    `nn.Module.compile` (which calls `torch.compile` on the module) only when `x` is known to be a
+    module; another object's `compile` method (a project's trainer, another framework's model) is
     not flagged.
 
     ## Why is this bad?
@@ -39,6 +51,9 @@ class CudagraphCompileMode(Rule):
     code = "TP802"
     category = Category.COMPILE
     severity = Severity.INFO
+    requires = (
+        "the call compiles with a CUDA-graph mode (`reduce-overhead`, `max-autotune`, `triton.cudagraphs`)",
+    )
     facts = ("default-mode-uses-cuda-graphs",)
     message = ("this torch.compile mode records CUDA graphs: each new input shape records another graph, "
                "and outputs kept across calls are overwritten by the next run")
@@ -64,21 +79,144 @@ def build(model, mode):
     return torch.compile(model, mode=mode)           # chosen by the caller
 opts = torch.compile(model, options={"triton.cudagraphs": False, "max_autotune": True})
 """,
+        """
+import torch
+
+class Pipeline:
+    def prepare(self, engine, batches, sizes):
+        engine.compile(mode="max-autotune")
+        outs = []
+        for b in batches:
+            outs.append(engine(b))
+        self.runner.compile(mode="reduce-overhead")
+        for n in sizes:
+            self.runner(torch.randn(n, 16))
+        return outs
+""",
+        """
+import torch
+
+def bench(layer, x, steps):
+    step = torch.compile(layer, mode="reduce-overhead", fullgraph=True)
+    kept = []
+    for _ in range(steps):
+        kept.append(step(x).clone())
+    return torch.stack(kept)
+""",
+        """
+import torch
+
+def make_step(fn):
+    return torch.compile(fn, mode="reduce-overhead")
+""",
+        """
+import torch
+
+class Encoder:
+    def __init__(self, net):
+        self.run = torch.compile(net, mode="max-autotune", dynamic=False)
+
+    def embed_all(self, images):
+        feats = []
+        for img in images:
+            feats.append(self.run(img).cpu())
+        return feats
+""",
+        """
+import torch
+
+@torch.compile(mode="reduce-overhead")
+def score(a, b):
+    return (a * b).sum(-1)
+
+def evaluate(pairs):
+    total = 0.0
+    for a, b in pairs:
+        total += score(a, b).mean().item()
+    return total
+""",
+        """
+import torch
+
+def same_twice(f_eager, x):
+    f = torch.compile(f_eager, mode="reduce-overhead")
+    first = f(x).clone()
+    second = f(x)
+    return torch.equal(first, second)
+""",
+        """
+import torch
+
+model.compile(mode="max-autotune")
+for batch in loader:
+    loss = model(batch).logsumexp(-1).mean()
+    print(loss.item())
+""",
     ]
     invalid = [
         """
 import torch
 
-model = torch.compile(model, mode="reduce-overhead")
+fast = torch.compile(model, mode="reduce-overhead")
+for n in (1, 8, 64):
+    y = fast(torch.randn(n, 512, device="cuda"))
 """,
-        Invalid("""
+        """
 import torch as th
 
 class Trainer:
     def setup(self):
         self.model.compile(mode="max-autotune", fullgraph=True)
-        self.head = th.compile(self.head, options={"triton.cudagraphs": True})
-""", count=2),
+
+    def collect(self, batches):
+        outs = []
+        for b in batches:
+            outs.append(self.model(b))
+        return outs
+""",
+        """
+import torch
+
+def check_replay(layer, x):
+    f = torch.compile(layer, mode="reduce-overhead")
+    r1 = f(x)
+    r2 = f(x)
+    torch.testing.assert_close(r1, r2)
+""",
+        """
+import torch
+
+def decode(step_fn, tokens, steps):
+    step_fn = torch.compile(step_fn, options={"triton.cudagraphs": True})
+    for t in range(1, steps):
+        logits = step_fn(tokens[:, :t])
+        tokens[:, t] = logits[:, -1].argmax(-1)
+""",
+        """
+import torch
+
+class Cache:
+    def __init__(self, net):
+        self.head = torch.compile(net, mode="max-autotune")
+        self.seen = {}
+
+    def update(self, items):
+        for key, x in items:
+            out = self.head(x)
+            self.seen[key] = out.detach()
+""",
+        """
+import torch
+
+@torch.compile(mode="reduce-overhead")
+def encode(x):
+    return x.relu()
+
+def run(x, sizes):
+    for s in sizes:
+        chunk = x.view(s, -1)
+        encode(chunk)
+""",
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -87,17 +225,39 @@ class Trainer:
         qn = ctx.call_name(node)
         if qn != "torch.compile" and not (
                 qn is None and isinstance(node.func, ast.Attribute) and node.func.attr == "compile"
-                and ctx.imports_torch and (keyword(node, "mode") is not None or keyword(node, "options") is not None)):
+                and MODULE in ctx.kinds(node.func.value)
+                and (keyword(node, "mode") is not None or keyword(node, "options") is not None)):
             return
         mode = keyword(node, "mode")
         if isinstance(mode, ast.Constant) and mode.value in _CUDAGRAPH_MODES:
-            message = (f'mode="{mode.value}" turns on CUDA graphs (triton.cudagraphs=True): each new input '
-                       "shape records another graph, and outputs kept across calls are overwritten by the next run")
-            yield self.hit(node, message=message)
+            shown = f'mode="{mode.value}"'
+        elif _cudagraphs_option(keyword(node, "options")):
+            shown = '`"triton.cudagraphs": True`'
+        else:
             return
-        options = keyword(node, "options")
-        if isinstance(options, ast.Dict):
-            for k, v in zip(options.keys, options.values):
-                if is_const(k, "triton.cudagraphs") and is_const(v, True):
-                    yield self.hit(node)
-                    return
+        calls = compiled_calls(node, ctx)
+        shape = varying_shape(calls, ctx)
+        if shape is not None:
+            call, var = shape
+            yield self.hit(node, message=(
+                f"{shown} records CUDA graphs, and `{_short(ctx, call.func)}` is called with input shapes that vary "
+                f"with `{var}` (line {call.lineno}): each new shape records and keeps another graph, with its own memory"))
+            return
+        kept = kept_output(calls, ctx)
+        if kept is not None:
+            call, where = kept
+            at = f"line {call.lineno}" if where.lineno == call.lineno else f"line {call.lineno}, kept on line {where.lineno}"
+            yield self.hit(node, message=(
+                f"{shown} records CUDA graphs, and the output of `{_short(ctx, call.func)}` ({at}) outlives the next "
+                "call without a copy: the next run overwrites it"))
+
+
+def _cudagraphs_option(options: ast.AST | None) -> bool:
+    if isinstance(options, ast.Dict):
+        return any(is_const(k, "triton.cudagraphs") and is_const(v, True) for k, v in zip(options.keys, options.values))
+    return False
+
+
+def _short(ctx: FileContext, node: ast.AST) -> str:
+    text = " ".join(ctx.segment(node).split())
+    return text if len(text) <= 40 else text[:37] + "..."

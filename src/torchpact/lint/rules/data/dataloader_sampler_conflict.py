@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext, argument, is_const
 from torchpact.lint.rule import Hit, Invalid, Rule, last_names
 
@@ -44,6 +44,11 @@ class DataloaderSamplerConflict(Rule):
     code = "TP502"
     category = Category.DATA
     severity = Severity.ERROR
+    requires = (
+        "the loader is a resolved `torch.utils.data.DataLoader`",
+        "the conflicting arguments are there on every path (for `error`), and the sampler is built by a "
+        "resolved constructor, not an unresolved call or attribute that may give None",
+    )
     facts = ("dataloader-shuffle-with-sampler-raises",)
     message = "`DataLoader` gets `shuffle=True` and a `sampler`: torch raises `ValueError: sampler option is mutually exclusive with shuffle`"
     fix_hint = "drop `shuffle=True` and let the sampler shuffle (DistributedSampler shuffles by default), or pass `shuffle=sampler is None`"
@@ -84,19 +89,26 @@ def build(dataset, sampler, batch_sampler, cfg):
 """,
     ]
     invalid = [
-        """
+        Invalid("""
 import torch
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank)
 loader = DataLoader(dataset, batch_size=32, shuffle=True, sampler=sampler)
-""",
+""", evidence=Evidence.MUST),
+        Invalid("""
+import torch
+from torch.utils.data import DataLoader
+def loaders(dataset, args):
+    sampler = build_sampler(dataset, args)
+    return DataLoader(dataset, batch_size=32, shuffle=True, sampler=sampler)
+""", severity=Severity.INFO, evidence=Evidence.UNRESOLVED),  # build_sampler() may return None
         Invalid("""
 import torch.utils.data as tud
 def main(args, dataset):
     train_sampler = tud.DistributedSampler(dataset) if args.distributed else None
     return tud.DataLoader(dataset, args.batch_size, True, train_sampler)
-""", severity=Severity.WARNING),
+""", severity=Severity.WARNING, evidence=Evidence.MAY),
         Invalid(
             """
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
@@ -131,6 +143,9 @@ loader2 = DataLoader(dataset, batch_sampler=batch_sampler, shuffle=True, drop_la
             if args["drop_last"] is not None and is_const(args["drop_last"], True):
                 conflicts.append("drop_last=True")
             if conflicts:
+                _note_unresolved(ctx, batch_sampler, "batch sampler")
+                if sampler_paths:
+                    _note_unresolved(ctx, sampler, "sampler", guards)
                 yield self._conflict(
                     node, min(paths),
                     f"`DataLoader` gets a `batch_sampler` together with {', '.join(conflicts)}", BATCH_SAMPLER_ERROR,
@@ -141,15 +156,16 @@ loader2 = DataLoader(dataset, batch_sampler=batch_sampler, shuffle=True, drop_la
         if shuffle is not None and _truthy_const(shuffle):
             sampler_paths = _sampler_paths(sampler, ctx)
             if sampler_paths:
+                _note_unresolved(ctx, sampler, "sampler")
                 yield self._conflict(node, sampler_paths, "`DataLoader` gets `shuffle=True` and a `sampler`",
                                      SAMPLER_ERROR, subject=ctx.segment(sampler) or None)
 
     def _conflict(self, node: ast.Call, paths: int, what: str, error: str, **kw) -> Hit:
         """An error when every path raises; a warning when only some do (``... if distributed else None``)."""
         if paths == ALWAYS:
-            return self.hit(node, message=f"{what}: torch raises `ValueError: {error}`", **kw)
+            return self.hit(node, message=f"{what}: torch raises `ValueError: {error}`", evidence=Evidence.MUST, **kw)
         return self.hit(node, message=f"{what} on some paths: there torch raises `ValueError: {error}`",
-                        severity=Severity.WARNING, **kw)
+                        evidence=Evidence.MAY, **kw)
 
 
 def _truthy_const(node: ast.expr) -> bool:
@@ -176,6 +192,36 @@ def _sampler_paths(expr: ast.AST | None, ctx: FileContext, guards: frozenset[str
         values = [v for _, v in ctx.bindings(expr) if v is not None]
         return _combine([_sampler_paths(v, ctx, guards, seen) for v in values]) if values else NEVER
     return ALWAYS
+
+
+def _note_unresolved(ctx: FileContext, expr: ast.AST | None, what: str, guards: frozenset[str] = frozenset()) -> None:
+    """Where a value taken for "not None" is an unresolved call, an attribute or a parameter's default,
+    it may be None after all: the evidence is unresolved."""
+    leaf = _unresolved_leaf(expr, ctx, guards, frozenset())
+    if leaf is not None:
+        ctx.note(Evidence.UNRESOLVED, f"the {what} `{ctx.segment(leaf)}` is not resolved: it may be None")
+
+
+def _unresolved_leaf(expr: ast.AST | None, ctx: FileContext, guards: frozenset[str], seen: frozenset[int]) -> ast.AST | None:
+    if expr is None or isinstance(expr, ast.Constant) or id(expr) in seen:
+        return None
+    seen = seen | {id(expr)}
+    if isinstance(expr, ast.IfExp):
+        if guards & {n.id for n in ast.walk(expr.test) if isinstance(n, ast.Name)}:
+            return None
+        return _unresolved_leaf(expr.body, ctx, guards, seen) or _unresolved_leaf(expr.orelse, ctx, guards, seen)
+    if isinstance(expr, ast.Name):
+        for _, v in ctx.bindings(expr):
+            found = _unresolved_leaf(v, ctx, guards, seen) if v is not None else None
+            if found is not None:
+                return found
+        return None
+    if isinstance(expr, ast.Call) and (ctx.call_name(expr) is not None or (
+            isinstance(expr.func, ast.Name) and expr.func.id in ctx.classes)):
+        return None  # a constructor (or torch call) resolved through the imports, or a class of this file
+    if isinstance(expr, (ast.List, ast.Tuple, ast.ListComp, ast.GeneratorExp)):
+        return None
+    return expr
 
 
 def _combine(paths: list[int]) -> int:

@@ -43,6 +43,11 @@ class DistributedSamplerWithoutSetEpoch(Rule):
     code = "TP501"
     category = Category.DATA
     severity = Severity.WARNING
+    requires = (
+        "the sampler is a resolved shuffling `DistributedSampler` whose loader is iterated inside an outer "
+        "loop",
+        "`set_epoch` appears nowhere in the file",
+    )
     facts = ("sampler-replays-order-without-set-epoch",)
     message = "a shuffling `DistributedSampler` is iterated every epoch without `set_epoch(epoch)`: every epoch replays the same order"
     fix_hint = "call `sampler.set_epoch(epoch)` at the start of every epoch, before iterating the loader"

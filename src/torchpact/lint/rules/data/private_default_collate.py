@@ -34,6 +34,7 @@ class PrivateDefaultCollate(ApiUse):
     triggers = ("_utils",)
     fixable = True
     names = PUBLIC
+    references_count = True  # the private path may vanish: a reference fails as a call would
 
     valid = ["""
 from torch.utils.data import default_collate

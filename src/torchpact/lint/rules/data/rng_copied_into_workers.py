@@ -41,6 +41,10 @@ class RngCopiedIntoWorkers(Rule):
     code = "TP550"  # shared with the run check of the same pattern (watch/watchers)
     category = Category.DATA
     severity = Severity.WARNING
+    requires = (
+        "the generator is built in a Dataset's `__init__` and used in `__getitem__` / `__iter__`",
+        "the file never re-seeds it per worker",
+    )
     message = ("this generator is copied into every DataLoader worker in the same state: workers draw the same "
                "numbers, and every epoch repeats the first")
     fix_hint = ("re-seed it per worker (`worker_init_fn` using `torch.utils.data.get_worker_info().seed`) or use "

@@ -13,7 +13,9 @@ class TorchvisionV2ToTensor(ApiUse):
     ## Why is this bad?
     torchvision deprecates `v2.ToTensor` ("will be removed in a future release") because it
     does two things at once — converts to a tensor image *and* rescales to `[0, 1]` only for some
-    input types — which is easy to get wrong with the v2 tensor subclasses.
+    input types — which is easy to get wrong with the v2 tensor subclasses. Its constructor warns
+    (torchvision 0.28, `transforms/v2/_deprecated.py`):
+    `UserWarning: The transform ToTensor() is deprecated and will be removed in a future release`.
 
     ## Fix safety
     No autofix: the replacement is `v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32,

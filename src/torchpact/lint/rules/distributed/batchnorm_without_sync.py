@@ -7,6 +7,7 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, argument
 from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rules._modules import layer_used
 from torchpact.lint.rules.distributed._util import DDP_CALLEES, is_ddp_call
 
 BATCHNORMS = {f"torch.nn.{p}BatchNorm{d}d" for p in ("", "Lazy") for d in (1, 2, 3)}
@@ -24,7 +25,9 @@ class BatchnormWithoutSync(Rule):
     Flags `DistributedDataParallel(model)` when the model builds BatchNorm layers (`nn.BatchNorm1d/2d/3d`,
     or a torchvision model made of them such as `resnet50()`) and the file never mentions
     `SyncBatchNorm` / `convert_sync_batchnorm`. A model whose class is defined in the file is looked
-    into (with the local classes it builds); otherwise any BatchNorm built in the file counts. Advice (`info`): per-rank statistics are often what is wanted (large
+    into (with the local classes it builds); otherwise any BatchNorm built in the file counts. A
+    BatchNorm built but never called keeps no statistics and does not count: bound to a name or
+    attribute nothing in the file reads, or dropped (`rules/_modules.py`). Advice (`info`): per-rank statistics are often what is wanted (large
     per-GPU batches, or a deliberate choice); the point is to make it a choice.
 
     ## Why is this bad?
@@ -47,6 +50,9 @@ class BatchnormWithoutSync(Rule):
     code = "TP605"
     category = Category.DISTRIBUTED
     severity = Severity.INFO
+    requires = (
+        "the model wrapped in DDP builds BatchNorm layers and the file never mentions SyncBatchNorm",
+    )
     facts = ("batchnorm-under-ddp-uses-local-statistics",)
     message = "a model with BatchNorm is wrapped in DDP without SyncBatchNorm: each rank normalises with its own batch statistics and the running stats come from rank 0's data only"
     fix_hint = "convert before wrapping: `model = nn.SyncBatchNorm.convert_sync_batchnorm(model)` (or keep per-rank BN on purpose)"
@@ -91,6 +97,27 @@ def main(args, rank):
         model = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
     return DDP(model.to(rank), device_ids=[rank])
 """,
+        """
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+class Tower(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.mlp = nn.Linear(width, width)
+        self.unused_bn = nn.BatchNorm1d(width) if width > 8 else None
+
+    def forward(self, x):
+        return self.mlp(x).relu()
+replica = DDP(Tower(16).cuda(rank), device_ids=[rank])
+""",
+        """
+import torch
+from torch import nn
+def build(rank):
+    norm = nn.BatchNorm2d(8)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), nn.GroupNorm(2, 8))
+    return torch.nn.parallel.DistributedDataParallel(net.to(rank), device_ids=[rank])
+""",
     ]
     invalid = [
         """
@@ -112,6 +139,28 @@ def main(rank):
     model = resnet50().to(rank)
     return torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
 """,
+        """
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+class Tower(nn.Module):
+    def __init__(self, width):
+        super().__init__()
+        self.mlp = nn.Linear(width, width)
+        self.bn = nn.BatchNorm1d(width) if width > 8 else None
+
+    def forward(self, x):
+        x = self.mlp(x)
+        return self.bn(x) if self.bn is not None else x
+replica = DDP(Tower(16).cuda(rank), device_ids=[rank])
+""",
+        """
+import torch
+from torch import nn
+def build(rank):
+    norm = nn.BatchNorm2d(8)
+    net = nn.Sequential(nn.Conv2d(3, 8, 3), norm)
+    return torch.nn.parallel.DistributedDataParallel(net.to(rank), device_ids=[rank])
+""",
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -127,7 +176,8 @@ def main(rank):
             region: list[ast.AST] = list(_class_closure(ctx, cls))
         else:
             region = [ctx.tree]
-        bn = next((c for root in region for c in ast.walk(root) if _builds_batchnorm(ctx, c)), None)
+        bn = next((c for root in region for c in ast.walk(root)
+                   if _builds_batchnorm(ctx, c) and layer_used(c, ctx)), None)
         if bn is not None:
             yield self.hit(node, subject=ctx.segment(bn.func) or None)
 

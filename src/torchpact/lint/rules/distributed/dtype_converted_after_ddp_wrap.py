@@ -3,9 +3,9 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext, argument
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules.distributed._util import (DDP_CALLEES, after, dotted_name, exclusive_branches, is_ddp_call, target_names)
 
 CONVERTING_METHODS = {"half", "double", "bfloat16"}
@@ -47,6 +47,11 @@ class DtypeConvertedAfterDdpWrap(Rule):
     code = "TP601"
     category = Category.DISTRIBUTED
     severity = Severity.ERROR
+    requires = (
+        "the wrapper is a resolved `DistributedDataParallel` call",
+        "after it, the wrapped model (or the wrapper, or `.module`) is converted to another dtype by a statement "
+        "that runs whenever the wrap does (for `error`), and the DDP model is then called or something back-propagated",
+    )
     facts = ("dtype-conversion-after-ddp-wrap-stops-all-reduce",)
     message = "the module is converted to another dtype after being wrapped in DDP: gradients are no longer all-reduced and the replicas silently drift apart"
     fix_hint = "convert the model first (`model.half()` / `model.to(dtype)`), then wrap it in `DistributedDataParallel`"
@@ -130,6 +135,16 @@ from torch.nn.parallel import DistributedDataParallel
 ddp_model = DistributedDataParallel(net).double()
 ddp_model(torch.randn(2, 4, dtype=torch.float64)).sum().backward()
 """,
+        Invalid("""
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+def train(model, loader, args):
+    ddp = DDP(model)
+    if args.bf16:
+        model.to(torch.bfloat16)
+    for x in loader:
+        ddp(x).sum().backward()
+""", severity=Severity.WARNING, evidence=Evidence.MAY),  # converted on the bf16 path only
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -143,7 +158,7 @@ ddp_model(torch.randn(2, 4, dtype=torch.float64)).sum().backward()
         parent = ctx.parent(node)
         if isinstance(parent, ast.Attribute) and isinstance(call := ctx.parent(parent), ast.Call) and call.func is parent:
             if _changes_dtype(call, ctx):
-                yield self.hit(call, subject=inner)
+                yield self.hit(call, subject=inner, evidence=Evidence.MUST)
             outer |= target_names(ctx, call)
         roots = {r for r in (inner, *outer) if r} | {f"{o}.module" for o in outer}
         if not roots:
@@ -164,7 +179,9 @@ ddp_model(torch.randn(2, 4, dtype=torch.float64)).sum().backward()
             if inner and _converted_before(ctx, scope, inner, sub, anchor):
                 continue  # same conversion before wrapping: this one is a no-op
             if _trained_after(ctx, scope, sub, users):
-                yield self.hit(sub, subject=receiver)
+                if ctx.conditional(sub, within=ctx.parent(anchor)):
+                    ctx.note(Evidence.MAY, "the conversion runs on some paths only")
+                yield self.hit(sub, subject=receiver, evidence=Evidence.MUST)
 
 
 def _changes_dtype(call: ast.Call, ctx: FileContext) -> bool:

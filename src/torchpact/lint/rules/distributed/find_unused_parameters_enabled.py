@@ -51,6 +51,10 @@ class FindUnusedParametersEnabled(Rule):
     code = "TP604"
     category = Category.DISTRIBUTED
     severity = Severity.INFO
+    requires = (
+        "the call passes `find_unused_parameters=True` to DDP (or a strategy that forwards it) without "
+        "`static_graph=True`",
+    )
     facts = ("find-unused-parameters-costs-several-times",)
     message = "`find_unused_parameters=True` makes DDP search the autograd graph and run an extra all-reduce on every step"
     fix_hint = "drop it if every parameter gets a gradient; use `static_graph=True` if the unused set is the same every step"

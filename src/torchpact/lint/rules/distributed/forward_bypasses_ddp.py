@@ -4,8 +4,8 @@ import ast
 from typing import Iterator
 
 from torchpact.lint.context import DDP, FileContext
-from torchpact.findings import Category, Severity
-from torchpact.lint.rule import Hit, Rule
+from torchpact.findings import Category, Evidence, Severity
+from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules.distributed._util import DDP_CLASSES, dotted_name
 
 
@@ -36,6 +36,11 @@ class ForwardBypassesDdp(Rule):
     code = "TP602"
     category = Category.DISTRIBUTED
     severity = Severity.ERROR
+    requires = (
+        "the wrapper is a resolved `DistributedDataParallel` on every binding (for `error`)",
+        "the function calls `.module(...)` / `.module.forward(...)` with gradients on, back-propagates, and "
+        "never calls the wrapper itself",
+    )
     facts = ("forward-through-module-skips-all-reduce",)
     message = "the forward pass goes through `ddp.module(...)`, bypassing DDP: the backward pass all-reduces nothing and every rank trains on its own gradients"
     fix_hint = "call the DDP wrapper (`ddp(x)`) for training forward passes; use `with ddp.no_sync():` to skip a sync on purpose"
@@ -105,6 +110,18 @@ def train(model, rank, loader, optimizer):
         optimizer.step()
 """
         ),
+        Invalid("""
+import torch
+from torch.nn.parallel import DistributedDataParallel
+def train(net, loader, optimizer, world_size):
+    if world_size > 1:
+        wrapped = DistributedDataParallel(net)
+    else:
+        wrapped = make_local_wrapper(net)
+    for x in loader:
+        wrapped.module(x).sum().backward()
+        optimizer.step()
+""", severity=Severity.WARNING, evidence=Evidence.MAY),  # a DDP wrapper on one path only
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -125,7 +142,7 @@ def train(model, rank, loader, optimizer):
             return
         if any(isinstance(sub, ast.Call) and dotted_name(sub.func) == name for sub in ctx.walk_scope(scope)):
             return  # the DDP forward runs too: micro-steps through .module, or eval next to training
-        yield self.hit(node, subject=name)
+        yield self.hit(node, subject=name, evidence=Evidence.MUST)
 
 
 def _built_by_ddp(ctx: FileContext, expr: ast.AST) -> bool:

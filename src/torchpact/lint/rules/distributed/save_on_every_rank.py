@@ -44,6 +44,10 @@ class SaveOnEveryRank(Rule):
     code = "TP603"
     category = Category.DISTRIBUTED
     severity = Severity.WARNING
+    requires = (
+        "the file starts a process group or wraps a model in DDP / FSDP",
+        "the `torch.save` is under no rank guard the analysis recognises",
+    )
     facts = ("save-writes-only-on-rank-0",)
     message = "`torch.save` runs on every rank of this DDP script: all ranks write the same file at once"
     fix_hint = "save from one rank only (`if dist.get_rank() == 0: torch.save(...)`), then `dist.barrier()` if others read it"

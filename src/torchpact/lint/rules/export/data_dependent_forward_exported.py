@@ -60,6 +60,9 @@ class DataDependentForwardExported(Rule):
     code = "TP701"
     category = Category.EXPORT
     severity = Severity.WARNING
+    requires = (
+        "the exported model's class is in this file and its `forward` branches on tensor values",
+    )
     facts = ("jit-trace-records-one-branch", "export-refuses-data-dependent-branch")
     message = ("the exported model's forward branches on tensor values: tracing bakes in the example's "
                "branch, torch.export raises on it")

@@ -1,16 +1,34 @@
 from __future__ import annotations
 
+import ast
+
 from torchpact.findings import Category, Severity
+from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Invalid
 from torchpact.lint.rules._api import ApiUse
 
+# torch.jit functions that take a scripted module and give back one (still the artifact).
+_JIT_PASSES = {"torch.jit.freeze", "torch.jit.optimize_for_inference", "torch.jit.script", "torch.jit.trace"}
+_SAVES = {"torch.jit.save"}
+
 
 class DeprecatedTorchscript(ApiUse):
-    """`torch.jit.script` / `torch.jit.trace` is used; TorchScript is deprecated on torch 2.13.
+    """`torch.jit.script` / `torch.jit.trace` is used for speed; TorchScript is deprecated on torch 2.13.
 
     ## What it does
-    Flags calls of `torch.jit.script`, `torch.jit.trace` and `torch.jit.trace_module`. Info only:
+    Flags calls of `torch.jit.script`, `torch.jit.trace` and `torch.jit.trace_module` (and
+    `@torch.jit.script` on a function) where scripting serves the program itself: a decorated
+    helper, a scripted callable stored (`self.fn = torch.jit.script(fn)`) and called. Info only:
     existing TorchScript deployments keep working.
+
+    Not flagged: a call whose scripted result is the function's product — saved as its output
+    (`scripted.save(path)`, `torch.jit.save(scripted, path)`), or made from what the caller hands
+    over (a parameter, `self`) and returned to it (`return torch.jit.trace_module(self, ...)` in a
+    `to_script_module()` method, `return torch.jit.script(m)`), also after `torch.jit.freeze` /
+    `optimize_for_inference`. There the TorchScript artifact is what the API promises (an export
+    format the user selects), and no replacement exists without changing that API. A factory that
+    returns a scripted module it builds itself (`return torch.jit.script(Cell(n))`), and a function
+    used as a decorator in the same file (`@maybe_script`), still script for speed, and are flagged.
 
     ## Why is this bad?
     On torch 2.13 each call emits `DeprecationWarning: torch.jit.script is deprecated. Please switch
@@ -37,9 +55,164 @@ fast = torch.compile(model)
 @torch.jit.ignore
 def helper(x):
     return x
+""", """
+import torch
+
+class Estimator(torch.nn.Module):
+    def to_script_module(self):
+        self.train(False)
+        example = torch.randn(2, self.dim)
+        result = torch.jit.trace_module(self, {"predict": (example,)}, check_trace=False)
+        return result
+""", """
+import torch
+
+def export(model, example, path, fmt):
+    if fmt == "torchscript":
+        jitted = torch.jit.trace(model, example, strict=True)
+        jitted = torch.jit.freeze(jitted)
+        jitted.save(path)
+    else:
+        torch.onnx.export(model, (example,), path, dynamo=True)
+""", """
+import torch.jit
+
+def save_scripted(module, out_file):
+    torch.jit.save(torch.jit.script(module.eval()), out_file)
+""", """
+from torch import jit
+
+def as_torchscript(fn, examples):
+    return jit.trace(fn, examples)
+""", """
+import torch
+
+def bundle(encoder, decoder, x):
+    enc = torch.jit.script(encoder)
+    dec = torch.jit.trace(decoder, (enc(x),))
+    return enc, dec
 """]
     invalid = [Invalid("""
 import torch
 scripted = torch.jit.script(model)
 traced = torch.jit.trace(model, example)
-""", count=2)]
+""", count=2), """
+import torch
+
+@torch.jit.script
+def fused_gelu(x):
+    return x * 0.5 * (1.0 + torch.erf(x / 1.41421))
+""", """
+import torch
+
+class Diarizer(torch.nn.Module):
+    def __init__(self, helper):
+        super().__init__()
+        self.concat = torch.jit.script(helper)
+
+    def forward(self, a, b):
+        return self.concat(a, b)
+""", """
+import torch
+
+def maybe_script(fn):
+    return torch.jit.script(fn)
+
+@maybe_script
+def smooth(x, k: int):
+    return x.cumsum(0) / k
+""", """
+import torch
+
+def make_cell(n, layers):
+    return torch.jit.script(LayerNormLSTM(n, layers))
+""", """
+import torch
+
+def run(model, batches):
+    fast = torch.jit.trace(model, batches[0])
+    outs = [fast(b) for b in batches]
+    return outs
+"""]
+
+    def applies(self, node: ast.Attribute, ctx: FileContext) -> bool:
+        call = ctx.parent(node)
+        if not (isinstance(call, ast.Call) and call.func is node):
+            return True
+        return not _is_functions_product(call, ctx)
+
+
+def _is_functions_product(call: ast.Call, ctx: FileContext) -> bool:
+    """Whether what ``call`` scripts is saved, or is the caller's own object returned to it, through
+    the names it is bound to (and jit passes such as ``freeze`` over them)."""
+    fn = ctx.enclosing_function(call)
+    if fn is not None and _used_as_decorator(fn.name, ctx):
+        return False
+    converts_callers = fn is not None and _callers_object(call, fn)
+    artifacts: set[str] = set()
+    found = _produced(call, artifacts, ctx)
+    if found == "saved" or (found == "returned" and converts_callers):
+        return True
+    if not artifacts:
+        return False
+    scope = ctx.scope(call)
+    body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]
+    changed = True
+    while changed:  # names bound to jit passes over an artifact are artifacts too
+        changed = False
+        for node in ctx.walk_scope(body):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _jit_pass_over(node.value, artifacts, ctx):
+                for t in node.targets:
+                    if isinstance(t, ast.Name) and t.id not in artifacts:
+                        artifacts.add(t.id)
+                        changed = True
+    for node in ctx.walk_scope(body):
+        if isinstance(node, ast.Name) and node.id in artifacts and isinstance(node.ctx, ast.Load):
+            found = _produced(node, set(), ctx)
+            if found == "saved" or (found == "returned" and converts_callers):
+                return True
+    return False
+
+
+def _callers_object(call: ast.Call, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """The scripted object is a parameter of ``fn`` or ``self`` (``self.eval()``, ``model.visual``)."""
+    target = call.args[0] if call.args else None
+    while isinstance(target, (ast.Attribute, ast.Call, ast.Subscript)):
+        target = target.func if isinstance(target, ast.Call) else target.value
+    params = {a.arg for a in [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]}
+    return isinstance(target, ast.Name) and target.id in params
+
+
+def _produced(expr: ast.AST, names: set[str], ctx: FileContext) -> str | None:
+    """"returned" / "saved" when ``expr`` (the scripted value) is returned, yielded or saved where it
+    stands; the names it is bound to are added to ``names``."""
+    parent = ctx.parent(expr)
+    while isinstance(parent, ast.Tuple) or (isinstance(parent, ast.Call) and _is_jit_pass(parent, ctx)
+                                            and expr in parent.args):
+        expr, parent = parent, ctx.parent(parent)
+    if isinstance(parent, (ast.Return, ast.Yield, ast.YieldFrom)):
+        return "returned"
+    if isinstance(parent, ast.Attribute) and parent.attr == "save":
+        return "saved"
+    if isinstance(parent, ast.Call) and expr in parent.args and ctx.call_name(parent) in _SAVES:
+        return "saved"
+    if isinstance(parent, ast.Assign):
+        names.update(t.id for t in parent.targets if isinstance(t, ast.Name))
+    return None
+
+
+def _is_jit_pass(call: ast.Call, ctx: FileContext) -> bool:
+    return ctx.call_name(call) in _JIT_PASSES
+
+
+def _jit_pass_over(call: ast.Call, artifacts: set[str], ctx: FileContext) -> bool:
+    return _is_jit_pass(call, ctx) and any(isinstance(a, ast.Name) and a.id in artifacts for a in call.args)
+
+
+def _used_as_decorator(name: str, ctx: FileContext) -> bool:
+    for node in ctx.nodes(ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef):
+        for d in node.decorator_list:
+            target = d.func if isinstance(d, ast.Call) else d
+            if isinstance(target, ast.Name) and target.id == name:
+                return True
+    return False

@@ -6,6 +6,7 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, is_const, keyword
 from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rules._modules import layer_used
 from torchpact.lint.rules.export._util import (
     EXPORT_CALLEES,
     ONNX,
@@ -42,6 +43,12 @@ class ExportedInTrainingMode(Rule):
     rather than built, is not flagged; neither is the legacy `torch.onnx.export(..., dynamo=False)`,
     which exports in eval mode by default.
 
+    The condition it needs: a layer whose behaviour depends on the mode runs in the exported
+    forward. A layer built but never called changes nothing: `self.drop = nn.Dropout(p)` that no
+    code of the file reads (by that attribute name, or as a string for `getattr`), or an
+    `nn.Dropout(...)` statement whose result is dropped, does not count (`rules/_modules.py`); one
+    handed to a container (`nn.Sequential`, `nn.ModuleList`, `add_module`) or read anywhere does.
+
     ## Why is this bad?
     A new `nn.Module` is in training mode, and on torch 2.13 every exporter records the mode it finds:
     `torch.jit.trace` bakes in active dropout and BatchNorm with batch statistics — the traced module
@@ -63,6 +70,10 @@ class ExportedInTrainingMode(Rule):
     code = "TP702"
     category = Category.EXPORT
     severity = Severity.WARNING
+    requires = (
+        "the exported model is built in this file with Dropout or BatchNorm and never put in eval mode before"
+        " the export",
+    )
     facts = ("new-module-is-in-training-mode", "export-in-training-mode-records-training-ops")
     message = ("a model with Dropout/BatchNorm is exported in training mode: the exported graph keeps "
                "training-mode dropout and batch statistics")
@@ -111,6 +122,38 @@ def main():
     train(model)                   # may end with model.eval()
     torch.jit.trace(model, torch.randn(2, 4))
 """,
+        """
+import torch
+from torch import nn
+
+class Encoder(nn.Module):
+    def __init__(self, use_dropout=False):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.spare_dropout = nn.Dropout(0.3)   # kept for old checkpoints, never called
+        self.spare_norm = nn.BatchNorm1d(8)
+
+    def forward(self, tokens):
+        return torch.tanh(self.proj(tokens))
+
+encoder = Encoder()
+torch.jit.trace(encoder, torch.randn(2, 8))
+""",
+        """
+import torch
+import torch.nn as nn
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.out = nn.Linear(4, 2)
+        nn.Dropout(0.5)                        # built and dropped
+
+    def forward(self, x):
+        return self.out(x)
+
+torch.export.export(Head(), (torch.randn(1, 4),))
+""",
     ]
     invalid = [
         """
@@ -145,6 +188,40 @@ import torchvision
 
 model = torchvision.models.mobilenet_v3_small(weights="DEFAULT")
 torch.onnx.export(model, (torch.randn(1, 3, 224, 224),), "mobilenet.onnx")
+""",
+        """
+import torch
+from torch import nn
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.spare_dropout = nn.Dropout(0.3)
+
+    def forward(self, tokens):
+        return getattr(self, "spare_dropout")(self.proj(tokens))
+
+encoder = Encoder()
+torch.jit.trace(encoder, torch.randn(2, 8))
+""",
+        """
+import torch
+import torch.nn as nn
+
+class Head(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList()
+        self.layers.append(nn.Linear(4, 4))
+        self.layers.append(nn.Dropout(0.5))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+torch.export.export(Head(), (torch.randn(1, 4),))
 """,
     ]
 
@@ -237,13 +314,19 @@ def _layer_feature(call: ast.Call, ctx: FileContext) -> str | None:
     return None
 
 
+def _is_layer(call: ast.Call, ctx: FileContext) -> bool:
+    """``nn.Dropout(...)`` (a module to call), not ``F.dropout(...)`` (a call that runs)."""
+    qn = ctx.call_name(call) or ""
+    return qn.startswith("torch.nn.") and not qn.startswith("torch.nn.functional.")
+
+
 def _expr_features(expr: ast.AST, ctx: FileContext, seen: set[str]) -> set[str]:
     out: set[str] = set()
     for node in ast.walk(expr):
         if isinstance(node, ast.Call):
             f = _layer_feature(node, ctx)
-            if f:
-                out.add(f)
+            if f and (not _is_layer(node, ctx) or layer_used(node, ctx)):
+                out.add(f)  # a layer built but never called changes nothing
             elif isinstance(node.func, ast.Name) and node.func.id in ctx.module_classes:
                 out |= _class_features(ctx.module_classes[node.func.id], ctx, seen)
     return out

@@ -34,6 +34,9 @@ class OnnxExportFixedShapes(Rule):
     code = "TP703"
     category = Category.EXPORT
     severity = Severity.INFO
+    requires = (
+        "the call resolves to `torch.onnx.export` and passes no dynamic shapes or axes",
+    )
     facts = ("onnx-export-fixes-input-shapes",)
     message = ("ONNX export without dynamic_shapes/dynamic_axes: every input dimension is fixed to the "
                "example's size, and onnxruntime rejects any other batch size")

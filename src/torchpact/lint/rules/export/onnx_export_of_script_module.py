@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules.export._util import EXPORT_CALLEES, SCRIPT_MAKERS, call_chain, export_call
@@ -34,6 +34,9 @@ class OnnxExportOfScriptModule(Rule):
     code = "TP704"
     category = Category.EXPORT
     severity = Severity.ERROR
+    requires = ("the exporter is resolved (`torch.export.export`, or `torch.onnx.export` on its dynamo path)",
+                "every value of the exported model is made by a resolved TorchScript maker (`torch.jit.script` / "
+                "`trace` / `load`)")
     facts = ("onnx-export-of-script-module-works",)
     message = ("a TorchScript module is exported with torch.export (the default ONNX exporter): torch "
                "raises 'Exporting a ScriptModule is not supported'")
@@ -90,4 +93,5 @@ def export(path, example):
         maker = makers[0]
         message = (f"{ec.label} of a TorchScript module (from `{maker}`): torch.export does not take "
                    "TorchScript and raises 'Exporting a ScriptModule is not supported'")
-        yield self.hit(node, message=message, subject=ctx.segment(ec.model) if isinstance(ec.model, ast.Name) else None)
+        yield self.hit(node, message=message, subject=ctx.segment(ec.model) if isinstance(ec.model, ast.Name) else None,
+                       evidence=Evidence.MUST)

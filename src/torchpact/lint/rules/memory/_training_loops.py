@@ -1,8 +1,12 @@
 """Which loops are training loops, and what runs on every one of their iterations.
 
 Shared by the memory and performance rules that only mean something inside a training loop (one
-that back-propagates or steps an optimizer on each iteration), not inside a model's own loops over
-layers or time steps, nor in an epoch loop that merely contains the training loop.
+that back-propagates or steps an optimizer on each iteration, on a module that is the same object
+in every iteration), not inside a model's own loops over layers or time steps, nor in an epoch loop
+that merely contains the training loop, nor in a loop over models or configurations whose
+iterations each build and train a different module (``_model_loops``). A loop over models nested in
+a loop is transparent: when its models are the same objects on each iteration of the outer loop (an
+ensemble trained round-robin), the outer loop is the training loop.
 """
 
 from __future__ import annotations
@@ -10,7 +14,9 @@ from __future__ import annotations
 import ast
 import re
 
+from torchpact.findings import Evidence
 from torchpact.lint.context import OPTIMIZER, SCALER, FileContext
+from torchpact.lint.rules.memory._model_loops import iterates_models
 
 _OPTIMIZER_NAME = re.compile(r"optim|^opt(_|\d|s)?$|_opt$", re.I)
 
@@ -38,7 +44,9 @@ def is_update_call(node: ast.AST, ctx: FileContext) -> bool:
             if ctx.kinds(func.value) & {OPTIMIZER, SCALER}:
                 return True
             name = _terminal_name(func.value)
-            return bool(name and _OPTIMIZER_NAME.search(name))
+            if name and _OPTIMIZER_NAME.search(name):
+                ctx.note(Evidence.UNRESOLVED, f"`{name}` is taken for an optimizer by its name")
+                return True
     return False
 
 
@@ -49,25 +57,39 @@ def nearest_loop(node: ast.AST, ctx: FileContext) -> ast.AST | None:
 
 def is_step_loop(loop: ast.AST, ctx: FileContext) -> bool:
     """Whether each iteration of ``loop`` itself back-propagates or steps an optimizer (directly, or
-    through a function of this file it calls), as opposed to a loop nested inside it doing so."""
-    cached = getattr(loop, "_tp_step_loop", None)
-    if cached is not None:
-        return cached
+    through a function of this file it calls), as opposed to a loop nested inside it doing so, on
+    a module that is not bound anew in each iteration."""
     if not _has_update_calls(ctx):
         return False
-    found = False
-    for node in ctx.walk_scope(loop.body):  # type: ignore[attr-defined]
-        if not isinstance(node, ast.Call) or nearest_loop(node, ctx) is not loop:
-            continue
-        if is_update_call(node, ctx):
-            found = True
-            break
-        fns = _local_callees(node, ctx)
-        if fns and ctx.reaches(fns, lambda n: is_update_call(n, ctx) and not ctx.in_loop(n), depth=2):
-            found = True
-            break
-    loop._tp_step_loop = found  # type: ignore[attr-defined]
-    return found
+    return ctx.remember(("step_loop", id(loop)), lambda: _is_step_loop(loop, ctx))  # type: ignore[return-value]
+
+
+def _is_step_loop(loop: ast.AST, ctx: FileContext) -> bool:
+    calls = [n for n in ctx.walk_scope(loop.body)  # type: ignore[attr-defined]
+             if isinstance(n, ast.Call) and _own_iteration(n, loop, ctx)]
+    # a backward() is sure evidence; an optimizer's step may be one by its name only: backward first
+    for update in (_is_backward, is_update_call):
+        for node in calls:
+            if update(node, ctx) or (
+                    (fns := _local_callees(node, ctx))
+                    and ctx.reaches(fns, lambda n: update(n, ctx) and not ctx.in_loop(n), depth=2)):
+                return not iterates_models(loop, ctx)
+    return False
+
+
+def _is_backward(node: ast.AST, ctx: FileContext) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in (
+        "backward", "manual_backward")
+
+
+def _own_iteration(node: ast.AST, loop: ast.AST, ctx: FileContext) -> bool:
+    """``node``'s innermost loop is ``loop``, or every loop between them is a loop over models."""
+    loops = ctx.enclosing_loops(node)
+    if not loops or loops[0] is loop:
+        return bool(loops)
+    if loop not in loops:
+        return False
+    return all(iterates_models(inner, ctx) for inner in loops[:loops.index(loop)])
 
 
 _UPDATE_ATTRS = frozenset({"backward", "manual_backward", "step"})

@@ -6,7 +6,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import LOSS_FN, MODULE, FileContext, is_const
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Invalid, Hit, Rule
 from torchpact.lint.rules.memory._training_loops import is_update_call
 
 # Hooks that PyTorch Lightning already runs under no_grad / inference_mode.
@@ -49,6 +49,11 @@ class EvalLoopWithoutNoGrad(Rule):
     code = "TP103"
     category = Category.MEMORY
     severity = Severity.WARNING
+    requires = (
+        "the model is resolved to a module through dataflow, switched to eval mode before the loop",
+        "nothing in or after the loop asks for gradients, and no `no_grad` / `inference_mode` covers the "
+        "forward",
+    )
     message = ("the model runs forward in an evaluation loop with gradients enabled: `.eval()` does not "
                "disable autograd, so every batch builds a graph and saves its activations for nothing")
     fix_hint = ("wrap the loop in `with torch.no_grad():` (or `torch.inference_mode()`), or decorate "
@@ -125,7 +130,7 @@ for x in loader:
 """,
     ]
     invalid = [
-        """
+        Invalid("""
 import torch
 def evaluate(model, loader):
     model.eval()
@@ -133,7 +138,7 @@ def evaluate(model, loader):
     for x, y in loader:
         preds.append(model(x))
     return torch.cat(preds)
-""",
+""", severity=Severity.INFO),
         """
 import torch.nn as nn
 from torch import optim
@@ -150,7 +155,7 @@ for epoch_batch in val_loader:
     for x, y in epoch_batch:
         correct += (net(x).argmax(1) == y).sum().item()
 """,
-        """
+        Invalid("""
 import torch
 class Runner:
     def test(self, loader):
@@ -160,7 +165,7 @@ class Runner:
             with torch.autocast("cpu"):
                 results.append(self.model.forward(batch).float())
         return results
-""",
+""", severity=Severity.INFO),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -174,12 +179,7 @@ class Runner:
 
     def _qualifies(self, loop: ast.AST, ctx: FileContext) -> ast.Call | None:
         """The loop's first forward run with gradients enabled, when the loop is an evaluation loop."""
-        cached = getattr(loop, "_tp_eval_loop", False)
-        if cached is not False:
-            return cached
-        result = self._evaluate(loop, ctx)
-        loop._tp_eval_loop = result  # type: ignore[attr-defined]
-        return result
+        return ctx.remember(("eval_loop", id(loop)), lambda: self._evaluate(loop, ctx))  # type: ignore[return-value]
 
     def _evaluate(self, loop: ast.AST, ctx: FileContext) -> ast.Call | None:
         scope = ctx.scope(loop)

@@ -19,10 +19,21 @@ class GraphKeptInContainer(Rule):
     ## What it does
     Flags `losses.append(loss)`, `preds.append(model(x))`, `history.extend([...])`,
     `outs[step] = out` (and tuples or dicts holding such tensors) inside a training loop — one that
-    calls `backward()` or `optimizer.step()` — when the value was computed with gradients enabled
+    calls `backward()` or `optimizer.step()` on a module that is the same object in every iteration,
+    not a loop over models or configurations that builds or takes a new module in each iteration (one
+    graph per model, as many as there are models) — when the value was computed with gradients enabled
     and still carries its `grad_fn` (`.cpu()`, `.to()`, `.float()` keep it), and the container is
-    created outside the loop. Containers that are emptied or re-created inside the loop, bounded
-    `deque(maxlen=...)`s, containers whose contents are later back-propagated in the same
+    created outside the loop and nothing in the loop bounds it.
+
+    The condition it needs: a container is bounded when some path inside the iterations of the
+    training loop re-creates it (`buf = []`, also under an `if` at a logging or accumulation
+    boundary), empties or trims it (`buf.clear()`, `buf.pop(0)`, `del buf[:]`, `buf[:] = []`), or
+    calls a helper of this file that does (a method that resets `self.buf`, a function given `buf`
+    that clears it, one that re-binds it `global`); it then holds the graphs of the iterations
+    between two resets, which the loop controls. A value carries a graph when it was computed with
+    gradients on from something attached: a module call's output is attached when the module has
+    parameters or its input is attached, so a parameter-free module (pooling, an activation,
+    `Dropout`) applied to the batch itself stores no graph. Such containers, bounded `deque(maxlen=...)`s, containers whose contents are later back-propagated in the same
     function (`torch.stack(losses).sum().backward()`), and containers the function creates and
     returns (`return sum(losses)`: they live for one call, and the caller back-propagates them) are
     not flagged.
@@ -47,6 +58,12 @@ class GraphKeptInContainer(Rule):
     code = "TP102"
     category = Category.MEMORY
     severity = Severity.WARNING
+    requires = (
+        "the stored value is a graph-attached loss or model output computed with gradients on (resolved "
+        "through dataflow)",
+        "the loop back-propagates or steps an optimizer every iteration, and the container outlives the "
+        "iteration",
+    )
     message = ("a graph-attached tensor is kept in a container across training iterations: every "
                "step's autograd graph (and, until backward runs through it, its saved activations) "
                "stays alive and memory grows every step")
@@ -125,6 +142,101 @@ def chunked_loss(model, anchors, positives, chunk, with_backward):
     total = sum(losses)
     return total
 """,
+        """
+import torch.nn.functional as F
+def fit(net, batches, opt):
+    recent = []
+    for n, (inp, tgt) in enumerate(batches):
+        pred = net(inp)
+        err = F.mse_loss(pred, tgt)
+        err.backward()
+        opt.step()
+        recent.append(err)
+        if n % 20 == 19:
+            publish(recent)
+            recent[:] = []
+""",
+        """
+import torch.nn.functional as F
+def publish_and_empty(store):
+    publish(store)
+    store.clear()
+
+def fit(net, batches, opt):
+    recent = []
+    for n, (inp, tgt) in enumerate(batches):
+        err = F.l1_loss(net(inp), tgt)
+        err.backward()
+        opt.step()
+        recent.append(err)
+        if n % 20 == 19:
+            publish_and_empty(recent)
+""",
+        """
+import torch.nn.functional as F
+class Loop:
+    def restart_log(self):
+        self.seen_outputs = []
+
+    def run(self, feed):
+        self.seen_outputs = []
+        for t, (obs, act) in enumerate(feed):
+            logits = self.model(obs)
+            pg = F.cross_entropy(logits, act)
+            pg.backward()
+            self.optim.step()
+            self.seen_outputs.append(logits)
+            if t % 64 == 0:
+                self.restart_log()
+""",
+        """
+import torch
+def fit(net, source, opt):
+    scores = []
+    k = 0
+    while k < 500:
+        batch = next(source)
+        out = net(batch)
+        obj = out.pow(2).mean()
+        opt.zero_grad()
+        obj.backward()
+        opt.step()
+        scores.append(obj)
+        k += 1
+        if len(scores) >= 32:
+            del scores[:]
+""",
+        """
+import torch.nn.functional as F
+snapshots = {}
+
+def rotate():
+    global snapshots
+    snapshots = {}
+
+for epoch_step, (u, v) in enumerate(pairs):
+    y = model(u)
+    obj = F.huber_loss(y, v)
+    obj.backward()
+    optimizer.step()
+    snapshots[epoch_step] = y
+    if epoch_step % 10 == 0:
+        rotate()
+""",
+        """
+import torch
+from torch import nn
+def fit(net, loader, opt, crit):
+    shrink = nn.AdaptiveAvgPool2d(1)
+    thumbnails = []
+    for images, labels in loader:
+        loss = crit(net(images), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        thumbnails.append(shrink(images))
+    return len(thumbnails)
+""",
     ]
     invalid = [
         Invalid(
@@ -202,8 +314,157 @@ class Trainer:
             outputs.loss.backward()
             self.optimizer.step()
             self.all_logits[i] = outputs
+""", severity=Severity.INFO),
+        Invalid(
+            """
+import torch.nn.functional as F
+def publish_only(store):
+    publish(store)
+
+def fit(net, batches, opt):
+    recent = []
+    for n, (inp, tgt) in enumerate(batches):
+        err = F.l1_loss(net(inp), tgt)
+        err.backward()
+        opt.step()
+        recent.append(err)
+        if n % 20 == 19:
+            publish_only(recent)
+""",
+            fixed="""
+import torch.nn.functional as F
+def publish_only(store):
+    publish(store)
+
+def fit(net, batches, opt):
+    recent = []
+    for n, (inp, tgt) in enumerate(batches):
+        err = F.l1_loss(net(inp), tgt)
+        err.backward()
+        opt.step()
+        recent.append(err.detach())
+        if n % 20 == 19:
+            publish_only(recent)
 """,
         ),
+        Invalid(
+            """
+import torch.nn.functional as F
+def rebind_param(store):
+    publish(store)
+    store = []
+
+def fit(net, batches, opt):
+    recent = []
+    for n, (inp, tgt) in enumerate(batches):
+        err = F.l1_loss(net(inp), tgt)
+        err.backward()
+        opt.step()
+        recent.append(err)
+        if n % 20 == 19:
+            rebind_param(recent)
+""",
+            fixed="""
+import torch.nn.functional as F
+def rebind_param(store):
+    publish(store)
+    store = []
+
+def fit(net, batches, opt):
+    recent = []
+    for n, (inp, tgt) in enumerate(batches):
+        err = F.l1_loss(net(inp), tgt)
+        err.backward()
+        opt.step()
+        recent.append(err.detach())
+        if n % 20 == 19:
+            rebind_param(recent)
+""",
+        ),
+        Invalid("""
+import torch.nn.functional as F
+class Loop:
+    def restart_log(self):
+        self.other_log = []
+
+    def run(self, feed):
+        self.seen_outputs = []
+        for t, (obs, act) in enumerate(feed):
+            logits = self.model(obs)
+            pg = F.cross_entropy(logits, act)
+            pg.backward()
+            self.optim.step()
+            self.seen_outputs.append(logits)
+            if t % 64 == 0:
+                self.restart_log()
+""", severity=Severity.INFO),
+        Invalid(
+            """
+import torch
+def fit(net, source, opt):
+    scores = []
+    k = 0
+    while k < 500:
+        batch = next(source)
+        out = net(batch)
+        obj = out.pow(2).mean()
+        opt.zero_grad()
+        obj.backward()
+        opt.step()
+        scores.append(obj)
+        k += 1
+        if len(scores) >= 32:
+            summary = scores[:]
+""",
+            fixed="""
+import torch
+def fit(net, source, opt):
+    scores = []
+    k = 0
+    while k < 500:
+        batch = next(source)
+        out = net(batch)
+        obj = out.pow(2).mean()
+        opt.zero_grad()
+        obj.backward()
+        opt.step()
+        scores.append(obj.detach())
+        k += 1
+        if len(scores) >= 32:
+            summary = scores[:]
+""",
+        ),
+        Invalid("""
+import torch
+from torch import nn
+def fit(loader, opt, crit):
+    backbone = nn.Conv2d(3, 8, 3)
+    shrink = nn.AdaptiveAvgPool2d(1)
+    pooled = []
+    for images, labels in loader:
+        feats = backbone(images)
+        loss = crit(feats.mean((2, 3)), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        pooled.append(shrink(feats))
+    print(len(pooled))
+""", fixed="""
+import torch
+from torch import nn
+def fit(loader, opt, crit):
+    backbone = nn.Conv2d(3, 8, 3)
+    shrink = nn.AdaptiveAvgPool2d(1)
+    pooled = []
+    for images, labels in loader:
+        feats = backbone(images)
+        loss = crit(feats.mean((2, 3)), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        pooled.append(shrink(feats).detach())
+    print(len(pooled))
+"""),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -323,17 +584,41 @@ def _varies_per_iteration(target: ast.Subscript, loop: ast.AST, ctx: FileContext
 
 
 def _same(a: ast.AST, b: ast.AST) -> bool:
-    return ast.dump(a) == ast.dump(b)
+    """The same name or attribute chain, read or written (``losses`` = ``losses = []``'s target)."""
+    while isinstance(a, (ast.Attribute, ast.Subscript)) and type(a) is type(b):
+        if isinstance(a, ast.Attribute) and a.attr != b.attr:  # type: ignore[attr-defined]
+            return False
+        if isinstance(a, ast.Subscript) and ast.dump(a.slice) != ast.dump(b.slice):  # type: ignore[attr-defined]
+            return False
+        a, b = a.value, b.value  # type: ignore[attr-defined]
+    if isinstance(a, ast.Name) and isinstance(b, ast.Name):
+        return a.id == b.id
+    return False
 
 
 def _reset_inside(container: ast.expr, root: ast.expr, loop: ast.AST, node: ast.AST, ctx: FileContext) -> bool:
-    """Whether the container is re-created, emptied or trimmed inside the training loop."""
-    for other in ctx.walk_scope(loop.body):  # type: ignore[attr-defined]
+    """Whether the container is re-created, emptied or trimmed on some path inside the training
+    loop: in the loop itself, or in a helper of this file the loop calls (a method that resets
+    ``self.<name>``, a function given the container that empties it, one that re-binds it ``global``)."""
+    if _resets(ctx.walk_scope(loop.body), (container, root), node, rebinding=True):  # type: ignore[attr-defined]
+        return True
+    for call in ctx.walk_scope(loop.body):  # type: ignore[attr-defined]
+        if isinstance(call, ast.Call):
+            for fn, forms, rebinding in _helpers_given(call, root, ctx):
+                if _resets(ctx.walk_scope(fn.body), forms, None, rebinding):
+                    return True
+    return False
+
+
+def _resets(nodes, forms: tuple[ast.AST, ...], node: ast.AST | None, rebinding: bool) -> bool:
+    """Whether one of ``nodes`` re-binds (when ``rebinding``), deletes, slice-assigns or shrinks one of
+    ``forms`` (``losses = []``, ``del losses[:]``, ``losses[:] = []``, ``losses.clear()``)."""
+    for other in nodes:
         if other is node:
             continue
         targets: list[ast.AST] = []
         if isinstance(other, ast.Assign):
-            targets = other.targets
+            targets = [t.value if _whole_slice(t) else t for t in other.targets]
         elif isinstance(other, (ast.AnnAssign, ast.NamedExpr)):
             targets = [other.target]
         elif isinstance(other, (ast.For, ast.AsyncFor)):
@@ -344,11 +629,44 @@ def _reset_inside(container: ast.expr, root: ast.expr, loop: ast.AST, node: ast.
             targets = [t.value if isinstance(t, ast.Subscript) else t for t in other.targets]
         elif isinstance(other, ast.Call) and isinstance(other.func, ast.Attribute) and other.func.attr in _SHRINKERS:
             targets = [other.func.value]
+        mutation = isinstance(other, (ast.Delete, ast.Call)) or (
+            isinstance(other, ast.Assign) and any(_whole_slice(t) for t in other.targets))
+        if not (rebinding or mutation):
+            continue
         for t in targets:
             for part in ast.walk(t) if isinstance(t, (ast.Tuple, ast.List)) else [t]:
-                if _same(part, container) or _same(part, root):
+                if any(_same(part, form) for form in forms):
                     return True
     return False
+
+
+def _whole_slice(target: ast.AST) -> bool:
+    return isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Slice)
+
+
+def _helpers_given(call: ast.Call, root: ast.expr, ctx: FileContext):
+    """(function, forms the container has in it, whether re-binding it there resets it) for a call
+    to a local helper that can reach the container."""
+    func = call.func
+    if isinstance(root, ast.Attribute) and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+            and isinstance(root.value, ast.Name) and func.value.id == root.value.id == "self":
+        cls = ctx.enclosing_class(call)
+        method = ctx.method(cls, func.attr) if cls is not None else None
+        if method is not None:
+            yield method, (root,), True
+        return
+    if not isinstance(func, ast.Name):
+        return
+    for fn in ctx.functions.get(func.id, []):
+        params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
+        for i, arg in enumerate(call.args):
+            if i < len(params) and _same(arg, root):
+                yield fn, (ast.Name(id=params[i], ctx=ast.Load()),), False
+        for kw in call.keywords:
+            if kw.arg and _same(kw.value, root):
+                yield fn, (ast.Name(id=kw.arg, ctx=ast.Load()),), False
+        if isinstance(root, ast.Name) and any(isinstance(n, ast.Global) and root.id in n.names for n in ast.walk(fn)):
+            yield fn, (root,), True
 
 
 _CONTAINER_FACTORIES = {"list", "dict", "set", "deque", "defaultdict", "OrderedDict"}

@@ -3,9 +3,9 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext, is_const, keyword
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules.numerics._util import (
     backward_follows,
     first_arg,
@@ -46,6 +46,12 @@ class AdamEpsUnderflowsInFp16(Rule):
     code = "TP305"
     category = Category.NUMERICS
     severity = Severity.ERROR
+    requires = (
+        "the optimizer is a resolved `torch.optim` Adam-family class, not fused, with the default `eps` or a "
+        "literal one below float16's smallest subnormal",
+        "the model whose `.parameters()` it is given is cast to float16 in the same scope before a `backward()` "
+        "(on every path, for `error`)",
+    )
     facts = ("adam-eps-underflows-in-fp16",)
     message = ("Adam-family optimizer with the default eps on float16 parameters: eps is 0 in float16, "
                "so small or zero gradients divide by zero and the parameters become inf/NaN")
@@ -99,7 +105,7 @@ student_opt = torch.optim.Adam(student.parameters())
 """,
     ]
     invalid = [
-        """
+        Invalid("""
 import torch
 model = Net().cuda().half()
 optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
@@ -108,8 +114,8 @@ for x, y in loader:
     loss.backward()
     optimizer.step()
     optimizer.zero_grad()
-""",
-        """
+""", evidence=Evidence.MUST),
+        Invalid("""
 import torch
 from torch import optim
 def train(model, loader, lr):
@@ -120,7 +126,17 @@ def train(model, loader, lr):
         model(**batch).loss.backward()
         opt.step()
         opt.zero_grad()
-""",
+""", evidence=Evidence.MUST),
+        Invalid("""
+import torch
+def train(model, loader, fp16):
+    if fp16:
+        model.half()
+    opt = torch.optim.Adam(model.parameters())
+    for x, y in loader:
+        model(x, y).backward()
+        opt.step()
+""", severity=Severity.WARNING, evidence=Evidence.MAY),  # float16 on some paths only
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -141,10 +157,15 @@ def train(model, loader, lr):
             if value is None or value >= FP16_ZERO_BELOW:
                 return
         owners = parameter_owners(ctx, first_arg(node, "params"))
-        cast = next((c for owner in owners for c in half_casts(ctx, owner, node)), None)
-        if cast is None:
+        casts = [c for owner in owners for c in half_casts(ctx, owner, node)]
+        if not casts:
             return
-        yield self.hit(node, subject=ctx.locator.source(cast.func.value) if isinstance(cast.func, ast.Attribute) else None)
+        cast = next((c for c in casts if not ctx.conditional(c)), None)
+        if cast is None:
+            cast = casts[0]
+            ctx.note(Evidence.MAY, "the model is cast to float16 on some paths only")
+        yield self.hit(node, subject=ctx.locator.source(cast.func.value) if isinstance(cast.func, ast.Attribute) else None,
+                       evidence=Evidence.MUST)
 
 
 def literal_number(node: ast.AST) -> float | None:

@@ -33,6 +33,9 @@ class ClipBeforeUnscale(Rule):
     code = "TP331"
     category = Category.NUMERICS
     severity = Severity.WARNING
+    requires = (
+        "the function scales the loss with a GradScaler and clips gradients without `unscale_`",
+    )
     message = "gradients are clipped while still multiplied by the GradScaler's scale: clipping acts on the wrong norm"
     fix_hint = "call `scaler.unscale_(optimizer)` before clipping"
     nodes = (ast.Call,)
@@ -76,7 +79,7 @@ def run_batch(model, loss, optimizer, scaler, use_amp, clip):
         loss.backward()  # the plain path: nothing is scaled here
         torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
         optimizer.step()
-""", count=1)]
+""", count=1, severity=Severity.INFO)]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         assert isinstance(node, ast.Call)

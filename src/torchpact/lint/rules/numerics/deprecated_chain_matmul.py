@@ -36,7 +36,15 @@ class DeprecatedChainMatmul(ApiUse):
     valid = ["""
 import torch
 y = torch.linalg.multi_dot([a, b, c])
-"""]
+""",
+    """
+import torch
+import warnings
+LEGACY_PRODUCTS = (torch.chain_matmul, torch.qr)
+for fn in LEGACY_PRODUCTS:
+    warnings.filterwarnings("ignore", message=f"torch.{fn.__name__} is deprecated")
+""",
+    ]
     invalid = [
         Invalid("""
 import torch
@@ -49,6 +57,11 @@ y = torch.linalg.multi_dot([a, b, c])
 import torch
 z = torch.chain_matmul(*mats)
 """,
+        Invalid("""
+import torch
+from functools import partial
+product = partial(torch.chain_matmul, left, right)
+"""),
     ]
 
     def fix_call(self, call: ast.Call, ctx: FileContext, qn: str) -> str | None:

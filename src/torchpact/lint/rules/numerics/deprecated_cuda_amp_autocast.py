@@ -46,6 +46,12 @@ with torch.amp.autocast("cuda", dtype=torch.bfloat16):
 with torch.autocast(device_type="cpu"):
     out = model(x)
 """,
+        """
+import torch
+def run_in(context: torch.cuda.amp.autocast, job) -> torch.cpu.amp.autocast:
+    with context:
+        return job()
+""",
     ]
     invalid = [
         Invalid("""

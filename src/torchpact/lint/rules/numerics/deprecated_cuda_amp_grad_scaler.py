@@ -48,6 +48,22 @@ try:
 except ImportError:
     from torch.cuda.amp import GradScaler
 """,
+        """
+import torch
+def is_legacy_scaler(obj) -> bool:
+    return isinstance(obj, torch.cuda.amp.GradScaler) and not isinstance(obj, torch.amp.GradScaler)
+""",
+        """
+from typing import TYPE_CHECKING
+import torch
+if TYPE_CHECKING:
+    from torch.cuda.amp import GradScaler
+else:
+    GradScaler = torch.amp.GradScaler
+
+def make_scaler() -> "GradScaler":
+    return GradScaler("cuda")
+""",
     ]
     invalid = [
         Invalid("""
@@ -78,6 +94,24 @@ if is_torch_npu_available():
 elif device_type == "cuda":
     scaler = torch.amp.GradScaler("cuda")
 """),
+        """
+import torch
+class CountingScaler(torch.cuda.amp.GradScaler):
+    def update(self, new_scale=None):
+        self.updates = getattr(self, "updates", 0) + 1
+        super().update(new_scale)
+""",
+        """
+from typing import TYPE_CHECKING
+import torch
+if TYPE_CHECKING:
+    from torch.amp import GradScaler
+else:
+    from torch.cuda.amp import GradScaler
+
+def make_scaler():
+    return GradScaler()
+""",
     ]
 
     def fix_call(self, call: ast.Call, ctx: FileContext, qn: str) -> str | None:

@@ -37,7 +37,22 @@ class DeprecatedTorchCholesky(ApiUse):
 import torch
 L = torch.linalg.cholesky(S)
 x = torch.cholesky_solve(b, L)
-"""]
+""",
+    """
+import torch
+saved_cholesky = torch.cholesky
+
+def jittered(a, upper=False):
+    return torch.linalg.cholesky(a + 1e-6 * torch.eye(a.shape[-1]), upper=upper)
+
+def run_with_jitter(job):
+    torch.cholesky = jittered
+    try:
+        return job()
+    finally:
+        torch.cholesky = saved_cholesky
+""",
+    ]
     invalid = [
         Invalid("""
 import torch
@@ -48,6 +63,11 @@ import torch
 L = torch.linalg.cholesky(S)
 U = torch.linalg.cholesky(S).mH
 """, count=2),
+        Invalid("""
+import torch
+factor = torch.cholesky if legacy else torch.linalg.cholesky
+L = factor(cov)
+"""),
     ]
 
     def fix_call(self, call: ast.Call, ctx: FileContext, qn: str) -> str | None:

@@ -24,7 +24,8 @@ class DeprecatedTorchGer(ApiUse):
     code = "TP328"
     category = Category.NUMERICS
     severity = Severity.INFO
-    message = "`torch.ger` is a deprecated alias of `torch.outer`"
+    message = ("`torch.ger` is an alias of `torch.outer` that torch's documentation marks deprecated "
+               "(torch 2.13 does not warn)")
     fix_hint = "use `torch.outer`"
     triggers = ("ger",)
     fixable = True

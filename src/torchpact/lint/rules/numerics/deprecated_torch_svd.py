@@ -11,7 +11,8 @@ class DeprecatedTorchSvd(ApiUse):
     Flags calls of the function `torch.svd` (TorchFix TOR101); `x.svd()` is not flagged.
 
     ## Why is this bad?
-    torch's documentation marks `torch.svd` deprecated in favour of `torch.linalg.svd`. The two are
+    torch's documentation marks `torch.svd` deprecated in favour of `torch.linalg.svd`; torch 2.13
+    does not warn (the proof checks it), so this is advice, not a removal notice. The two are
     not interchangeable: on torch 2.13 `torch.svd(A)` returns `V` and the reduced factors by
     default (`some=True`), while `torch.linalg.svd(A)` returns `Vh = V.mH` and the full factors
     (`full_matrices=True`) — swapping the name alone silently transposes the result.
@@ -24,7 +25,8 @@ class DeprecatedTorchSvd(ApiUse):
     code = "TP330"
     category = Category.NUMERICS
     severity = Severity.INFO
-    message = "`torch.svd` is deprecated, and `torch.linalg.svd` returns `Vh` (not `V`) and full factors by default"
+    message = ("`torch.svd` is marked deprecated in torch's documentation (torch 2.13 does not warn), and its "
+               "replacement `torch.linalg.svd` returns `Vh` (not `V`) and full factors by default")
     fix_hint = "use `U, S, Vh = torch.linalg.svd(A, full_matrices=False)` and `V = Vh.mH`"
     triggers = ("svd",)
     names = {"torch.svd": None}

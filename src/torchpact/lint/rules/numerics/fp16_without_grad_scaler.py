@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, is_const, keyword
-from torchpact.lint.rule import Hit, Rule, last_names
+from torchpact.lint.rule import Invalid, Hit, Rule, last_names
 from torchpact.lint.rules.numerics._util import (
     backward_follows,
     half_cast,
@@ -48,6 +48,10 @@ class Fp16WithoutGradScaler(Rule):
     code = "TP304"
     category = Category.NUMERICS
     severity = Severity.WARNING
+    requires = (
+        "the function casts to or autocasts in float16, calls `backward()` and steps an optimizer",
+        "nothing in the file scales the loss",
+    )
     facts = ("fp16-gradients-underflow-without-scaling",)
     message = ("float16 training without loss scaling: gradients below float16's range (about 3e-08) "
                "flush to zero in the backward pass and are silently lost")
@@ -98,7 +102,7 @@ def train(model, loader, optimizer, accelerator):
 """,
     ]
     invalid = [
-        """
+        Invalid("""
 import torch
 for x, y in loader:
     optimizer.zero_grad()
@@ -106,8 +110,8 @@ for x, y in loader:
         loss = criterion(model(x), y)
     loss.backward()
     optimizer.step()
-""",
-        """
+""", severity=Severity.INFO),
+        Invalid("""
 from torch.cuda.amp import autocast
 def train_epoch(net, loader, optimizer, criterion):
     for x, y in loader:
@@ -116,7 +120,7 @@ def train_epoch(net, loader, optimizer, criterion):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-""",
+""", severity=Severity.INFO),
         """
 import torch
 model = Net().cuda()

@@ -7,6 +7,7 @@ from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules._api import respell
+from torchpact.lint.rules.numerics._integers import whole_numbers
 
 
 def is_one(node: ast.AST) -> bool:
@@ -17,12 +18,23 @@ class LogOfOnePlus(Rule):
     """`torch.log(1 + x)` is computed instead of `torch.log1p(x)`.
 
     ## What it does
-    Flags `torch.log(1 + x)` and `torch.log(x + 1)` (TorchFix TOR106).
+    Flags `torch.log(1 + x)` and `torch.log(x + 1)` (TorchFix TOR106). The loss of precision needs
+    `|x|` below about the float's epsilon relative to 1; where the code shows that `x` can be that
+    small — `x` is an `exp(...)` (the softplus `log(1 + exp(z))` for very negative `z`), a sigmoid
+    or softmax probability, or a product with a constant below `1e-3` — the finding says so. Elsewhere
+    (a width over a scale, a count) nothing says `x` is small, and the finding is a hint:
+    `log1p` is never less accurate, and the rewrite is free.
+
+    The condition it needs: `x` may hold small fractions. Only floating values round: `1 + x` is
+    exact for a whole number, so `x` known to hold whole numbers — an integer dtype (`torch.randint`,
+    `torch.arange` of ints, `.long()`, `dtype=torch.int64`, a count such as `len(...)` or
+    `.size(0)`), or the result of `floor` / `ceil` / `round` — is not flagged (`_integers.py`).
 
     ## Why is this bad?
     For small `x`, `1 + x` rounds to 1 before the log is taken: on torch 2.13, in float32,
     `torch.log(1 + 1e-10)` is exactly `0.` while `torch.log1p(1e-10)` is `1e-10`. In float16 or
-    bfloat16 the loss of precision starts around `1e-3`.
+    bfloat16 the loss of precision starts around `1e-3`. For `x` of order 1 or more the two agree to
+    rounding.
 
     ## Fix safety
     The fix rewrites the call to `torch.log1p(x)`, which computes the same function without the
@@ -32,7 +44,11 @@ class LogOfOnePlus(Rule):
     code = "TP319"
     category = Category.NUMERICS
     severity = Severity.INFO
-    message = "`torch.log(1 + x)` loses all precision for small x (1 + x rounds to 1)"
+    requires = (
+        "the `log` resolves to `torch.log` and its argument adds 1",
+    )
+    message = ("`torch.log(1 + x)` rounds `1 + x` before the log: `torch.log1p(x)` is never less accurate, and "
+               "stays exact where |x| is below float epsilon (nothing here says x gets that small)")
     fix_hint = "use `torch.log1p(x)`"
     nodes = (ast.Call,)
     calls = frozenset({"log"})
@@ -44,6 +60,27 @@ import torch
 y = torch.log1p(x)
 z = torch.log(2 + x)
 w = torch.log(x) + 1
+""", """
+import torch
+positions = torch.arange(seq_len)
+bias = torch.log(1 + positions)
+""", """
+import torch
+buckets = torch.floor(position_ids / window)
+scale = 1 + torch.log(1 + buckets)
+""", """
+import torch
+counts = (labels == target).sum(dim=0)
+weights = torch.log(counts.long() + 1)
+""", """
+import torch
+def idf(doc_freq: torch.Tensor, n_docs: int):
+    df = doc_freq.to(torch.int64)
+    return torch.log(n_docs + 1) - torch.log(df.clamp(min=0) + 1)
+""", """
+import torch
+ids = torch.zeros(4, dtype=torch.long)
+tokens = torch.log(1 + ids.size(0))
 """]
     invalid = [
         Invalid("""
@@ -55,6 +92,62 @@ import torch
 y = torch.log1p(x)
 z = torch.log1p(x.exp())
 """, count=2),
+        Invalid("""
+import torch
+positions = torch.arange(seq_len) / seq_len
+bias = torch.log(1 + positions)
+""", fixed="""
+import torch
+positions = torch.arange(seq_len) / seq_len
+bias = torch.log1p(positions)
+"""),
+        Invalid("""
+import torch
+buckets = position_ids / window
+scale = 1 + torch.log(1 + buckets)
+""", fixed="""
+import torch
+buckets = position_ids / window
+scale = 1 + torch.log1p(buckets)
+"""),
+        Invalid("""
+import torch
+def idf(doc_freq: torch.Tensor, n_docs: int):
+    df = doc_freq.float()
+    return torch.log(df.clamp(min=0) + 1)
+""", fixed="""
+import torch
+def idf(doc_freq: torch.Tensor, n_docs: int):
+    df = doc_freq.float()
+    return torch.log1p(df.clamp(min=0))
+"""),
+        Invalid("""
+import torch
+def softplus(z):
+    return torch.log(1 + torch.exp(z))
+""", fixed="""
+import torch
+def softplus(z):
+    return torch.log1p(torch.exp(z))
+"""),
+        Invalid("""
+import torch
+def log_normalizer(a, b, sigma):
+    return torch.log(1 + (b - a) / (2.5066 * sigma))
+""", fixed="""
+import torch
+def log_normalizer(a, b, sigma):
+    return torch.log1p((b - a) / (2.5066 * sigma))
+"""),
+        Invalid("""
+import torch
+penalty = torch.log(1e-6 * residual + 1)
+odds = torch.log(torch.sigmoid(score) + 1)
+""", fixed="""
+import torch
+penalty = torch.log1p(1e-6 * residual)
+odds = torch.log1p(torch.sigmoid(score))
+""", count=2),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -65,8 +158,33 @@ z = torch.log1p(x.exp())
         if not (isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add)):
             return
         other = arg.right if is_one(arg.left) else arg.left if is_one(arg.right) else None
-        if other is None:
-            return
+        if other is None or whole_numbers(other, ctx):
+            return  # 1 + a whole number is exact: nothing rounds
         func = respell(node.func, ctx, "torch.log1p")
         edits = [ctx.locator.replace(node, f"{func}({ctx.locator.source(other)})")] if func else []
-        yield self.hit(node, edits=edits)
+        small = _visibly_small(other, ctx)
+        message = None if small is None else (
+            f"`torch.log(1 + x)` loses precision here: x is {small}, which can fall below float epsilon, where "
+            "1 + x rounds to 1 and the log gives 0")
+        yield self.hit(node, edits=edits, message=message)
+
+
+_SMALL_CALLS = {"exp": "an exp(...)", "sigmoid": "a sigmoid probability", "softmax": "a softmax probability"}
+
+
+def _visibly_small(expr: ast.AST, ctx: FileContext) -> str | None:
+    """What shows that ``expr`` can be tiny: an exp, a probability, a product with a tiny constant."""
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        return _visibly_small(expr.operand, ctx)
+    if isinstance(expr, ast.Constant) and type(expr.value) in (int, float) and 0 < abs(expr.value) < 1e-3:
+        return f"the constant {expr.value}"
+    if isinstance(expr, ast.BinOp) and isinstance(expr.op, (ast.Mult, ast.Div)):
+        factor = _visibly_small(expr.left, ctx) or (
+            _visibly_small(expr.right, ctx) if isinstance(expr.op, ast.Mult) else None)
+        return f"a product with {factor}" if factor else None
+    if isinstance(expr, ast.Call):
+        qn = ctx.call_name(expr)
+        last = qn.rsplit(".", 1)[-1] if qn else (expr.func.attr if isinstance(expr.func, ast.Attribute) else "")
+        if (qn is None or qn.startswith(("torch.", "math.", "numpy."))) and last in _SMALL_CALLS:
+            return _SMALL_CALLS[last]
+    return None

@@ -47,6 +47,9 @@ class LossSizeAverageReduce(Rule):
     code = "TP322"
     category = Category.NUMERICS
     severity = Severity.WARNING
+    requires = (
+        "the loss resolves to a `torch.nn` loss class or functional loss through the file's imports",
+    )
     message = "`size_average` / `reduce` are deprecated (they warn on torch 2.13) and override `reduction=`"
     fix_hint = 'use `reduction="mean" | "sum" | "none"`'
     nodes = (ast.Call,)

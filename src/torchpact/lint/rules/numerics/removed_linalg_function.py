@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
+from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Invalid
 from torchpact.lint.rules._api import ApiUse
 
@@ -38,6 +39,8 @@ class RemovedLinalgFunction(ApiUse):
     fix_hint = "use its torch.linalg replacement"
     triggers = ("solve", "symeig", "matrix_rank", "lstsq", "eig")
     names = dict.fromkeys(REPLACEMENT)
+    requires = ("the name resolves to one of these torch functions through the file's imports",
+                "it is called there (`may` for a name bound to it that the file calls, or an import never used)")
 
     valid = [
         """
@@ -54,17 +57,26 @@ w = scipy.linalg.eig(A)
 """,
     ]
     invalid = [
-        """
+        Invalid("""
 import torch
 x, lu = torch.solve(b, A)
-""",
+""", evidence=Evidence.MUST),
         Invalid("""
 import torch
 from torch import symeig, lstsq
 def spectrum(S):
-    return torch.eig(S)
-""", count=3),
+    return torch.eig(S), symeig(S), lstsq(S, S)
+""", count=3, evidence=Evidence.MUST),
+        Invalid("""
+import torch
+def fit(A, b, legacy):
+    solve = torch.solve if legacy else torch.linalg.solve
+    return solve(b, A)
+""", severity=Severity.WARNING, evidence=Evidence.MAY),  # bound to a name the file calls: on some paths
     ]
+
+    def evidence(self, ctx: FileContext, qn: str, called: bool) -> Evidence | None:
+        return Evidence.MUST if called else None
 
     def describe(self, qn: str) -> str | None:
         return f"`{qn}` was removed from torch: calling it raises RuntimeError on torch 2.13"

@@ -47,6 +47,9 @@ class SigmoidIntoBCE(Rule):
     code = "TP303"
     category = Category.NUMERICS
     severity = Severity.WARNING
+    requires = (
+        "the loss resolves to `binary_cross_entropy` / `nn.BCELoss` and its input to a sigmoid output",
+    )
     message = ("sigmoid output is fed to binary_cross_entropy: saturated predictions give a loss clamped "
                "at 100 and a zero gradient")
     fix_hint = "drop the sigmoid and use BCEWithLogitsLoss / F.binary_cross_entropy_with_logits on the logits"

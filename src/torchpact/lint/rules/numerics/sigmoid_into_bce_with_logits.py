@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.rules.numerics._loss_input import activated_loss_input
@@ -32,6 +32,11 @@ class SigmoidIntoBceWithLogits(Rule):
     code = "TP333"
     category = Category.NUMERICS
     severity = Severity.ERROR
+    requires = (
+        "the loss is `F.binary_cross_entropy_with_logits` / `nn.BCEWithLogitsLoss` (an instance by every binding), resolved through its import",
+        "its input holds a sigmoid output on the one definition that reaches it: a torch sigmoid call, a tensor's "
+        "`.sigmoid()`, an `nn.Sigmoid` instance, or a model of this file ending in one (`nn.Sequential`, a class whose `forward` returns it)",
+    )
     message = "sigmoid output is passed to BCEWithLogitsLoss, which applies the sigmoid again"
     fix_hint = "pass the logits (drop the sigmoid) to `BCEWithLogitsLoss` / `binary_cross_entropy_with_logits`"
     nodes = (ast.Call,)
@@ -56,4 +61,4 @@ loss = criterion(out.squeeze(1), y)
         arg = activated_loss_input(ctx, node, {"torch.nn.functional.binary_cross_entropy_with_logits"},
                                    {"torch.nn.BCEWithLogitsLoss"}, SIGMOID)
         if arg is not None:
-            yield self.hit(arg, subject=arg.id if isinstance(arg, ast.Name) else None)
+            yield self.hit(arg, subject=arg.id if isinstance(arg, ast.Name) else None, evidence=Evidence.MUST)

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.rules.numerics._util import (
@@ -45,6 +45,11 @@ class SoftmaxIntoCrossEntropy(Rule):
     code = "TP301"
     category = Category.NUMERICS
     severity = Severity.ERROR
+    requires = (
+        "the loss is `F.cross_entropy` / `nn.CrossEntropyLoss` (an instance by every binding), resolved through its import",
+        "its input holds a softmax output on the one definition that reaches it: a torch softmax call, a tensor's "
+        "`.softmax()`, an `nn.Softmax` instance, or a model of this file ending in one (`nn.Sequential`, a class whose `forward` returns it)",
+    )
     facts = ("cross-entropy-expects-logits",)
     message = ("softmax output is passed to cross_entropy, which applies log_softmax itself: the loss is "
                "computed on probabilities, cannot reach 0 and its gradients vanish for confident mistakes")
@@ -145,4 +150,4 @@ def training_step(batch, model):
         if source is None:
             return
         subject = arg.id if isinstance(arg, ast.Name) else None
-        yield self.hit(arg, subject=subject)
+        yield self.hit(arg, subject=subject, evidence=Evidence.MUST)

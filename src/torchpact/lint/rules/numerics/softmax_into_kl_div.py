@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.rules.numerics._loss_input import activated_loss_input
@@ -32,6 +32,11 @@ class SoftmaxIntoKlDiv(Rule):
     code = "TP332"
     category = Category.NUMERICS
     severity = Severity.ERROR
+    requires = (
+        "the loss is `F.kl_div` / `nn.KLDivLoss` (an instance by every binding), resolved through its import",
+        "its input holds a softmax output on the one definition that reaches it: a torch softmax call, a tensor's "
+        "`.softmax()`, an `nn.Softmax` instance, or a model of this file ending in one (`nn.Sequential`, a class whose `forward` returns it)",
+    )
     message = "kl_div's input must be log-probabilities: given a softmax output, the result is not a divergence"
     fix_hint = "pass `log_softmax(...)` as the first argument of `kl_div` (the target stays probabilities)"
     nodes = (ast.Call,)
@@ -50,4 +55,4 @@ loss = F.kl_div(F.softmax(student, -1), F.softmax(teacher, -1), reduction="batch
         assert isinstance(node, ast.Call)
         arg = activated_loss_input(ctx, node, {"torch.nn.functional.kl_div"}, {"torch.nn.KLDivLoss"}, SOFTMAX)
         if arg is not None:
-            yield self.hit(arg, subject=arg.id if isinstance(arg, ast.Name) else None)
+            yield self.hit(arg, subject=arg.id if isinstance(arg, ast.Name) else None, evidence=Evidence.MUST)

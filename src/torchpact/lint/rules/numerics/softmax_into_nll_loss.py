@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.rules.numerics._loss_input import activated_loss_input
@@ -32,6 +32,11 @@ class SoftmaxIntoNllLoss(Rule):
     code = "TP357"  # shared with the run check of the same pattern (watch/watchers/loss_inputs.py)
     category = Category.NUMERICS
     severity = Severity.ERROR
+    requires = (
+        "the loss is `F.nll_loss` / `nn.NLLLoss` (an instance by every binding), resolved through its import",
+        "its input holds a softmax output on the one definition that reaches it: a torch softmax call, a tensor's "
+        "`.softmax()`, an `nn.Softmax` instance, or a model of this file ending in one (`nn.Sequential`, a class whose `forward` returns it)",
+    )
     message = ("softmax output is passed to nll_loss, which expects log-probabilities: the loss is -p[target], "
                "not the negative log-likelihood")
     fix_hint = "use `log_softmax` instead of `softmax` before `nll_loss` (or pass the logits to `cross_entropy`)"
@@ -55,4 +60,4 @@ loss = criterion(probs, y)
         assert isinstance(node, ast.Call)
         arg = activated_loss_input(ctx, node, {"torch.nn.functional.nll_loss"}, {"torch.nn.NLLLoss"}, SOFTMAX)
         if arg is not None:
-            yield self.hit(arg, subject=arg.id if isinstance(arg, ast.Name) else None)
+            yield self.hit(arg, subject=arg.id if isinstance(arg, ast.Name) else None, evidence=Evidence.MUST)

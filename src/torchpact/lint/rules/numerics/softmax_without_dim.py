@@ -34,6 +34,10 @@ class SoftmaxWithoutDim(Rule):
     code = "TP318"
     category = Category.NUMERICS
     severity = Severity.WARNING
+    requires = (
+        "the call resolves to torch's softmax / log_softmax / softmin (function or module) through the file's"
+        " imports",
+    )
     message = ("softmax without `dim`: torch guesses the dimension from the input's rank (dim 0 for a 3-D "
                "input, the batch), silently normalising over the wrong axis")
     fix_hint = "pass the class dimension explicitly, e.g. `dim=-1`"

@@ -18,10 +18,15 @@ class EmptyCacheInTrainingLoop(Rule):
 
     ## What it does
     Flags `torch.cuda.empty_cache()` (and `torch.xpu` / `torch.mps` / `torch.accelerator`'s) that
-    runs unconditionally on every iteration of a training loop (a loop that calls `backward()` or
-    `optimizer.step()`). Calls under a condition
-    (`if step % 1000 == 0:`), in an `except` handler (out-of-memory recovery), or outside the
-    training loop (between epochs, after training) are not flagged.
+    runs unconditionally on every iteration of a training loop: a loop that calls `backward()` or
+    `optimizer.step()` on a module that is the same object in every iteration. Calls under a
+    condition (`if step % 1000 == 0:`), in an `except` handler (out-of-memory recovery), or outside
+    the training loop (between epochs, after training) are not flagged, nor are loops over models or
+    configurations: when each iteration back-propagates through a module it binds anew (a
+    constructor, a factory call, `copy.deepcopy`, an item of the models or configs it iterates),
+    `empty_cache()` returns the previous model's blocks, which the next model (other shapes) would
+    not reuse, and no step of one training run pays for it. Models iterated round-robin inside an
+    epoch loop are the same objects every epoch: there the epoch loop is the training loop.
 
     ## Why is this bad?
     `empty_cache()` only returns the caching allocator's *unused* blocks to the driver; memory held
@@ -41,6 +46,9 @@ class EmptyCacheInTrainingLoop(Rule):
     code = "TP901"
     category = Category.PERFORMANCE
     severity = Severity.WARNING
+    requires = (
+        "the empty-cache call resolves to torch's and runs unconditionally in a loop that trains",
+    )
     facts = ("empty-cache-frees-live-tensors",)
     message = ("`torch.cuda.empty_cache()` runs every training step: it frees no memory that is in use, "
                "and the allocator must `cudaMalloc` the same blocks again next step, slowing training")
@@ -90,6 +98,80 @@ for name, ckpt in checkpoints.items():
     results[name] = evaluate(model)
     torch.cuda.empty_cache()
 """,
+        """
+import torch
+
+def sweep(x, widths):
+    for width in widths:
+        net = Net(width).cuda()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        loss = net(x).square().mean()
+        loss.backward()
+        opt.step()
+        torch.cuda.empty_cache()
+""",
+        """
+import torch
+
+def smoke(batch):
+    for arch in ("resnet18", "vit_tiny", "mlp"):
+        model = build_model(arch)
+        out = model(batch)
+        out.mean().backward()
+        torch.cuda.empty_cache()
+""",
+        """
+import copy
+import torch
+
+def lr_search(base_model, x, y, rates, loss_fn):
+    scores = {}
+    for lr in rates:
+        trial = copy.deepcopy(base_model)
+        opt = torch.optim.Adam(trial.parameters(), lr=lr)
+        loss = loss_fn(trial(x), y)
+        loss.backward()
+        opt.step()
+        scores[lr] = loss.item()
+        del trial, opt
+        torch.cuda.empty_cache()
+    return scores
+""",
+        """
+import torch
+
+def grads_flow(models, x):
+    for m in models:
+        m.zero_grad()
+        m(x).sum().backward()
+        assert all(p.grad is not None for p in m.parameters())
+        torch.cuda.empty_cache()
+""",
+        """
+import torch
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def check_all(configs, x, device):
+    for key, cfg in configs.items():
+        with torch.device(device):
+            model = Classifier(**cfg).to(device)
+        wrapped = DDP(model)
+        wrapped(x).logsumexp(-1).mean().backward()
+        torch.cuda.empty_cache()
+""",
+        """
+import torch
+
+def one_step(net, batch):
+    net(batch).sum().backward()
+
+def trial_runs(batch, seeds):
+    for seed in seeds:
+        torch.manual_seed(seed)
+        net = Net()
+        one_step(net, batch)
+        torch.cuda.empty_cache()
+""",
     ]
     invalid = [
         """
@@ -115,7 +197,7 @@ for batch in loader:
     empty_cache()
     torch.accelerator.empty_cache()
 """, count=2),
-        """
+        Invalid("""
 import torch
 while step < max_steps:
     for micro in next(batches):
@@ -123,6 +205,62 @@ while step < max_steps:
         torch.cuda.empty_cache()
     optimizer.step()
     step += 1
+""", severity=Severity.INFO),
+        """
+import torch
+
+def train(model, loader, opt, device):
+    for x, y in loader:
+        model = model.to(device)
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        torch.cuda.empty_cache()
+""",
+        """
+import torch
+
+def train(model, loader, opt):
+    for batch in loader:
+        fast = torch.compile(model)
+        fast(batch).mean().backward()
+        opt.step()
+        opt.zero_grad()
+        torch.cuda.empty_cache()
+""",
+        """
+import torch
+
+def train_ensemble(members, batch, opt, epochs):
+    for epoch in range(epochs):
+        for m in members:
+            loss = m(batch).sum()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            torch.cuda.empty_cache()
+""",
+        """
+import torch
+
+def train(zoo, loader, opt):
+    for x in loader:
+        net = zoo["main"]
+        net(x).sum().backward()
+        opt.step()
+        torch.cuda.empty_cache()
+""",
+        """
+import torch
+
+def train(loader, opt):
+    for i, x in enumerate(loader):
+        if i == 0:
+            model = Net().cuda()
+        model(x).sum().backward()
+        opt.step()
+        torch.cuda.empty_cache()
 """,
     ]
 

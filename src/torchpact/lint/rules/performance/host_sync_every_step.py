@@ -22,7 +22,9 @@ class HostSyncEveryStep(Rule):
     """A device tensor is read on the host on every training step (`.item()`, `.cpu()`, `print(loss)`).
 
     ## What it does
-    Flags, once per training loop (a loop that calls `backward()` or `optimizer.step()`), code that
+    Flags, once per training loop (a loop that calls `backward()` or `optimizer.step()` on a module
+    that is the same object in every iteration; not a loop over models or configurations that
+    builds or takes a new module in each iteration), code that
     runs on every step and copies a tensor computed by the model to the host: `.item()`,
     `.tolist()`, `.numpy()`, `.cpu()`, `.to("cpu")`, `float(t)` / `int(t)` / `bool(t)`, or
     `print(t)` / an f-string of `t`. Reads under a condition (`if step % 100 == 0:`), in an
@@ -38,6 +40,13 @@ class HostSyncEveryStep(Rule):
     kernel launches stop overlapping with GPU work. This is advice, not an error: one sync per step
     costs little when steps are long.
 
+    What the read costs cannot be seen in the source: nothing there says how long a step is, or
+    whether it already synchronises inside a library (exact Gaussian-process solves read values on
+    the host every step), where a progress display such as `set_postfix(loss=loss.item())` adds no
+    noticeable wait. No sharper condition was found (blind round 1: both sampled findings were such
+    displays, right in letter, judged debatable), so this rule belongs to the preview set, off by
+    default, once that exists.
+
     ## Fix safety
     No autofix. Accumulate on the device (`running += loss.detach()`) and read the value only when
     logging (`if step % log_every == 0: print(running.item() / log_every)`).
@@ -46,6 +55,10 @@ class HostSyncEveryStep(Rule):
     code = "TP902"
     category = Category.PERFORMANCE
     severity = Severity.INFO
+    requires = (
+        "the value copied to the host is computed by the model (resolved through dataflow) on every step of a"
+        " training loop",
+    )
     facts = ("item-waits-for-the-gpu",)
     message = ("a device tensor is read on the host on every training step: each read waits for the GPU "
                "to finish all queued work, so the CPU cannot run ahead of it")
@@ -89,6 +102,30 @@ for epoch in range(10):
     print(f"epoch {epoch}: {loss.item():.3f}")
     labels = y.tolist()
 """,
+        """
+import torch
+
+def compare(configs, x):
+    x = x.to("cuda")
+    for tag, cfg in configs.items():
+        model = Net(**cfg).to("cuda")
+        loss = model(x).mean()
+        loss.backward()
+        print(tag, loss.item())
+""",
+        """
+import copy
+import torch
+
+def restart_losses(base, x, n):
+    losses = []
+    for _ in range(n):
+        replica = copy.deepcopy(base).cuda()
+        loss = replica(x.cuda()).sum()
+        loss.backward()
+        losses.append(loss.item())
+    return losses
+""",
     ]
     invalid = [
         """
@@ -124,6 +161,17 @@ for batch in loader:
     accelerator.backward(outputs.loss)
     optimizer.step()
     history.append(float(outputs.loss))
+""",
+        """
+import torch
+
+def train(model, loader, opt):
+    for x in loader:
+        model = model.cuda()
+        loss = model(x.cuda()).mean()
+        loss.backward()
+        opt.step()
+        print(loss.item())
 """,
     ]
 

@@ -6,6 +6,8 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, is_const, keyword
 from torchpact.lint.rule import Hit, Invalid, Rule, last_names
+from torchpact.lint.rules.security._checkpoint_use import comes_from_outside, loaded_as_weights
+from torchpact.lint.rules.security._sources import downloaded
 
 TORCH_LOAD = {"torch.load", "torch.serialization.load"}
 LOAD_FROM_URL = {"torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url"}
@@ -15,14 +17,32 @@ class LoadWithFullPickle(Rule):
     """A checkpoint is fully unpickled (`weights_only=False`): loading it runs code from the file.
 
     ## What it does
-    Flags `torch.load(..., weights_only=False)` (unless the same function has just written that file
-    with `torch.save`, directly, through `with open(path, "wb")` or through a helper of the file),
-    as an `info`: spelled out, full unpickling is a decision, and the finding is a reminder to keep
-    it for trusted files; `torch.load(..., pickle_module=...)` without
-    `weights_only`, whose default is then `False` (with `weights_only=True` as well, torch raises
-    "Can not safely load weights when explicit pickle_module is specified"); and `torch.hub.load_state_dict_from_url(...)`
-    (also `torch.utils.model_zoo.load_url`) unless it passes `weights_only=True`: on torch 2.13
-    its `weights_only` still defaults to `False`, so a downloaded file is fully unpickled.
+    Flags `torch.load(..., pickle_module=...)` without `weights_only`, whose default is then
+    `False` (with `weights_only=True` as well, torch raises "Can not safely load weights when
+    explicit pickle_module is specified"), and `torch.hub.load_state_dict_from_url(...)` (also
+    `torch.utils.model_zoo.load_url`) unless it passes `weights_only=True`: on torch 2.13 its
+    `weights_only` still defaults to `False`, so a downloaded file is fully unpickled (spelled out
+    there, `weights_only=False` is reported as an `info`: the file is downloaded, and a state dict).
+
+    An explicit `torch.load(..., weights_only=False)` is a decision; it is reported (as an `info`)
+    only where it is actionable, when both hold: the file comes from outside the program — its path
+    derives from a parameter of the function, the command line (`sys.argv`, `parse_args()`), the
+    environment, or a call whose name says it downloads (`maybe_download_weights(...)`; the known
+    downloads below are warnings), and not from a temporary directory the program writes itself —
+    and what is loaded is what `weights_only=True` loads too: the result goes to `load_state_dict`
+    (or a `load_model...` / `load_weights...` function), directly, through its name or as a list of
+    such loads, or is read as a tensor (`.to()`, `.float()`, `.shape`, `torch.is_tensor`). A result
+    read for other keys (`ckpt["args"]`, `"epoch" in ckpt`), handed to other code or returned may
+    hold pickled objects that only full unpickling restores (a config, a Namespace, a whole module):
+    there the option is the format's need, and no finding. Nor is a load of a file the same function
+    has just written with `torch.save` (directly, through `with open(path, "wb")` or through a
+    helper of the file).
+
+    Where the same code fetched the file from the network — its path or bytes come from
+    `hf_hub_download`, `cached_path`, `urlretrieve`, `requests.get`, a URL, or
+    `download_url_to_file`'s destination — an explicit `weights_only=False` is a `warning`, whatever
+    is used from the file and in a test module as anywhere else: whoever serves the file runs code in
+    the process that loads it.
 
     ## Why is this bad?
     Full unpickling calls whatever callables the file names, with arguments from the file. In the
@@ -44,6 +64,9 @@ class LoadWithFullPickle(Rule):
     code = "TP951"
     category = Category.SECURITY
     severity = Severity.WARNING
+    requires = (
+        "the call resolves to `torch.load` (or the hub / model_zoo loaders) and unpickles fully",
+    )
     facts = ("load-defaults-to-weights-only",)
     message = ("the checkpoint is fully unpickled (`weights_only=False`): a malicious file runs arbitrary "
                "code the moment it is loaded")
@@ -58,6 +81,53 @@ class LoadWithFullPickle(Rule):
 import torch
 state = torch.load("model.pt", map_location="cpu")
 model.load_state_dict(torch.load("model.pt", weights_only=True))
+""",
+        """
+import torch
+ckpt = torch.load("checkpoint.pt", map_location="cpu", weights_only=False)
+start_epoch = ckpt["epoch"] + 1
+""",
+        """
+import torch
+
+def resume(trainer, path):
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    trainer.config = state["config"]
+    trainer.model.load_state_dict(state["model"])
+""",
+        """
+import os
+import torch
+
+def merge_fragments(tmp_dir, names):
+    parts = []
+    for name in names:
+        frag = torch.load(os.path.join(tmp_dir, f"{name}.pt"), weights_only=False)
+        parts.append(frag.flatten())
+    return torch.cat(parts)
+""",
+        """
+import torch
+
+class Store:
+    def load(self, filename):
+        with open(filename, "rb") as fh:
+            self.set_state(torch.load(fh, weights_only=False))
+""",
+        """
+import torch
+
+def load_full(path):
+    net = torch.load(path, weights_only=False)
+    net.eval()
+    return net
+""",
+        """
+import torch
+
+class Resumer:
+    def restore(self, model):
+        model.load_state_dict(torch.load(self.checkpoint_file, weights_only=False))
 """,
         """
 import torch
@@ -100,7 +170,44 @@ def test_fixture(tmp_path):
     invalid = [
         Invalid("""
 import torch
-ckpt = torch.load("checkpoint.pt", map_location="cpu", weights_only=False)
+
+def load_weights(model, path):
+    model.load_state_dict(torch.load(path, map_location="cpu", weights_only=False))
+""", severity=Severity.INFO),
+        Invalid("""
+import argparse
+import torch
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--weights")
+args = parser.parse_args()
+sd = torch.load(args.weights, weights_only=False)
+net.load_state_dict(sd, strict=False)
+""", severity=Severity.INFO),
+        Invalid("""
+from huggingface_hub import hf_hub_download
+import torch
+
+def from_hub(model, repo):
+    local = hf_hub_download(repo, "pytorch_model.bin")
+    state_dict = torch.load(local, map_location="cpu", weights_only=False)
+    model.load_state_dict(state_dict=state_dict)
+"""),
+        Invalid("""
+import os
+import torch
+
+def load_shards(model, root, files):
+    shards = [torch.load(os.path.join(root, f), weights_only=False) for f in files]
+    for shard in shards:
+        model.load_state_dict(shard, strict=False)
+    shards = [None for _ in shards]
+""", severity=Severity.INFO),
+        Invalid("""
+import sys
+import torch
+
+table = torch.load(sys.argv[1], weights_only=False).to("cuda")
 """, severity=Severity.INFO),
         """
 from torch import load
@@ -111,6 +218,19 @@ def restore(path):
         """
 import torch.hub
 state_dict = torch.hub.load_state_dict_from_url("https://example.com/resnet.pth", progress=False)
+""",
+        """
+import torch
+from huggingface_hub import hf_hub_download
+def fetch(repo):
+    path = hf_hub_download(repo, "training_args.bin")
+    return torch.load(path, weights_only=False)
+""",
+        """
+import torch
+def fetch(url, dst):
+    torch.hub.download_url_to_file(url, dst)
+    return torch.load(dst, map_location="cpu", weights_only=False)
 """,
     ]
 
@@ -127,8 +247,17 @@ state_dict = torch.hub.load_state_dict_from_url("https://example.com/resnet.pth"
         shown = ctx.locator.source(node.func)
         if weights_only is not None:
             if is_const(weights_only, False) and not round_trip(node, ctx):
-                # spelled out, full unpickling is a decision: a reminder, not a likely mistake
-                yield self.hit(node, subject=shown, severity=Severity.INFO)
+                if downloaded(node, ctx):
+                    yield self.hit(node, subject=shown, message=(
+                        "a file this code downloads is fully unpickled (`weights_only=False`): whoever "
+                        "serves it runs arbitrary code the moment it is loaded"))
+                elif name in LOAD_FROM_URL or _outside_weights(node, ctx):
+                    # spelled out, full unpickling is a decision: worth a word only where it buys nothing
+                    what = ("the downloaded file is fully unpickled (`weights_only=False`)" if name in LOAD_FROM_URL else
+                            "a file from outside the program is fully unpickled (`weights_only=False`) although only "
+                            "weights are used from it, which `weights_only=True` loads")
+                    yield self.hit(node, subject=shown, severity=Severity.INFO,
+                                   message=f"{what}: a malicious file runs arbitrary code the moment it is loaded")
             return
         if name in LOAD_FROM_URL:
             yield self.hit(node, subject=shown, message=(
@@ -141,6 +270,11 @@ state_dict = torch.hub.load_state_dict_from_url("https://example.com/resnet.pth"
                 "unpickled and a malicious one runs arbitrary code the moment it is loaded"),
                 fix_hint=("drop `pickle_module` and pass `weights_only=True` (torch refuses the two together: "
                           "\"Can not safely load weights when explicit pickle_module is specified\")"))
+
+
+def _outside_weights(load: ast.Call, ctx: FileContext) -> bool:
+    source = load.args[0] if load.args else keyword(load, "f")
+    return source is not None and comes_from_outside(source, ctx) and loaded_as_weights(load, ctx)
 
 
 def round_trip(load: ast.Call, ctx: FileContext) -> bool:

@@ -9,6 +9,7 @@ from torchpact.config import torch_floor_from_dependencies
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, keyword
 from torchpact.lint.rule import Hit, Rule, last_names
+from torchpact.lint.rules.security._sources import downloaded
 from torchpact.lint.rules.security.load_with_full_pickle import TORCH_LOAD, round_trip
 
 if sys.version_info >= (3, 11):
@@ -30,11 +31,18 @@ class LoadWithoutWeightsOnly(Rule):
     floor the file's closest project declares (e.g. `"torch>=2.1"` in `[project] dependencies`,
     `setup.cfg`, `setup.py`'s `install_requires` or `requirements*.txt`), or that of the file's own inline
     script metadata (a PEP 723 `# /// script` block). With none of these the code is assumed to run
-    on the installed torch (2.13) and the rule is silent. Calls passing
+    on the installed torch (2.13) and the rule is silent. Only a lower bound or a pin of the
+    distribution `torch` itself states a floor (`>=`, `>`, `==`, `~=`; not `torch-audiomentations>=0.12`
+    nor `torch_geometric`): an unpinned `torch` (or `torch<3`) lets the installer take the newest
+    torch, so it is read as the installed torch, not as a floor of 0.0, and the closest project that
+    names torch decides even then (an outer folder's floor does not apply to it). Calls passing
     `pickle_module` or `**kwargs` are left to TP951 / not judged. Not flagged either: loads in test
     modules (`test_*.py`, `tests/`: they read fixtures the repository itself ships or writes, and a
-    malicious file there would already be malicious code there), a load of a file the same code has
-    just written (as for TP951), and the compatibility fallback
+    malicious file there would already be malicious code there) — unless the test fetches the file
+    from the network (its path or bytes come from `hf_hub_download`, `cached_path`, `urlretrieve`,
+    `requests.get`, a URL, or the destination of `download_url_to_file`: see `_sources.py`), which
+    is untrusted input in a test as anywhere —, a load of a file the same code has just written (as
+    for TP951), and the compatibility fallback
     `except TypeError: torch.load(f)` after a `torch.load(f, weights_only=...)` that an older torch
     rejected.
 
@@ -59,6 +67,10 @@ class LoadWithoutWeightsOnly(Rule):
     code = "TP952"
     category = Category.SECURITY
     severity = Severity.WARNING
+    requires = (
+        "the call resolves to `torch.load` without `weights_only`, and the project's oldest torch is below "
+        "2.6",
+    )
     facts = ("load-defaults-to-weights-only",)
     message = ("`torch.load` without `weights_only` fully unpickles the file on torch < 2.6, which this "
                "project supports: a malicious checkpoint runs arbitrary code there")
@@ -119,7 +131,9 @@ model.load_state_dict(torch.load("model.pt", weights_only=True))
             return
         if len(node.args) >= 3 or any(k.arg is None for k in node.keywords):
             return
-        if ctx.is_test_file or _compat_fallback(node, ctx) or round_trip(node, ctx):
+        if _compat_fallback(node, ctx) or round_trip(node, ctx):
+            return
+        if ctx.is_test_file and not downloaded(node, ctx):
             return  # a test reads fixtures its own repository ships or writes: not untrusted input
         shown = ".".join(map(str, floor))
         yield self.hit(node, message=(

@@ -29,6 +29,9 @@ class WholeModuleSaved(Rule):
     code = "TP960"
     category = Category.SECURITY
     severity = Severity.WARNING
+    requires = (
+        "the saved object is resolved to an `nn.Module` through dataflow (not by a name alone)",
+    )
     message = ("the whole module is pickled: loading it needs `weights_only=False` (a full, code-running "
                "unpickle) and the class at the same import path")
     fix_hint = "save `model.state_dict()` and load it with `model.load_state_dict(torch.load(path))`"

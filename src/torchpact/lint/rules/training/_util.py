@@ -7,6 +7,7 @@ import ast
 import re
 from typing import Iterator
 
+from torchpact.findings import Evidence
 from torchpact.lint.context import (
     OPTIMIZER,
     SCALER,
@@ -16,6 +17,7 @@ from torchpact.lint.context import (
     keyword,
 )
 from torchpact.lint.project import ZERO_GRAD
+from torchpact.lint.rules.memory._model_loops import iterates_models
 
 _OPTIMIZER_NAME = re.compile(r"^(opt|optim|optimizer|optimiser)s?(_\w+)?$|_(opt|optim|optimizer|optimiser)$")
 _ZERO_HELPER = re.compile(r"(zero|clear|reset|free)_?\w*grad", re.IGNORECASE)
@@ -46,7 +48,10 @@ def is_optimizer(ctx: FileContext, expr: ast.AST) -> bool:
     if OPTIMIZER in kinds:
         return True
     name = expr.id if isinstance(expr, ast.Name) else expr.attr if isinstance(expr, ast.Attribute) else None
-    return not kinds and name is not None and bool(_OPTIMIZER_NAME.search(name))
+    if not kinds and name is not None and _OPTIMIZER_NAME.search(name):
+        ctx.note(Evidence.UNRESOLVED, f"`{name}` is taken for an optimizer by its name")
+        return True
+    return False
 
 
 def stepped_optimizer(ctx: FileContext, node: ast.AST) -> ast.expr | None:
@@ -58,7 +63,10 @@ def stepped_optimizer(ctx: FileContext, node: ast.AST) -> ast.expr | None:
         return recv if is_optimizer(ctx, recv) else None
     if len(node.args) == 1 and not node.keywords:
         name = recv.id if isinstance(recv, ast.Name) else recv.attr if isinstance(recv, ast.Attribute) else ""
-        if SCALER in ctx.kinds(recv) or "scaler" in name.lower():
+        if SCALER in ctx.kinds(recv):
+            return node.args[0]
+        if "scaler" in name.lower():
+            ctx.note(Evidence.UNRESOLVED, f"`{name}` is taken for a GradScaler by its name")
             return node.args[0]
     return None
 
@@ -130,6 +138,20 @@ def reaches(ctx: FileContext, root: ast.AST | list[ast.stmt], predicate, depth: 
     return None
 
 
+def unseen_helper(ctx: FileContext, body: list[ast.AST], texts: set[str]) -> ast.Call | None:
+    """A call under ``body`` that is handed one of ``texts`` (the optimizer, the model) and runs code this
+    file does not show: not a function of this file, not torch's, not a step or unscale of a scaler.
+    A helper of another package may zero the gradients or call ``backward()`` there."""
+    for node in ctx.walk_scope(body):
+        if not isinstance(node, ast.Call) or local_callees(ctx, node) or (ctx.call_name(node) or "").startswith("torch."):
+            continue
+        if isinstance(node.func, ast.Attribute) and node.func.attr in ("step", "unscale_", "update", "zero_grad"):
+            continue
+        if any(src(ctx, a) in texts for a in [*node.args, *(k.value for k in node.keywords)]):
+            return node
+    return None
+
+
 def loop_nodes(loop: ast.AST) -> list[ast.AST]:
     """What runs every iteration: the body (and a while loop's test), not the else clause."""
     out: list[ast.AST] = list(loop.body)  # type: ignore[attr-defined]
@@ -142,10 +164,15 @@ def trains(ctx: FileContext, root) -> ast.AST | None:
     return reaches(ctx, root, lambda n: is_backward(ctx, n))
 
 
-def innermost_training_loop(ctx: FileContext, node: ast.AST) -> ast.AST | None:
-    """The innermost loop around ``node`` whose iterations also call ``backward()``."""
+def innermost_training_loop(ctx: FileContext, node: ast.AST, same_model: bool = False) -> ast.AST | None:
+    """The innermost loop around ``node`` whose iterations also call ``backward()``; with
+    ``same_model``, on a module that is the same object in every iteration (a loop that builds or
+    takes a new model in each iteration is skipped: what one iteration leaves in ``.grad`` or in the
+    module's mode does not meet the next model)."""
     for loop in ctx.enclosing_loops(node):
         if trains(ctx, loop_nodes(loop)) is not None:
+            if same_model and iterates_models(loop, ctx):
+                continue
             return loop
     return None
 

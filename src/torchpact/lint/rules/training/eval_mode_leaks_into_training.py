@@ -31,7 +31,9 @@ class EvalModeLeaksIntoTraining(Rule):
     that loop (`model.train()`, or `model = Net()`: a new module is in train mode), and nothing in
     the loop calls `train()` on it again (directly or through a local function). A loop that gives
     the model (or an object holding it) to code of another module, which may call `train()`, is not
-    flagged.
+    flagged. Nor is a loop over models (each iteration binds the module it trains anew: a
+    constructor, a factory, `copy.deepcopy`, an item of the models it iterates): no later iteration
+    trains the module it put in eval mode.
 
     ## Why is this bad?
     `eval()` sets `training = False` on every submodule and it stays so until `train()` is called.
@@ -50,6 +52,10 @@ class EvalModeLeaksIntoTraining(Rule):
     code = "TP402"
     category = Category.TRAINING
     severity = Severity.WARNING
+    requires = (
+        "the loop back-propagates, and the model switched to eval in it is put in train mode only before the "
+        "loop",
+    )
     facts = ("eval-mode-persists-until-train",)
     message = ("the model is put in eval mode inside the training loop and train() is only called before the "
                "loop: later iterations train with dropout off and BatchNorm frozen")
@@ -220,7 +226,7 @@ def main(loader, optimizer):
         evals = self._evals_at(node, ctx)
         if not evals:
             return
-        loop = innermost_training_loop(ctx, node)
+        loop = innermost_training_loop(ctx, node, same_model=True)
         if loop is None or _leaves_loop_after(ctx, node):
             return
         body = loop_nodes(loop)

@@ -33,12 +33,16 @@ class FunctionalDropoutIgnoresEval(Rule):
     code = "TP458"  # shared with the run check of the same pattern (watch/watchers)
     category = Category.TRAINING
     severity = Severity.WARNING
+    requires = (
+        "the call resolves to a `torch.nn.functional` dropout and sits in an `nn.Module` class of this file",
+    )
     message = "functional dropout defaults to `training=True`: it keeps dropping activations after `model.eval()`"
     fix_hint = "pass `training=self.training` (or use an `nn.Dropout` submodule)"
     nodes = (ast.Call,)
     calls = last_names(DROPOUTS)
     triggers = ("dropout",)
     fixable = True
+    unsafe_fix = True  # see Fix safety: applied only with --unsafe-fixes
 
     valid = ["""
 import torch.nn.functional as F

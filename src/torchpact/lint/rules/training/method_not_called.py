@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import LOSS, MODULE, OPTIMIZER, SCALER, SCHEDULER, FileContext
 from torchpact.lint.rule import Hit, Invalid, Rule
 
@@ -41,7 +41,9 @@ class MethodNotCalled(Rule):
     fix_hint = "add `()` to call it"
     nodes = (ast.Expr,)
     triggers = ("zero_grad", "step", "train", "eval", "backward", "update")
+    requires = ("the receiver is resolved to a module, optimizer, scheduler, loss or GradScaler through dataflow",)
     fixable = True
+    unsafe_fix = True  # see Fix safety: applied only with --unsafe-fixes
 
     valid = ["""
 import torch
@@ -75,7 +77,37 @@ for x, y in loader:
     loss = criterion(model(x), y)
     loss.backward()
     optimizer.step()
-""", count=2)]
+""", count=2, severity=Severity.INFO, evidence=Evidence.UNRESOLVED),  # a model and an optimizer by their names only
+        Invalid("""
+import torch
+import torch.nn as nn
+net = nn.Linear(4, 2)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+net.train
+opt.zero_grad
+""", fixed="""
+import torch
+import torch.nn as nn
+net = nn.Linear(4, 2)
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+net.train()
+opt.zero_grad()
+""", count=2, evidence=Evidence.MUST),
+        Invalid("""
+import torch
+import torch.nn as nn
+def evaluate(checkpoint, loader):
+    net = nn.Linear(4, 2) if checkpoint is None else restore(checkpoint)
+    net.eval
+    return [net(x) for x in loader]
+""", fixed="""
+import torch
+import torch.nn as nn
+def evaluate(checkpoint, loader):
+    net = nn.Linear(4, 2) if checkpoint is None else restore(checkpoint)
+    net.eval()
+    return [net(x) for x in loader]
+""", severity=Severity.WARNING, evidence=Evidence.MAY)]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         assert isinstance(node, ast.Expr)
@@ -86,4 +118,4 @@ for x, y in loader:
             return  # a module attribute such as `torch.backward`, not a method of a value
         if ctx.kinds(value.value) & METHODS[value.attr]:
             yield self.hit(value, subject=ctx.locator.source(value),
-                           edits=[ctx.locator.insert_after(value, "()")])
+                           edits=[ctx.locator.insert_after(value, "()")], evidence=Evidence.MUST)

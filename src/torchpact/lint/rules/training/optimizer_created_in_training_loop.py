@@ -4,7 +4,7 @@ import ast
 from typing import Iterator
 
 from torchpact.findings import Category, Severity
-from torchpact.lint.context import FileContext
+from torchpact.lint.context import FileContext, argument, is_const
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.rules.numerics._util import is_backward_call
 
@@ -14,12 +14,43 @@ def _is_optimizer_class(qn: str | None) -> bool:
                 and qn.rsplit(".", 1)[-1][:1].isupper())
 
 
+def _stateless(call: ast.Call, ctx: FileContext) -> bool:
+    """Plain SGD without momentum (torch.optim.SGD(params, lr, momentum=0, ...)): ``step`` keeps no state."""
+    if ctx.call_name(call) != "torch.optim.SGD" or any(isinstance(a, ast.Starred) for a in call.args):
+        return False
+    if any(k.arg is None for k in call.keywords):
+        return False  # ``**config`` may hold a momentum
+    momentum = argument(call, "momentum", 2)
+    if momentum is not None and not _zero(momentum):
+        return False
+    params = argument(call, "params", 0)
+    for group in ast.walk(params) if params is not None else ():
+        if isinstance(group, ast.Dict) and any(k is None for k in group.keys):
+            return False  # ``{**group}`` may hold a momentum
+        if isinstance(group, ast.Dict):
+            for key, value in zip(group.keys, group.values):
+                if is_const(key, "momentum") and not _zero(value):
+                    return False
+    return True
+
+
+def _zero(value: ast.AST) -> bool:
+    return isinstance(value, ast.Constant) and not isinstance(value.value, bool) and value.value == 0
+
+
 class OptimizerCreatedInTrainingLoop(Rule):
     """An optimizer is constructed inside the training loop, so its state restarts at every step.
 
     ## What it does
     Flags a `torch.optim.*` optimizer constructed inside a loop whose body (the same innermost
     loop) also calls `backward()` and steps that optimizer.
+
+    The condition it needs: the optimizer keeps state from one step to the next, which re-creating
+    it throws away. Every torch optimizer does (Adam's moments, RMSprop's averages, Adagrad's sums,
+    LBFGS's history) except plain SGD: with `momentum=0` — its default, by keyword or third
+    positional argument, and in no parameter group — `SGD.step` keeps nothing in `optimizer.state`,
+    so a new one each iteration takes exactly the steps one long-lived one would (the proof compares
+    the parameters bit for bit), and it is not flagged. An SGD whose momentum is not a literal 0 is.
 
     ## Why is this bad?
     The optimizer's state — Adam's moment estimates and step count, SGD's momentum buffer — lives
@@ -35,6 +66,10 @@ class OptimizerCreatedInTrainingLoop(Rule):
     code = "TP460"  # shared with the run check of the same pattern (watch/watchers)
     category = Category.TRAINING
     severity = Severity.WARNING
+    requires = (
+        "the optimizer is built by a resolved `torch.optim` class inside a loop that back-propagates and "
+        "steps it",
+    )
     message = "the optimizer is re-created on every training iteration: its momentum / Adam state is reset each step"
     fix_hint = "construct the optimizer once, before the training loop"
     nodes = (ast.Call,)
@@ -64,6 +99,47 @@ for step in range(100):
     loss = (lam * constraint(model(x))).sum()
     loss.backward()
     opt_lam.step()
+""", """
+import torch
+for inputs, targets in batches:
+    plain = torch.optim.SGD(net.parameters(), lr=0.05)
+    plain.zero_grad()
+    crit(net(inputs), targets).backward()
+    plain.step()
+""", """
+import torch
+step = 0
+while step < 50:
+    sgd = torch.optim.SGD(net.parameters(), 0.1, 0.0, weight_decay=1e-4)
+    sgd.zero_grad()
+    crit(net(inputs), targets).backward()
+    sgd.step()
+    step += 1
+""", """
+from torch import optim
+def inner_loop(learner, tasks):
+    for task in tasks:
+        fast = optim.SGD([{"params": learner.head.parameters(), "lr": 0.4}], lr=0.1, momentum=0)
+        fast.zero_grad()
+        learner.loss(task).backward()
+        fast.step()
+""", """
+import torch
+def fit(net, loader, lr):
+    for xb, yb in loader:
+        if lr_changed():
+            lr = new_lr()
+        opt = torch.optim.SGD(params=net.parameters(), lr=lr, nesterov=False)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(net(xb), yb).backward()
+        opt.step()
+""", """
+import torch.optim as optim
+for k, batch in enumerate(stream):
+    refresher = optim.SGD(model.parameters(), lr=1e-2, momentum=0, dampening=0)
+    refresher.zero_grad()
+    model(batch).sum().backward()
+    refresher.step()
 """]
     invalid = ["""
 import torch
@@ -73,11 +149,50 @@ for x, y in loader:
     loss = loss_fn(model(x), y)
     loss.backward()
     optimizer.step()
+""", """
+import torch
+for inputs, targets in batches:
+    heavy = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    heavy.zero_grad()
+    crit(net(inputs), targets).backward()
+    heavy.step()
+""", """
+import torch
+step = 0
+while step < 50:
+    sgd = torch.optim.SGD(net.parameters(), 0.1, 0.9)
+    sgd.zero_grad()
+    crit(net(inputs), targets).backward()
+    sgd.step()
+    step += 1
+""", """
+from torch import optim
+def inner_loop(learner, tasks):
+    for task in tasks:
+        fast = optim.SGD([{"params": learner.head.parameters(), "momentum": 0.5}], lr=0.1)
+        fast.zero_grad()
+        learner.loss(task).backward()
+        fast.step()
+""", """
+import torch
+def fit(net, loader, cfg):
+    for xb, yb in loader:
+        opt = torch.optim.SGD(net.parameters(), lr=cfg.lr, momentum=cfg.momentum)
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(net(xb), yb).backward()
+        opt.step()
+""", """
+import torch.optim as optim
+for k, batch in enumerate(stream):
+    refresher = optim.Adagrad(model.parameters(), lr=1e-2)
+    refresher.zero_grad()
+    model(batch).sum().backward()
+    refresher.step()
 """]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         assert isinstance(node, ast.Call)
-        if not _is_optimizer_class(ctx.call_name(node)):
+        if not _is_optimizer_class(ctx.call_name(node)) or _stateless(node, ctx):
             return
         loops = ctx.enclosing_loops(node)
         if not loops:

@@ -5,7 +5,7 @@ from typing import Iterator
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import OPTIMIZER, SCHEDULER, FileContext
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Invalid, Hit, Rule
 
 PLATEAU = "torch.optim.lr_scheduler.ReduceLROnPlateau"
 
@@ -42,6 +42,10 @@ class SchedulerStepBeforeOptimizerStep(Rule):
     code = "TP420"
     category = Category.TRAINING
     severity = Severity.WARNING
+    requires = (
+        "the receivers are resolved to a scheduler and an optimizer through dataflow",
+        "in the loop, the scheduler's step comes before any optimizer step",
+    )
     message = "`scheduler.step()` runs before `optimizer.step()`: the schedule's first learning rate is skipped"
     fix_hint = "call `scheduler.step()` after `optimizer.step()` (at the end of the epoch for epoch schedules)"
     nodes = (ast.Call,)
@@ -66,7 +70,7 @@ for epoch in range(10):
         loss_fn(model(x), y).backward()
         optimizer.step()
 """]
-    invalid = ["""
+    invalid = [Invalid("""
 import torch
 scheduler = torch.optim.lr_scheduler.StepLR(optimizer, 30)
 for epoch in range(90):
@@ -75,7 +79,7 @@ for epoch in range(90):
         optimizer.zero_grad()
         loss_fn(model(x), y).backward()
         optimizer.step()
-"""]
+""", severity=Severity.INFO)]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         if not _step_of(ctx, node, SCHEDULER):

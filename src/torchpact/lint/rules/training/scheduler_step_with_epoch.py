@@ -33,6 +33,9 @@ class SchedulerStepWithEpoch(Rule):
     code = "TP412"
     category = Category.TRAINING
     severity = Severity.WARNING
+    requires = (
+        "the receiver is resolved to an lr scheduler (not `ReduceLROnPlateau`) through dataflow",
+    )
     message = "`scheduler.step(epoch)` is deprecated (it warns on torch 2.13) and can skew the schedule"
     fix_hint = "call `scheduler.step()` with no argument; restore a resumed schedule with `load_state_dict`"
     nodes = (ast.Call,)

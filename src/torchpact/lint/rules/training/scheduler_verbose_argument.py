@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext, keyword
 from torchpact.lint.rule import Hit, Rule
 
@@ -31,6 +31,7 @@ class SchedulerVerboseArgument(Rule):
     fix_hint = "drop `verbose=` and log `scheduler.get_last_lr()` where needed"
     nodes = (ast.Call,)
     triggers = ("verbose",)
+    requires = ("the constructor resolves to a `torch.optim.lr_scheduler` class through the file's imports",)
 
     valid = ["""
 import torch
@@ -46,4 +47,4 @@ sched = lr_scheduler.ReduceLROnPlateau(opt, mode="min", patience=3, verbose=True
         assert isinstance(node, ast.Call)
         qn = ctx.call_name(node) or ""
         if qn.startswith("torch.optim.lr_scheduler.") and keyword(node, "verbose") is not None:
-            yield self.hit(node, subject=qn)
+            yield self.hit(node, subject=qn, evidence=Evidence.MUST)

@@ -3,9 +3,9 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules.training._util import (
     innermost_training_loop,
     is_backward,
@@ -16,6 +16,7 @@ from torchpact.lint.rules.training._util import (
     src,
     stepped_optimizer,
     unconditional_in,
+    unseen_helper,
 )
 
 
@@ -55,6 +56,11 @@ class StepBeforeBackward(Rule):
     nodes = (ast.Call,)
     calls = frozenset({"step"})
     triggers = ("step",)
+    requires = (
+        "the stepped value is resolved to a `torch.optim` optimizer (or handed to a resolved GradScaler's `step`)",
+        "in the loop's order, an unconditional `zero_grad()` of the optimizer or its model comes between the last "
+        "`backward()` and the step; no helper handed the model or optimizer runs unseen",
+    )
 
     valid = [
         """
@@ -102,15 +108,35 @@ for opt in optimizers:
 """,
     ]
     invalid = [
-        """
+        Invalid("""
 import torch
 for x, y in loader:
     optimizer.zero_grad()
     loss = criterion(model(x), y)
     optimizer.step()
     loss.backward()
-""",
-        """
+""", severity=Severity.INFO, evidence=Evidence.UNRESOLVED),  # `optimizer` by its name only
+        Invalid("""
+import torch
+import torch.nn as nn
+net = nn.Linear(4, 1)
+sgd = torch.optim.SGD(net.parameters(), lr=0.1)
+for x, y in loader:
+    sgd.zero_grad()
+    loss = nn.functional.mse_loss(net(x), y)
+    sgd.step()
+    loss.backward()
+""", evidence=Evidence.MUST),
+        Invalid("""
+import torch
+def train(model, loader, fused):
+    opt = torch.optim.AdamW(model.parameters(), fused=True) if fused else create_optimizer(model)
+    for x, y in loader:
+        opt.zero_grad()
+        opt.step()
+        model(x, y).backward()
+""", severity=Severity.WARNING, evidence=Evidence.MAY),
+        Invalid("""
 import torch
 def train(model, loader, opt, scaler):
     opt = torch.optim.AdamW(model.parameters())
@@ -120,7 +146,7 @@ def train(model, loader, opt, scaler):
         loss.backward()
         model.zero_grad(set_to_none=True)
         opt.step()
-""",
+""", evidence=Evidence.MUST),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -141,7 +167,11 @@ def train(model, loader, opt, scaler):
             if kind == "backward":
                 return
             if kind == "zero" and unconditional_in(ctx, event, loop):
-                yield self.hit(node, subject=text, end_node=node)
+                helper = unseen_helper(ctx, loop_nodes(loop), owners)
+                if helper is not None:
+                    ctx.note(Evidence.UNRESOLVED, f"`{src(ctx, helper.func)}` is handed the model or optimizer and is "
+                                                  "defined where this file does not show: it may call backward()")
+                yield self.hit(node, subject=text, end_node=node, evidence=Evidence.MUST)
                 return
 
 

@@ -4,7 +4,7 @@ import ast
 import itertools
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Invalid, Rule
 
@@ -59,12 +59,18 @@ class SubmodulesInPlainContainer(Rule):
     code = "TP403"
     category = Category.TRAINING
     severity = Severity.ERROR
+    requires = (
+        "the class is an `nn.Module` of this file and the attribute is assigned in one of its methods",
+        "every element is built by a resolved `torch.nn` class with state or a stateful local module class "
+        "(on every path, for `error`), and nothing registers the attribute elsewhere",
+    )
     message = ("submodules kept in a plain list/dict are not registered: their parameters are not trained, "
                "not saved in the state_dict and not moved by .to()")
     fix_hint = "use nn.ModuleList / nn.ModuleDict (nn.ParameterList / nn.ParameterDict for parameters)"
     nodes = (ast.Assign,)
     triggers = ("self.",)
     fixable = True
+    unsafe_fix = True  # see Fix safety: applied only with --unsafe-fixes
     facts = ("modules-in-plain-list-not-registered",)
 
     valid = [
@@ -285,7 +291,7 @@ class Projections(nn.Module):
         some_paths = not _elements(value)[0] and "stateless" in later
         yield self.hit(target, subject=f"self.{target.attr}", edits=edits,
                        fix_hint=f"use nn.{container}(...): it registers its elements",
-                       severity=Severity.WARNING if some_paths else None,
+                       evidence=Evidence.MAY if some_paths else Evidence.MUST,
                        message=("submodules kept in a plain list are not registered on the paths that add a module with "
                                 "parameters: those are not trained, not saved in the state_dict and not moved by .to()")
                        if some_paths else None)

@@ -33,6 +33,9 @@ class TorchvisionPretrainedArgument(Rule):
     code = "TP410"
     category = Category.TRAINING
     severity = Severity.WARNING
+    requires = (
+        "the builder resolves to a `torchvision.models` function through the file's imports",
+    )
     message = "`pretrained=` is deprecated since torchvision 0.13 and hides which weights are loaded"
     fix_hint = "pass `weights=<Model>_Weights.IMAGENET1K_V1` (what `pretrained=True` loaded), `\"DEFAULT\"`, or None"
     nodes = (ast.Call,)

@@ -1,0 +1,146 @@
+"""Where a loaded file comes from, and what the code does with what it loads (TP951).
+
+An explicit ``torch.load(f, weights_only=False)`` is worth a finding only when both hold:
+
+- the file comes from outside the program: its path derives (through the names of the function,
+  ``os.path.join``, f-strings, loops over lists of paths) from a parameter of the function, the
+  command line (``sys.argv``, ``parser.parse_args()``), the environment, or a download
+  (``hf_hub_download``, ``download_url_to_file``, ``urlretrieve``...) — and not from a temporary
+  directory (a name with ``tmp``/``temp``, ``tempfile``) the program writes to itself;
+- what it loads is what ``weights_only=True`` loads too: the result goes to ``load_state_dict`` (or
+  a ``load_model...`` / ``load_weights...`` function) or is read as a tensor (``.to()``, ``.float()``,
+  ``.shape``, ``torch.is_tensor``), directly, through the name it is bound to, or as the list of such
+  loads (a key test, ``"module" in sd``, reads nothing). A result read for its keys (``ckpt["epoch"]``, ``"args" in ckpt``), handed to other code or
+  returned may hold pickled objects (a config, a Namespace, a whole module) that only full
+  unpickling restores: spelling out ``weights_only=False`` there is the format's need.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from torchpact.lint.context import FileContext
+
+_DOWNLOAD = re.compile(r"download|hf_hub|urlretrieve|urlopen|cached_file|cached_path|load_url|get_file", re.I)
+_TEMP = re.compile(r"(^|_)(tmp|temp)(_|$|dir|path|file)|tempfile", re.I)
+_LOADS_INTO_MODEL = re.compile(r"load_state_dict|^load_(model|weights)|^set_model_state_dict$")
+_TENSOR_READS = frozenset({
+    "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "flatten", "view", "reshape", "numel",
+    "shape", "dtype", "device", "size", "dim", "ndim", "contiguous", "clone", "detach", "numpy", "tolist",
+})
+_DEPTH = 5
+OUTSIDE, OWN = "outside", "own"
+
+
+def comes_from_outside(path: ast.AST, ctx: FileContext) -> bool:
+    origins = _origins(path, ctx, _DEPTH)
+    return OUTSIDE in origins and OWN not in origins
+
+
+def _origins(expr: ast.AST, ctx: FileContext, depth: int) -> set[str]:
+    out: set[str] = set()
+    if depth <= 0:
+        return out
+    for node in ast.walk(expr):
+        if isinstance(node, ast.Name):
+            if _TEMP.search(node.id):
+                out.add(OWN)
+            out |= _name_origins(node, ctx, depth)
+        elif isinstance(node, ast.Attribute):
+            if _TEMP.search(node.attr):
+                out.add(OWN)
+            qn = ctx.resolve(node) or ""
+            if qn in ("sys.argv", "os.environ"):
+                out.add(OUTSIDE)
+        elif isinstance(node, ast.Call):
+            name = ctx.call_name(node) or _last_name(node.func)
+            if name.startswith("tempfile."):
+                out.add(OWN)
+            elif _DOWNLOAD.search(name.rsplit(".", 1)[-1]) or name in ("os.getenv", "os.environ.get"):
+                out.add(OUTSIDE)
+            elif name.rsplit(".", 1)[-1] in ("parse_args", "parse_known_args"):
+                out.add(OUTSIDE)
+    return out
+
+
+def _name_origins(name: ast.Name, ctx: FileContext, depth: int) -> set[str]:
+    out: set[str] = set()
+    for owner, value in ctx.bindings(name):
+        if isinstance(owner, ast.arg):
+            if owner.arg not in ("self", "cls"):
+                out.add(OUTSIDE)  # whatever the caller passes
+        elif isinstance(owner, (ast.For, ast.AsyncFor, ast.comprehension)):
+            out |= _origins(owner.iter, ctx, depth - 1)
+        elif value is not None:
+            inner = getattr(value, "iterable", None) or getattr(value, "value", None) if not isinstance(value, ast.expr) else value
+            if isinstance(inner, ast.AST):
+                out |= _origins(inner, ctx, depth - 1)
+    return out
+
+
+def _last_name(func: ast.AST) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
+# ---------------------------------------------------------------------------------------- content
+def loaded_as_weights(load: ast.Call, ctx: FileContext) -> bool:
+    """Every use of what ``load`` returns is a load into a model or a tensor read (and there is one)."""
+    return _uses_as_weights(load, ctx, _DEPTH) is True
+
+
+def _uses_as_weights(expr: ast.AST, ctx: FileContext, depth: int) -> bool | None:
+    """True: used as weights; False: used otherwise; None: not used at all (neutral)."""
+    if depth <= 0:
+        return False
+    parent = ctx.parent(expr)
+    if isinstance(parent, ast.keyword):
+        expr, parent = parent, ctx.parent(parent)
+    if isinstance(parent, ast.Call) and expr is not parent.func:
+        name = ctx.call_name(parent) or _last_name(parent.func)
+        last = name.rsplit(".", 1)[-1]
+        return bool(_LOADS_INTO_MODEL.search(last)) or name == "torch.is_tensor"
+    if isinstance(parent, ast.Attribute):
+        return parent.attr in _TENSOR_READS
+    if isinstance(parent, ast.Compare) and expr is not parent.left \
+            and all(isinstance(op, (ast.In, ast.NotIn)) for op in parent.ops):
+        return None  # `"module" in sd`: a key test reads none of the content
+    if isinstance(parent, (ast.List, ast.Tuple)) and isinstance(parent.ctx, ast.Load):
+        return _uses_as_weights(parent, ctx, depth - 1)  # `[torch.load(f)]`: a list of loaded files
+    if isinstance(parent, ast.ListComp) and expr is parent.elt:
+        return _uses_as_weights(parent, ctx, depth - 1)
+    if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
+        return _name_used_as_weights(parent.targets[0].id, parent, ctx, depth - 1)
+    return False
+
+
+def _name_used_as_weights(name: str, owner: ast.AST, ctx: FileContext, depth: int) -> bool | None:
+    scope = ctx.scope(owner)
+    body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]
+    verdicts: list[bool | None] = []
+    for node in ctx.walk_scope(body):
+        if not (isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)):
+            continue
+        if not any(o is owner for o, _ in ctx.bindings(node)):
+            continue
+        parent = ctx.parent(node)
+        if isinstance(parent, (ast.For, ast.AsyncFor)) and parent.iter is node:
+            # `for sd in shards:` the element's uses decide
+            if isinstance(parent.target, ast.Name):
+                verdicts.append(_name_used_as_weights(parent.target.id, parent, ctx, depth - 1))
+            else:
+                verdicts.append(False)
+        elif isinstance(parent, ast.comprehension) and parent.iter is node and not _target_used(parent, ctx):
+            verdicts.append(None)  # `[None for _ in sds]`: releases the list
+        else:
+            verdicts.append(_uses_as_weights(node, ctx, depth - 1))
+    if any(v is False for v in verdicts):
+        return False
+    return True if any(v is True for v in verdicts) else None
+
+
+def _target_used(gen: ast.comprehension, ctx: FileContext) -> bool:
+    comp = ctx.parent(gen)
+    names = {n.id for n in ast.walk(gen.target) if isinstance(n, ast.Name)}
+    parts = [getattr(comp, "elt", None), getattr(comp, "key", None), getattr(comp, "value", None), *gen.ifs]
+    return any(isinstance(n, ast.Name) and n.id in names for p in parts if p is not None for n in ast.walk(p))
