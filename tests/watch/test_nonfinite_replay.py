@@ -680,3 +680,58 @@ def test_an_output_changed_in_place_still_lets_a_module_s_backward_be_named_with
     (f,) = watched(train, WATCHER)
     assert f.code == "TP352" and f.step == NAN_STEP and f.subject == "1" and f.extra["op"] == "sqrt"
     assert "its outputs could not be compared with the step's" in f.message
+
+
+# ------------------------------------------------------------------------------------------ the replay reaches no one
+class Jittered(nn.Module):
+    """Draws from Python's and NumPy's generators in its forward (without using the draws, so the step
+    is still reproduced) and calls a functional batch norm and dropout, which watchers wrap."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = _norm_net()
+        self.register_buffer("mean", torch.zeros(4))
+        self.register_buffer("var", torch.ones(4))
+
+    def forward(self, x):
+        import random
+
+        import numpy as np
+
+        random.random()
+        np.random.rand()
+        h = self.inner(F.dropout(x, 0.0, self.training))
+        return h + F.batch_norm(x, self.mean, self.var, training=self.training, momentum=0.9).sum(-1, keepdim=True)
+
+
+def _jittered_training(watchers):
+    import random
+
+    import numpy as np
+
+    torch.manual_seed(0)
+    random.seed(0)
+    np.random.seed(0)
+    model = Jittered()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def train():
+        for step in range(NAN_STEP + 3):
+            x, y = _zero_row_batch(step)
+            loss = F.mse_loss(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+
+    findings = watched(train, watchers) if watchers != "plain" else train()
+    return findings, random.random(), float(np.random.rand()), model.mean.clone()
+
+
+def test_the_replay_leaves_python_s_and_numpy_s_generators_and_the_watchers_wrappers_alone():
+    _, plain_py, plain_np, plain_mean = _jittered_training("plain")
+    findings, py, np_draw, mean = _jittered_training(None)  # every default watcher
+    (f,) = [f for f in findings if f.code in ("TP351", "TP352")]
+    assert f.step == NAN_STEP and f.subject == "inner.1" and f.extra["replay"] == "exact"
+    assert (py, np_draw) == (plain_py, plain_np)
+    assert torch.equal(mean, plain_mean)
+    assert [x.code for x in findings].count("TP465") == 1  # the step's call, not the replay's

@@ -7,8 +7,9 @@ gone, so a closed session leaves torch exactly as it found it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from torchpact.userframes import passes_through
@@ -52,6 +53,19 @@ class Patch:
         if entry is not None and not any(p.active for p in entry[2]):
             owner, original, _ = _ORIGINALS.pop(self._key)
             setattr(owner, self._key[1], original)
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """Every wrapper passes straight through inside (torchpact's own run of a model on the side)."""
+    active = [p for entry in list(_ORIGINALS.values()) for p in entry[2] if p.active]
+    for p in active:
+        p.active = False
+    try:
+        yield
+    finally:
+        for p in active:
+            p.active = True
 
 
 def parameter_list(parameters: Any) -> list[Any]:

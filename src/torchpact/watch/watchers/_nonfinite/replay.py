@@ -5,7 +5,8 @@ parameters as new leaves sharing the parameters' storage (nothing is written to 
 is never touched), buffers cloned (BatchNorm's running statistics and ``num_batches_tracked`` of the
 script's modules stay as they are), lists, dicts and sets among the modules' attributes copied (a
 forward that appends to one appends to the copy's), inputs cloned, the CPU generator set to its state
-at the call (dropout draws the same masks) and restored afterwards, autocast as at the call. The copies'
+at the call (dropout draws the same masks) and restored afterwards (Python's and NumPy's global generators
+too), autocast as at the call, torchpact's wrappers of torch functions passing through. The copies'
 calls bypass every module hook and go through the recorder instead, so the replay is a recorded step:
 the forward analysis and the op search run on it as on a sampled step. Then the backward runs from the
 gradients the outputs received (``torch.autograd.backward(..., inputs=<the copies' leaves>)``: nothing
@@ -31,10 +32,12 @@ import contextlib
 import types
 from typing import Any, Callable
 
+from torchpact.watch.watchers import _patch
 from torchpact.watch.watchers._nonfinite import values
 from torchpact.watch.watchers._nonfinite.capture import OUT_GRAD_BYTES, Capture
 from torchpact.watch.watchers._nonfinite.recorder import Recorder
 from torchpact.watch.watchers._nonfinite.values import AUTOCAST_OFF, floating_tensors
+from torchpact.watch.watchers._probe import host_generators_kept
 
 MAX_REPLAYS = 3           # per run: after a NaN the following steps are recorded anyway
 
@@ -113,7 +116,7 @@ class Replay:
         pending: dict[int, list[tuple[Any, Any]]] = {}
         state = torch.get_rng_state()
         try:
-            with torch.enable_grad():
+            with torch.enable_grad(), host_generators_kept(), _patch.suspended():
                 for i, capture in enumerate(captures):
                     root = self._copy(_replayed(capture.module))
                     args = _clone_inputs(capture.args, self._input_leaves)
