@@ -318,7 +318,7 @@ def test_nan_that_the_model_itself_masks_is_not_reported():
     assert watched(train, WATCHER) == []
 
 
-def test_nan_gradient_on_an_unsampled_step_is_reported_with_its_step():
+def test_nan_gradient_on_an_unsampled_step_is_located_by_its_replay():
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
@@ -337,8 +337,8 @@ def test_nan_gradient_on_an_unsampled_step_is_reported_with_its_step():
     findings = watched(train, WATCHER, sampler=Sampler(first=2, every=100))
     assert codes(findings) == ["TP352"]
     (f,) = findings
-    assert f.step == 5 and f.subject == "unrecorded step" and "not recorded" in f.message
-    assert "--sample-first 6" in f.fix
+    assert f.step == 5 and f.subject == "output of Sequential" and "after the model" in f.message
+    assert "step 5 was not recorded: this was seen in its replay" in f.message and f.extra["replay"] == "exact"
 
 
 def _nan_on_step(nan_step: int, sampler: Sampler) -> list:
@@ -359,12 +359,12 @@ def _nan_on_step(nan_step: int, sampler: Sampler) -> list:
     return watched(train, WATCHER, sampler=sampler)
 
 
-def test_a_periodic_sampled_step_is_checked_but_not_recorded_and_the_fix_reruns_to_locate_it():
+def test_a_periodic_sampled_step_is_checked_but_not_recorded_and_is_replayed_to_locate_it():
     periodic = Sampler(first=2, every=4, calls=None)
-    findings = _nan_on_step(4, periodic)  # step 4: sampled by the every-4 pattern alone
+    findings = _nan_on_step(4, periodic)  # step 4: sampled by the every-4 pattern alone (module hooks on)
     (f,) = findings
-    assert f.code == "TP352" and f.step == 4 and f.subject == "unrecorded step" and "not recorded" in f.message
-    assert "--sample-first 5" in f.fix
+    assert f.code == "TP352" and f.step == 4 and f.subject == "output of Sequential" and "after the model" in f.message
+    assert f.extra["replay"] == "exact"
 
     (f,) = only(_nan_on_step(4, Sampler(first=5, every=4, calls=None)), "TP352")  # the rerun the fix names
     assert f.step == 4 and f.subject == "output of Sequential" and "after the model" in f.message

@@ -26,7 +26,7 @@ class RootCalls:
     """Sets and restores ``__call__`` on the classes of the models called at the top level."""
 
     def __init__(self, stack: list[Any], pre: Callable[[Any, tuple], None],
-                 post: Callable[[Any, tuple, Any], None]) -> None:
+                 post: Callable[[Any, tuple, dict, Any], None]) -> None:
         self.classes: set[type] = set()
         self.on = False
         self._patched: list[type] = []
@@ -71,7 +71,7 @@ class RootCalls:
 
 
 def _make_call(stack: list[Any], pre: Callable[[Any, tuple], None],
-               post: Callable[[Any, tuple, Any], None]) -> Callable[..., Any]:
+               post: Callable[[Any, tuple, dict, Any], None]) -> Callable[..., Any]:
     import torch.nn as nn
 
     module_class = nn.Module
@@ -84,9 +84,9 @@ def _make_call(stack: list[Any], pre: Callable[[Any, tuple], None],
         try:
             output = module_class.__call__(self, *args, **kwargs)
         except BaseException:
-            post(self, args, None)  # as torch's always_call forward hook does when forward raises
+            post(self, args, kwargs, None)  # as torch's always_call forward hook does when forward raises
             raise
-        post(self, args, output)
+        post(self, args, kwargs, output)
         return output
 
     return passes_through(__call__)

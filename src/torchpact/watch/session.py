@@ -19,6 +19,7 @@ tracers runs, the hooks are off altogether (``tracer_pause``).
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import sys
 import time
@@ -94,6 +95,7 @@ class Sampler(NamedTuple):
 
 
 _UNSAMPLED_CALLS = operator.attrgetter("unsampled_calls")
+_RAISED = object()   # no output argument: see Session._forward
 _CALLBACKS = ("on_forward_pre", "on_forward", "on_step_pre", "on_step", "on_step_end", "on_close")
 _FORWARD = ("on_forward_pre", "on_forward")
 
@@ -153,6 +155,9 @@ class Session:
         # read by three watchers in the step pre-hook): kept for that delivery only.
         self.shared: dict[str, Any] = {}
         self.root_call_sites: dict[int, tuple[str | None, int | None]] = {}
+        # The keyword arguments of the outermost call whose ``on_forward`` is being delivered (None when torch
+        # did not pass them: its hooks get none when the forward raised).
+        self.root_kwargs: dict[str, Any] | None = None
         self.sampled = self.sampler(0)
         self.periodic = self._periodic(0, follow_up=False)
 
@@ -205,7 +210,7 @@ class Session:
 
             self._module_handles = [
                 module_hooks.register_module_forward_pre_hook(self._forward_pre),
-                module_hooks.register_module_forward_hook(self._forward, always_call=True)]
+                module_hooks.register_module_forward_hook(self._forward, with_kwargs=True, always_call=True)]
         else:
             while self._module_handles:
                 self._module_handles.pop().remove()
@@ -398,16 +403,22 @@ class Session:
             if self._idle:  # a group made before this forward: its models are called now
                 self._look_for_group()
 
-    def _forward(self, module: Any, args: tuple, output: Any) -> None:
+    def _forward(self, module: Any, args: tuple, kwargs: Any, output: Any = _RAISED) -> None:
         if traced():
             return
+        if output is _RAISED:  # torch calls always_call hooks without the kwargs when the forward raised
+            kwargs, output = None, kwargs
         stack = self._stack
         if stack and stack[-1] is module:
             stack.pop()
         elif module in stack:  # an inner forward raised; unwind to this module
             while stack and stack.pop() is not module:
                 pass
-        subscribers = self._post_inner if stack else self._post_root
+        if stack:
+            subscribers = self._post_inner
+        else:
+            subscribers = self._post_root
+            self.root_kwargs = kwargs
         if not subscribers:
             return
         for w, callback in subscribers:
@@ -415,6 +426,17 @@ class Session:
                 callback(module, args, output)
             except Exception as exc:
                 self._failed(w, "on_forward", exc)
+
+    @contextlib.contextmanager
+    def unobserved(self) -> Any:
+        """Module calls made inside are not the script's outermost calls: a watcher's own replay of a step on
+        private copies of the modules (whose calls bypass torch's module hooks, but not the ``__call__`` that
+        ``RootCalls`` sets on root classes) reaches no watcher."""
+        self._stack.append(None)
+        try:
+            yield
+        finally:
+            self._stack.pop()
 
     @property
     def depth(self) -> int:

@@ -23,10 +23,11 @@ the patched attribute (``F.dropout`` in a module's ``forward``):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from torchpact.userframes import passes_through
@@ -115,6 +116,19 @@ def _compile_as(wrapper: Callable, original: Any) -> None:
         table[id(wrapper)] = op
         # keyed by id: the entry must go with the wrapper (held by an FX graph or an import, it may outlive the patch)
         weakref.finalize(wrapper, table.pop, id(wrapper), None)
+
+
+@contextlib.contextmanager
+def suspended() -> Iterator[None]:
+    """Every wrapper passes straight through inside (torchpact's own run of a model on the side)."""
+    active = [p for entry in list(_ORIGINALS.values()) for p in entry[2] if p.active]
+    for p in active:
+        p.active = False
+    try:
+        yield
+    finally:
+        for p in active:
+            p.active = True
 
 
 def parameter_list(parameters: Any) -> list[Any]:

@@ -60,11 +60,8 @@ def unobserved(devices: list[int]) -> Iterator[Any]:
     Yields a function that puts the generators back as they were on entry (to run twice alike)."""
     import torch
 
-    active = [p for entry in list(_patch._ORIGINALS.values()) for p in entry[2] if p.active]
-    numpy = sys.modules.get("numpy")
-    py_state = random.getstate()
-    np_state = numpy.random.get_state() if numpy is not None else None
-    with torch.random.fork_rng(devices=devices), torch.no_grad():
+    with torch.random.fork_rng(devices=devices), torch.no_grad(), host_generators_kept() as rewind_host, \
+            _patch.suspended():
         cpu = torch.get_rng_state()
         cuda = [torch.cuda.get_rng_state(d) for d in devices]
 
@@ -72,17 +69,25 @@ def unobserved(devices: list[int]) -> Iterator[Any]:
             torch.set_rng_state(cpu)
             for d, s in zip(devices, cuda):
                 torch.cuda.set_rng_state(s, d)
-            random.setstate(py_state)
-            if numpy is not None:
-                numpy.random.set_state(np_state)
+            rewind_host()
 
-        for p in active:
-            p.active = False
-        try:
-            yield rewind
-        finally:
-            for p in active:
-                p.active = True
-            random.setstate(py_state)
-            if numpy is not None:
-                numpy.random.set_state(np_state)
+        yield rewind
+
+
+@contextlib.contextmanager
+def host_generators_kept() -> Iterator[Any]:
+    """Python's ``random`` and NumPy's global generator restored on exit. Yields a function that puts them
+    back as they were on entry."""
+    numpy = sys.modules.get("numpy")
+    py_state = random.getstate()
+    np_state = numpy.random.get_state() if numpy is not None else None
+
+    def rewind() -> None:
+        random.setstate(py_state)
+        if numpy is not None:
+            numpy.random.set_state(np_state)
+
+    try:
+        yield rewind
+    finally:
+        rewind()
