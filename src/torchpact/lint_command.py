@@ -35,7 +35,8 @@ def add_options(lint: argparse.ArgumentParser) -> None:
                       help="add `# noqa: CODE` to each line with a finding now (merging into a `# noqa` already there)")
     lint.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings are reported (2 still means "
                                                                 "a usage error)")
-    lint.add_argument("--statistics", action="store_true", help="print how many findings each code has, instead of them")
+    lint.add_argument("--statistics", action="store_true",
+                      help="print how many findings each code has, instead of them")
     lint.add_argument("--stdin-filename", metavar="NAME",
                       help="with PATH `-` (or no PATH): read the source from standard input and report it as NAME, "
                            "whose configuration applies (editors, pre-commit pipes)")
