@@ -61,8 +61,9 @@ def _runtime_codes() -> list[str]:
 def lint_settings(args: argparse.Namespace) -> Settings:
     """Each file's configuration, with the command line's options on top; a selector that selects
     nothing is a usage error, as in ruff (a typo must not turn checks off)."""
-    from torchpact.config import Codes, Overrides, Settings, check_selectors, parse_version
+    from torchpact.config import Codes, Overrides, Settings, check_selectors
     from torchpact.lint import rule_codes
+    from torchpact.project import parse_version
 
     # a [tool.torchpact] shared with `run` may name runtime checks' codes: known too, loaded only if needed
     codes = Codes(rule_codes(), _runtime_codes)
