@@ -23,7 +23,8 @@ def test_each_tool_runs_as_often_as_the_other_alternating_on_each_folder(tmp_pat
         f.mkdir()
 
     def tool(name: str) -> list[str]:
-        code = f"import os, sys; open({str(log)!r}, 'a').write({name!r} + os.path.basename(os.getcwd()) + sys.argv[1] + ' ')"
+        code = (f"import os, sys; open({str(log)!r}, 'a')"
+                f".write({name!r} + os.path.basename(os.getcwd()) + sys.argv[1] + ' ')")
         return [sys.executable, "-c", code]
 
     runs = bench.compare({"torchpact": tool("t"), "ruff": tool("r")}, folders, 3, target="X")

@@ -90,7 +90,8 @@ def test_github_annotations(leaky, capsys):
     code, out, _ = run_cli(["lint", leaky, "--format", "github"], capsys)
     assert code == 1
     line = out.strip().splitlines()[0]
-    assert line.startswith(f"::error file={leaky},line=14,endLine=14,col=5,endColumn=18,title=torchpact TP101 (memory)::")
+    assert line.startswith(f"::error file={leaky},line=14,endLine=14,col=5,endColumn=18,"
+                           "title=torchpact TP101 (memory)::")
     assert "Fix: accumulate" in line
 
 
@@ -182,7 +183,8 @@ def test_lint_never_imports_torch(leaky):
     notebook.write_text(json.dumps({"cells": [{"cell_type": "code", "source": "!ls\n%time x = 1\n"}]}))
     script = (
         "import sys\nfrom torchpact.cli import main\n"
-        f"code = main(['lint', '--preview', {str(leaky)!r}, {str(notebook)!r}, '--format', 'json', '-o', '/dev/null', '-j', '1'])\n"
+        f"code = main(['lint', '--preview', {str(leaky)!r}, {str(notebook)!r}, "
+        "'--format', 'json', '-o', '/dev/null', '-j', '1'])\n"
         "assert 'torch' not in sys.modules, 'lint imported torch'\n"
         "assert 'IPython' not in sys.modules, 'lint imported IPython: it must work without it'\n"
         "print(code)\n")

@@ -108,7 +108,7 @@ def test_every_severity_a_module_reports_is_documented():
             if isinstance(func, ast.FunctionDef):
                 used |= _severities(func, None) - {"default"}
         documented = set()
-        for var, (code, default) in checks.items():
+        for code, default in checks.values():
             documented.add(default)
             note = getattr(runtime_checks()[code], "severity_note", "")
             documented |= {s for s in ("error", "warning", "info") if f"`{s}`" in note}
@@ -122,7 +122,8 @@ def test_every_runtime_severity_is_documented_on_the_rules_page():
         text = page(code)
         assert f"Severity: `{check.severity.value}`" in text or f"`{check.severity.value}` (`torchpact" in text
         for severity in severities - {check.severity.value}:
-            assert f"`{severity}`" in check.severity_note, f"{code} is reported as {severity}: say when in severity_note"
+            assert f"`{severity}`" in check.severity_note, (
+                f"{code} is reported as {severity}: say when in severity_note")
         if check.severity_note:
             assert check.severity_note in text, code
 

@@ -167,7 +167,8 @@ def test_a_remembered_fact_notes_its_evidence_on_every_use():
     assert ctx.remember("steps", steps) is True and ctx.evidence.level == UNRESOLVED
     ctx.evidence.reset()
     ctx.note(Evidence.MAY, "a helper of another module may zero the gradients")
-    assert ctx.evidence.level == MAY and ctx.evidence.rendered() == ["a helper of another module may zero the gradients"]
+    assert ctx.evidence.level == MAY
+    assert ctx.evidence.rendered() == ["a helper of another module may zero the gradients"]
 
 
 def test_the_context_and_its_kinds_form_no_reference_cycle():

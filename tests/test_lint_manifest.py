@@ -22,7 +22,7 @@ def test_each_spec_has_its_rule_s_attributes_and_makes_that_rule():
     classes = all_rules()
     specs = rule_specs()
     assert [s.code for s in specs] == [r.code for r in classes]
-    for spec, cls in zip(specs, classes):
+    for spec, cls in zip(specs, classes, strict=True):
         assert spec.rule_class() is cls
         assert type(spec()) is cls
         assert (spec.category, spec.nodes) == (cls.category, cls.nodes)

@@ -84,7 +84,8 @@ def test_an_unchanged_file_is_not_linted_again(tmp_path, monkeypatch):
         fh.write("\n# edited\n")
     edited = lint_paths([str(tmp_path)], Config(preview=True), jobs=1, cache=True, cache_root=str(tmp_path))
     assert [f.code for f in edited.findings] == [f.code for f in first.findings]
-    ignoring = lint_paths([str(tmp_path)], Config(ignore=["TP501"], preview=True), jobs=1, cache=True, cache_root=str(tmp_path))
+    ignoring = lint_paths([str(tmp_path)], Config(ignore=["TP501"], preview=True), jobs=1, cache=True,
+                          cache_root=str(tmp_path))
     assert "TP501" not in {f.code for f in ignoring.findings}
 
 

@@ -30,7 +30,8 @@ def train(model, loader, optimizer, criterion):
         score_sum += scores.mean()
 """
 
-_spec = importlib.util.spec_from_file_location("gate", Path(__file__).parent.parent / "bench" / "lint_blind" / "gate.py")
+_GATE = Path(__file__).parent.parent / "bench" / "lint_blind" / "gate.py"
+_spec = importlib.util.spec_from_file_location("gate", _GATE)
 gate = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = gate
 _spec.loader.exec_module(gate)
@@ -145,7 +146,8 @@ def test_gate_writes_the_measurements_from_verdicts(tmp_path, capsys):
                                                   "commit": "abc1234", "date": "2026-12-20"}
     measured = preview.parse(data)
     assert measured["TP101"][Severity.ERROR].precision == 0.5 and measured["TP101"][Severity.WARNING].precision == 1
-    assert ["TP101", "error", "1/2", "50%", "preview"] in [line.split() for line in capsys.readouterr().out.splitlines()]
+    printed = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert ["TP101", "error", "1/2", "50%", "preview"] in printed
     assert gate.main([str(verdicts), "--commit", "abc1234", "--out", str(out), "--merge",
                       "--projects", "alpha,beta,gamma"]) == 0
     assert json.loads(out.read_text())["measured"]["TP101"]["error"]["corpus"] == ["alpha", "beta", "gamma"]
@@ -155,4 +157,5 @@ def test_gate_refuses_a_bad_verdict_in_one_line(tmp_path, capsys):
     bad = tmp_path / "bad.csv"
     bad.write_text("project,path,line,code,severity,verdict,reason\nalpha,a.py,3,TP101,error,maybe,\n")
     assert gate.main([str(bad), "--commit", "x", "--out", str(tmp_path / "p.json")]) == 2
-    assert capsys.readouterr().err.strip() == "gate.py: error: " + f"{bad}:2: verdict 'maybe' is not true, false or debatable"
+    assert capsys.readouterr().err.strip() == ("gate.py: error: "
+                                               f"{bad}:2: verdict 'maybe' is not true, false or debatable")

@@ -52,12 +52,14 @@ def _dated_strings(path: Path) -> list[tuple[int, str]]:
     skip = set()
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)):
             skip.add(id(body[0].value))
         if isinstance(node, ast.keyword) and node.arg in ("doc", "summary", "severity_note"):
             skip.update(id(n) for n in ast.walk(node.value))
         if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Check":
-            skip.update(id(n) for a in node.args[3:] for n in ast.walk(a))  # Check(code, category, severity, summary, doc)
+            # Check(code, category, severity, summary, doc)
+            skip.update(id(n) for a in node.args[3:] for n in ast.walk(a))
     return [(n.lineno, n.value) for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
             and "2.13" in n.value and id(n) not in skip]
 

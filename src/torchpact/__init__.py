@@ -1,6 +1,7 @@
 """torchpact: catches the bugs PyTorch does not tell you about.
 
-Public facade: :func:`lint_paths`, :func:`watch`, :func:`export_check`, :class:`Finding`, :class:`Severity`, :class:`Category`.
+Public facade: :func:`lint_paths`, :func:`watch`, :func:`export_check`, :class:`Finding`, :class:`Severity`,
+:class:`Category`.
 """
 
 from __future__ import annotations

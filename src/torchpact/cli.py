@@ -56,11 +56,12 @@ def _run_options(run: argparse.ArgumentParser) -> None:
                      help=f"run the expensive checks on each of the first N steps (default: {SAMPLE_FIRST}), within "
                           "the budget below")
     run.add_argument("--sample-every", type=int, default=SAMPLE_EVERY, metavar="N",
-                     help=f"then on every N-th step (default: {SAMPLE_EVERY}), and on the steps that follow one where a "
-                          "check saw a problem begin (a gradient norm jumping, updates far too large). Budget: sampled steps make at most "
-                          f"{SAMPLED_CALLS} module calls plus {SAMPLED_SHARE * 100:g}%% of all the script's module calls, "
-                          f"each sampled step counted {SAMPLED_CHARGE} calls more for its own checks, so a step of thousands "
-                          "of tiny module calls (an RL rollout) and a long run of a tiny model are sampled less often")
+                     help=f"then on every N-th step (default: {SAMPLE_EVERY}), and on the steps that follow one "
+                          "where a check saw a problem begin (a gradient norm jumping, updates far too large). "
+                          f"Budget: sampled steps make at most {SAMPLED_CALLS} module calls plus "
+                          f"{SAMPLED_SHARE * 100:g}%% of all the script's module calls, each sampled step counted "
+                          f"{SAMPLED_CHARGE} calls more for its own checks, so a step of thousands of tiny module "
+                          "calls (an RL rollout) and a long run of a tiny model are sampled less often")
     run.add_argument("--profile", action="store_true",
                      help="profile a few steps after warm-up (torch.profiler): where step time goes, top operators")
     run.add_argument("--profile-steps", type=int, default=5, metavar="N", help="steps to profile (default: 5)")
@@ -80,7 +81,8 @@ def _audit_command(name: str, what: str) -> tuple[str, str, Callable[[argparse.A
         audit.add_argument("--threads", type=int, metavar="N",
                            help="torch intra-op threads during the check (default: torch's setting)")
         if name == "export-check":
-            audit.add_argument("--paths", metavar="NAMES", help="comma-separated: trace,script,export,onnx (default: all)")
+            audit.add_argument("--paths", metavar="NAMES",
+                               help="comma-separated: trace,script,export,onnx (default: all)")
         else:
             audit.add_argument("--modes", metavar="MODES", help="comma-separated torch.compile modes "
                                "(default: default,max-autotune-no-cudagraphs; + reduce-overhead,max-autotune on CUDA)")
@@ -108,12 +110,14 @@ def _facts_options(facts: argparse.ArgumentParser) -> None:
 
 # name -> (help, description or None, the function that adds its arguments)
 COMMANDS: dict[str, tuple[str, str | None, Callable[[argparse.ArgumentParser], None]]] = {
-    "lint": ("static checks of PyTorch code (never imports torch)", None, lambda lint: _lint_command().add_options(lint)),
+    "lint": ("static checks of PyTorch code (never imports torch)", None,
+             lambda lint: _lint_command().add_options(lint)),
     "run": ("run a training script under the watchers",
             "Runs SCRIPT (or MODULE, as python -m does) unmodified as __main__ with its own ARGS, under "
             "torchpact's watchers.", _run_options),
     "export-check": _audit_command("export-check", "trace / script / torch.export / ONNX parity on varied inputs"),
-    "compile-check": _audit_command("compile-check", "torch.compile graph breaks, recompiles, latency per mode, parity"),
+    "compile-check": _audit_command("compile-check",
+                                    "torch.compile graph breaks, recompiles, latency per mode, parity"),
     "report": ("render a saved JSON report again (--html page, or another --format)",
                "Reads a report written by `--format json` and renders it as an HTML page (--html) "
                "and/or in --format (default text).", _report_options),
@@ -125,8 +129,8 @@ COMMANDS: dict[str, tuple[str, str | None, Callable[[argparse.ArgumentParser], N
     "server": ("a Language Server (LSP) over stdio: lint's findings, fixes and rule pages in the editor",
                "Speaks the Language Server Protocol on stdin/stdout (docs/editors.md). Needs the extra: "
                "pip install 'torchpact[server]'.",
-               lambda server: server.add_argument("--stdio", action="store_true",
-                                                  help="accepted for editors that pass it; stdio is the only transport")),
+               lambda server: server.add_argument(
+                   "--stdio", action="store_true", help="accepted for editors that pass it; stdio is the only transport")),
     "facts": ("check common PyTorch advice against the installed torch",
               "Runs one small experiment per claim, each in its own process, and prints the verdict "
               "on the installed torch, its evidence and the rules that rest on it. Exit 1 when a "
@@ -414,7 +418,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(f"cannot read {args.json_report}: {exc.strerror or exc}") from None
     except (ValueError, KeyError, TypeError) as exc:
-        raise UsageError(f"{args.json_report} is not a torchpact JSON report ({exc.__class__.__name__}: {exc})") from None
+        raise UsageError(f"{args.json_report} is not a torchpact JSON report "
+                         f"({exc.__class__.__name__}: {exc})") from None
     summary = {k: v for k, v in (doc.get("summary") or {}).items()
                if k not in ("total", "by_severity", "by_code", "by_category")}
     meta: dict[str, Any] = {"command": doc.get("command"), "torch": doc.get("torch"), "summary": summary,
@@ -491,7 +496,8 @@ def cmd_rules() -> int:
     for code, c in sorted(checks.items()):
         if code not in lint_codes:
             run_only += 1
-            print(f"{code}  {c.severity.value:<7}  {'':<7}  {c.category.value:<11}  run               {'':<36} {c.summary}")
+            print(f"{code}  {c.severity.value:<7}  {'':<7}  {c.category.value:<11}  run               "
+                  f"{'':<36} {c.summary}")
             if c.severity_note:
                 print(_runtime_severity_line(c, differs=False))
     from torchpact.lint.docs import SPECIAL_SEVERITY, special_codes
@@ -500,7 +506,8 @@ def cmd_rules() -> int:
     for code, text in sorted(special.items()):  # lint and run report them; no rule of their own
         title = text.splitlines()[0].split("— ", 1)[1]
         default = "off" if code == "TP005" else "on"  # TP005 runs only when selected by name
-        print(f"{code}  {SPECIAL_SEVERITY[code].value:<7}  {default:<7}  {'input':<11}  {'lint' if code == 'TP005' else 'lint+run':<8}  "
+        found_by = "lint" if code == "TP005" else "lint+run"
+        print(f"{code}  {SPECIAL_SEVERITY[code].value:<7}  {default:<7}  {'input':<11}  {found_by:<8}  "
               f"{'fix' if code == 'TP005' else '':<6}  {'':<36} {title}")
     shared = len(lint_codes & set(checks))
     print(f"\n{plural(len(lint_codes), 'lint rule')} ({shared} also checked at run time), "

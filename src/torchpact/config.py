@@ -147,7 +147,7 @@ def closest(name: str, valid: Iterable[str]) -> str:
         return ""
     # among equally close names, the one with most characters in place
     best = max(matches, key=lambda m: (round(difflib.SequenceMatcher(None, name, m).ratio(), 3),
-                                       sum(a == b for a, b in zip(name, m))))
+                                       sum(a == b for a, b in zip(name, m, strict=False))))  # names of any length
     return f" (did you mean {best!r}?)"
 
 
@@ -320,16 +320,17 @@ class Settings:
             cfg = self._fixed
         else:
             found = self._pyproject(where)
-            cfg = self._by_file.get(found) if found else None
-            if cfg is None:
-                cfg = load_config(found, self.codes)
+            known = self._by_file.get(found) if found else None
+            if known is None:
+                known = load_config(found, self.codes)
                 if found:
-                    self._by_file[found] = cfg
+                    self._by_file[found] = known
+            cfg = known
         cfg = self.overrides.apply(cfg)
         if cfg.min_torch is None:
-            found, floor = self._floor(where)
+            names_torch, floor = self._floor(where)
             # the closest project that names torch decides, also when it names no floor (bare ``torch``)
-            cfg = dataclasses.replace(cfg, declared_torch=floor if found else cfg.declared_torch)
+            cfg = dataclasses.replace(cfg, declared_torch=floor if names_torch else cfg.declared_torch)
         self._by_folder[folder] = cfg
         return cfg
 

@@ -59,7 +59,8 @@ def _runtime_section(check: Any) -> str:
 
 def check_markdown(check: Any) -> str:
     text = (f"# {check.code} — runtime check\n\n{check.summary}\n\n"
-            f"Category: `{check.category.value}` · Severity: `{check.severity.value}` · Found by: `{_found_by(check)}`\n\n")
+            f"Category: `{check.category.value}` · Severity: `{check.severity.value}` · "
+            f"Found by: `{_found_by(check)}`\n\n")
     if getattr(check, "severity_note", "") or getattr(check, "evidence", None) == Evidence.INFERRED:
         text += f"Severity: {_severity(check)}.\n\n"
     return text + check.doc.strip() + "\n"
@@ -133,7 +134,8 @@ def generated_files() -> dict[str, str]:
             rows.append(f"| [{code}]({code}.md) | {check.category.value} | {severity} | run | {check.summary} |")
         else:
             title = lint_docs.special_codes()[code].splitlines()[0].split("— ", 1)[1]
-            rows.append(f"| [{code}]({code}.md) | input | {lint_docs.SPECIAL_SEVERITY[code].value} | lint, run | {title} |")
+            severity = lint_docs.SPECIAL_SEVERITY[code].value
+            rows.append(f"| [{code}]({code}.md) | input | {severity} | lint, run | {title} |")
     files["README.md"] = "\n".join(rows) + "\n"
     return files
 

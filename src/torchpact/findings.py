@@ -22,22 +22,22 @@ class Severity(str, enum.Enum):
     def rank(self) -> int:
         return _SEVERITY_RANK[self]
 
-    def __ge__(self, other: object) -> bool:  # type: ignore[override]
+    def __ge__(self, other: object) -> bool:
         if not isinstance(other, Severity):
             return NotImplemented
         return self.rank >= other.rank
 
-    def __gt__(self, other: object) -> bool:  # type: ignore[override]
+    def __gt__(self, other: object) -> bool:
         if not isinstance(other, Severity):
             return NotImplemented
         return self.rank > other.rank
 
-    def __le__(self, other: object) -> bool:  # type: ignore[override]
+    def __le__(self, other: object) -> bool:
         if not isinstance(other, Severity):
             return NotImplemented
         return self.rank <= other.rank
 
-    def __lt__(self, other: object) -> bool:  # type: ignore[override]
+    def __lt__(self, other: object) -> bool:
         if not isinstance(other, Severity):
             return NotImplemented
         return self.rank < other.rank
@@ -102,9 +102,9 @@ class Finding:
     """One problem, located as precisely as its source allows.
 
     ``line``/``column`` are 1-based (as editors and SARIF count). ``cell`` is the 1-based cell of a
-    Jupyter notebook, counting every cell, markdown too, as ruff does; ``line`` then counts inside that cell. ``rank``/``step`` are set by the
-    runtime watchers. ``evidence`` is what the finding rests on (:class:`Evidence`; None where its
-producer does not say). ``extra`` holds free-form facts for reports and takes no part in equality.
+    Jupyter notebook, counting every cell, markdown too, as ruff does; ``line`` then counts inside that cell.
+    ``rank``/``step`` are set by the runtime watchers. ``evidence`` is what the finding rests on (:class:`Evidence`;
+    None where its producer does not say). ``extra`` holds free-form facts for reports and takes no part in equality.
 
     Immutable (``replace`` makes a changed copy). A plain class, not a frozen ``@dataclass``: every
     ``torchpact run`` imports it before the script starts, and a dataclass compiles its generated
@@ -143,13 +143,13 @@ producer does not say). ``extra`` holds free-form facts for reports and takes no
     def __delattr__(self, name: str) -> None:
         raise AttributeError(f"a Finding cannot be changed (cannot delete {name!r})")
 
-    def _key(self) -> tuple:
+    def _key(self) -> tuple[Any, ...]:
         return tuple(map(self.__dict__.__getitem__, _FIELDS))
 
     def __eq__(self, other: object) -> bool:
-        if other.__class__ is not self.__class__:
+        if not isinstance(other, Finding) or other.__class__ is not self.__class__:
             return NotImplemented
-        return self._key() == other._key()  # type: ignore[attr-defined]
+        return self._key() == other._key()
 
     def __hash__(self) -> int:
         return hash(self._key())
@@ -188,7 +188,7 @@ producer does not say). ``extra`` holds free-form facts for reports and takes no
     def with_severity(self, severity: Severity) -> "Finding":
         return self.replace(severity=severity)
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[Any, ...]:
         return (
             self.path or "",
             self.cell or 0,

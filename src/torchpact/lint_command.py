@@ -35,7 +35,8 @@ def add_options(lint: argparse.ArgumentParser) -> None:
                       help="add `# noqa: CODE` to each line with a finding now (merging into a `# noqa` already there)")
     lint.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings are reported (2 still means "
                                                                 "a usage error)")
-    lint.add_argument("--statistics", action="store_true", help="print how many findings each code has, instead of them")
+    lint.add_argument("--statistics", action="store_true",
+                      help="print how many findings each code has, instead of them")
     lint.add_argument("--stdin-filename", metavar="NAME",
                       help="with PATH `-` (or no PATH): read the source from standard input and report it as NAME, "
                            "whose configuration applies (editors, pre-commit pipes)")
@@ -60,8 +61,9 @@ def _runtime_codes() -> list[str]:
 def lint_settings(args: argparse.Namespace) -> Settings:
     """Each file's configuration, with the command line's options on top; a selector that selects
     nothing is a usage error, as in ruff (a typo must not turn checks off)."""
-    from torchpact.config import Codes, Overrides, Settings, check_selectors, parse_version
+    from torchpact.config import Codes, Overrides, Settings, check_selectors
     from torchpact.lint import rule_codes
+    from torchpact.project import parse_version
 
     # a [tool.torchpact] shared with `run` may name runtime checks' codes: known too, loaded only if needed
     codes = Codes(rule_codes(), _runtime_codes)

@@ -20,7 +20,8 @@ def run_cli(args, capsys):
 def test_list_shows_claims_and_the_rules_resting_on_them_without_running_anything(capsys):
     code, out, _ = run_cli(["facts", "--list"], capsys)
     assert code == 0
-    line = next(line for line in out.splitlines() if line.startswith("dtype-conversion-after-ddp-wrap-stops-all-reduce"))
+    line = next(line for line in out.splitlines()
+                if line.startswith("dtype-conversion-after-ddp-wrap-stops-all-reduce"))
     assert "distributed" in line and "[TP601]" in line
     assert fact_by_id("dtype-conversion-after-ddp-wrap-stops-all-reduce").claim in out
 

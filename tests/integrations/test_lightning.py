@@ -43,7 +43,8 @@ class Classifier(L.LightningModule):
 
 def _loader():
     g = torch.Generator().manual_seed(0)
-    return DataLoader(TensorDataset(torch.randn(96, 8, generator=g), torch.randint(0, 4, (96,), generator=g)), batch_size=8)
+    data = TensorDataset(torch.randn(96, 8, generator=g), torch.randint(0, 4, (96,), generator=g))
+    return DataLoader(data, batch_size=8)
 
 
 def _trainer(cb, steps=8):
@@ -132,8 +133,8 @@ class PartlyOptimized(L.LightningModule):
 
 
 def _line_of(marker: str) -> int:
-    return next(i for i, text in enumerate(open(__file__).read().splitlines(), 1) if marker in text and "def " not in text
-                and "_line_of" not in text)
+    return next(i for i, text in enumerate(open(__file__).read().splitlines(), 1)
+                if marker in text and "def " not in text and "_line_of" not in text)
 
 
 def test_an_optimizer_finding_under_the_callback_points_at_configure_optimizers():

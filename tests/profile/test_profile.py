@@ -105,7 +105,8 @@ print(running.item())
 def _run(tmp_path: Path, source: str, name: str = "train.py", **options):
     script = tmp_path / name
     script.write_text(textwrap.dedent(source))
-    profiler = StepProfile(warmup=options.get("warmup", 2), steps=options.get("steps", 3), trace_dir=str(tmp_path / "trace"))
+    profiler = StepProfile(warmup=options.get("warmup", 2), steps=options.get("steps", 3),
+                           trace_dir=str(tmp_path / "trace"))
     outcome = run_script(str(script), [], watchers=[profiler], live=False)
     assert outcome.exit_code == 0, outcome.error
     return outcome, outcome.data["profile"]
@@ -270,7 +271,7 @@ def test_profiling_does_not_change_training():
     with torchpact.watch([StepProfile(warmup=2, steps=3, trace_dir=None)]) as session:
         watched = train()
     assert session.watchers[0].result["status"] == "ok"
-    assert all(torch.equal(a, b) for a, b in zip(plain, watched))
+    assert all(torch.equal(a, b) for a, b in zip(plain, watched, strict=True))
 
 
 def test_profiled_steps_skip_the_sampled_checks():

@@ -253,7 +253,8 @@ def test_inplace_under_no_grad_on_graph_tensor_gives_wrong_gradients():
         with torch.no_grad():
             h.clamp_(0.2, 0.8)
         return F.mse_loss(h, torch.zeros(3, 5))
-    with pytest.raises(RuntimeError, match="modified by an inplace operation.*output 0 of Sigmoid, is at version 1; expected version 0"):
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*"
+                                           "output 0 of Sigmoid, is at version 1; expected version 0"):
         _weight_grad(lin, sigmoid_inplace)
 
 

@@ -169,7 +169,7 @@ def scenario_forward_through_module(rank: int, tmp: Path) -> dict:
         g /= WORLD
     out["micro-steps then ddp(x)"] = {
         "grads_in_sync": _grads_in_sync(model),
-        "equals averaged sum": all(torch.allclose(a, b, atol=1e-6) for a, b in zip(mixed, expected)),
+        "equals averaged sum": all(torch.allclose(a, b, atol=1e-6) for a, b in zip(mixed, expected, strict=True)),
     }
     return out
 
@@ -300,7 +300,8 @@ def scenario_batchnorm(rank: int, tmp: Path) -> dict:
     ddp = DDP(bn)
     x = _rank_batch(rank, 0) + 5.0 * rank
     y = ddp(x)
-    out["train output == local batch norm"] = torch.allclose(y, (x - x.mean(0)) / torch.sqrt(x.var(0, unbiased=False) + bn.eps), atol=1e-5)
+    local = (x - x.mean(0)) / torch.sqrt(x.var(0, unbiased=False) + bn.eps)
+    out["train output == local batch norm"] = torch.allclose(y, local, atol=1e-5)
     out["train output mean ~ 0 on every rank"] = bool(y.mean(0).abs().max() < 1e-5)
     try:
         DDP(nn.SyncBatchNorm.convert_sync_batchnorm(nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4))))

@@ -14,7 +14,7 @@ def test_accumulating_loss_chains_every_iterations_graph():
     model = torch.nn.Linear(4, 1)
     sizes = []
     total = 0
-    for step in range(1, 6):
+    for _ in range(5):
         loss = model(torch.randn(8, 4)).pow(2).mean()
         loss.backward()
         total += loss

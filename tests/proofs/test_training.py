@@ -81,7 +81,7 @@ def test_eval_inside_the_epoch_loop_leaves_later_epochs_in_eval_mode():
 
     model.train()  # only before the loop
     modes, repeat_differs, stats_moved = [], [], []
-    for epoch in range(3):
+    for _ in range(3):  # epochs
         modes.append(model.training)
         a, b = model(x), model(x)
         repeat_differs.append(not torch.equal(a, b))  # dropout active -> two calls differ
@@ -152,7 +152,7 @@ def test_step_between_zero_grad_and_backward_never_updates(order):
             loss = nn.functional.mse_loss(model(x), y)
             for action in order.split(","):
                 {"zero": optimizer.zero_grad, "step": optimizer.step, "backward": loss.backward}[action]()
-        assert all(torch.equal(a, b) for a, b in zip(start, model.parameters())), opt_cls
+        assert all(torch.equal(a, b) for a, b in zip(start, model.parameters(), strict=True)), opt_cls
 
     # the right order trains
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)

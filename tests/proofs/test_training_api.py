@@ -260,14 +260,14 @@ def test_plain_sgd_keeps_no_state_so_recreating_it_changes_nothing():
     for make in (lambda ps: torch.optim.SGD(ps, lr=0.1), lambda ps: torch.optim.SGD(ps, 0.1, 0, weight_decay=0.01)):
         fresh, opt = train(make, True)
         kept, _ = train(make, False)
-        assert all(torch.equal(a, b) for a, b in zip(fresh, kept))  # bit for bit
+        assert all(torch.equal(a, b) for a, b in zip(fresh, kept, strict=True))  # bit for bit
         assert len(opt.state) == 0  # nothing to lose
     def with_momentum(ps):
         return torch.optim.SGD(ps, lr=0.1, momentum=0.9)
 
     fresh, _ = train(with_momentum, True)
     kept, opt = train(with_momentum, False)
-    assert not all(torch.equal(a, b) for a, b in zip(fresh, kept))
+    assert not all(torch.equal(a, b) for a, b in zip(fresh, kept, strict=True))
     assert all("momentum_buffer" in state for state in opt.state.values())
 
 

@@ -49,7 +49,8 @@ def render(outcomes: list[Outcome], torch_version: str, links: dict[str, list[st
     for o in outcomes:
         f = o.fact
         claim = f.claim.replace("|", "\\|")
-        lines.append(f"| [`{f.id}`]({_anchor(f)}) | {f.area} | {o.verdict} | {', '.join(links.get(f.id, []))} | {claim} |")
+        rules = ", ".join(links.get(f.id, []))
+        lines.append(f"| [`{f.id}`]({_anchor(f)}) | {f.area} | {o.verdict} | {rules} | {claim} |")
     area = None
     for o in outcomes:
         f = o.fact

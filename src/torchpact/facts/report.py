@@ -36,7 +36,8 @@ def text(outcomes: list[Outcome], links: dict[str, list[str]], torch_version: st
     counts: dict[str, int] = {}
     for o in outcomes:
         counts[o.verdict] = counts.get(o.verdict, 0) + 1
-    lines += ["", f"{len(outcomes)} facts in {seconds:.1f}s: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))]
+    tally = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+    lines += ["", f"{len(outcomes)} facts in {seconds:.1f}s: {tally}"]
     changed = [o for o in outcomes if o.changed]
     if changed:
         lines += ["", f"Changed since torch {SUPPORTED_TORCH} (rules resting on these need review):"]

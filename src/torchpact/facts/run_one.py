@@ -4,8 +4,8 @@
 JSON object: ``{"id", "verdict", "evidence", "torch", "seconds"}``.
 
 ``python -m torchpact.facts.run_one --serve DIR [MODULE...]`` is what :mod:`torchpact.facts.runner`
-starts: it imports torch (and the MODULEs) once, then for each fact module read from stdin forks a child that runs that one fact
-and writes ``DIR/MODULE.json`` (its result) and ``DIR/MODULE.err`` (what it wrote to stdout/stderr). Starting
+starts: it imports torch (and the MODULEs) once, then for each fact module read from stdin forks a child that runs that
+one fact and writes ``DIR/MODULE.json`` (its result) and ``DIR/MODULE.err`` (what it wrote to stdout/stderr). Starting
 Python and importing torch costs about 2 s of CPU; a fork costs milliseconds, and the child starts
 from the state of a process that has done nothing but import torch, so no experiment sees another's
 state. Each child leads its own process group, so the runner can end it and every process it

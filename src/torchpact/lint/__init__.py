@@ -158,7 +158,9 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
                 results[p] = FileResult(path=p, findings=cached[0], lines=cached[1], hidden=cached[2],
                                         summary=entry.get("summary") or {},
                                         asked=[tuple(a) for a in entry.get("asked") or []])
-    for p, r in zip(todo, _map(_lint_in_worker, [(p, configs[p]) for p in todo], jobs, (fix, None), _init_worker)):
+    # _map returns one result per item, in order
+    for p, r in zip(todo, _map(_lint_in_worker, [(p, configs[p]) for p in todo], jobs, (fix, None), _init_worker),
+                    strict=True):
         results[p] = r
         # a rule that failed or ran out of time (TP002) may not next time: not cached
         if store is not None and keys[p] and not any(f.code == "TP002" for f in r.findings):
@@ -174,7 +176,8 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
             if cached is not None:
                 results[p] = FileResult(path=p, findings=cached[0], lines=cached[1], hidden=cached[2])
                 again.remove(p)
-    for p, r in zip(again, _map(_lint_in_worker, [(p, configs[p]) for p in again], jobs, (fix, project), _init_worker)):
+    for p, r in zip(again, _map(_lint_in_worker, [(p, configs[p]) for p in again], jobs, (fix, project), _init_worker),
+                    strict=True):
         results[p] = r
         if store is not None and keys[p]:
             store.put(p, with_facts={"key": key(keys[p], project.fingerprint), "lines": r.lines,

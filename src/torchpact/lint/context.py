@@ -157,7 +157,7 @@ class FileContext:
                 break
             # the iterable of a for loop runs once, not per iteration
             if isinstance(anc, LOOP_TYPES) and not (isinstance(anc, (ast.For, ast.AsyncFor)) and child is anc.iter):
-                if not (child in getattr(anc, "orelse", [])):
+                if child not in getattr(anc, "orelse", []):
                     loops.append(anc)
             child = anc
         return loops
@@ -544,7 +544,8 @@ class FileContext:
                 continue
             if node.func.attr == "backward":
                 target = node.func.value
-                if isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute) and target.func.attr == "scale" and target.args:
+                if (isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute)
+                        and target.func.attr == "scale" and target.args):
                     target = target.args[0]
                 if isinstance(target, ast.Name):
                     names.add(target.id)
@@ -560,7 +561,8 @@ class FileContext:
         expr = item.context_expr
         qn = self.call_name(expr) if isinstance(expr, ast.Call) else self.resolve(expr)
         if qn in NO_GRAD_CONTEXTS:
-            if qn.endswith("inference_mode") and isinstance(expr, ast.Call) and expr.args and is_const(expr.args[0], False):
+            if (qn.endswith("inference_mode") and isinstance(expr, ast.Call) and expr.args
+                    and is_const(expr.args[0], False)):
                 return "enabled"
             return "disabled"
         if qn in ("torch.set_grad_enabled", "torch.autograd.set_grad_enabled") and isinstance(expr, ast.Call):
@@ -659,7 +661,8 @@ class FileContext:
                         return node
                     if isinstance(node, ast.Call):
                         name = node.func.id if isinstance(node.func, ast.Name) else (
-                            node.func.attr if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" else None)
+                            node.func.attr if isinstance(node.func, ast.Attribute)
+                            and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" else None)
                         for fn in self.functions.get(name or "", []):
                             if id(fn) not in seen:
                                 seen.add(id(fn))
@@ -744,8 +747,10 @@ def _branch(node: ast.If | ast.IfExp, child: ast.AST) -> str:
 def _is_backward_helper(call: ast.Call) -> bool:
     """``accelerator.backward(loss)``-style calls, as opposed to ``loss.backward(gradient)``."""
     receiver = call.func.value  # type: ignore[attr-defined]
-    name = receiver.id if isinstance(receiver, ast.Name) else receiver.attr if isinstance(receiver, ast.Attribute) else ""
-    return call.func.attr == "manual_backward" or name in ("accelerator", "fabric", "self", "trainer", "engine", "strategy")  # type: ignore[attr-defined]
+    name = (receiver.id if isinstance(receiver, ast.Name)
+            else receiver.attr if isinstance(receiver, ast.Attribute) else "")
+    return (call.func.attr == "manual_backward"  # type: ignore[attr-defined]
+            or name in ("accelerator", "fabric", "self", "trainer", "engine", "strategy"))
 
 
 def mentions_rank(expr: ast.AST) -> bool:
@@ -760,5 +765,6 @@ def _exits(body: list[ast.stmt]) -> bool:
     return bool(body) and isinstance(body[-1], (ast.Return, ast.Raise, ast.Continue)) or (
         bool(body) and isinstance(body[-1], ast.Expr) and isinstance(body[-1].value, ast.Call)
         and isinstance(body[-1].value.func, (ast.Name, ast.Attribute))
-        and (getattr(body[-1].value.func, "id", None) or getattr(body[-1].value.func, "attr", None)) in ("exit", "_exit")
+        and (getattr(body[-1].value.func, "id", None)
+             or getattr(body[-1].value.func, "attr", None)) in ("exit", "_exit")
     )

@@ -151,7 +151,8 @@ class ScopeFlow:
             # ``total += loss`` reads and keeps the old value: it is not a reset, and not a new source
             self._uses(stmt.value, state)
             if isinstance(stmt.target, ast.Name):
-                self._reach[id(stmt.target)] = self._reach.get(id(stmt.target), frozenset()) | state.get(stmt.target.id, frozenset())
+                key = id(stmt.target)
+                self._reach[key] = self._reach.get(key, frozenset()) | state.get(stmt.target.id, frozenset())
             else:
                 self._uses(stmt.target, state)
             return state
@@ -252,7 +253,8 @@ class ScopeFlow:
             for elt in target.elts:
                 self._target_uses(elt.value if isinstance(elt, ast.Starred) else elt, state)
 
-    def _loop(self, loop: ast.For | ast.AsyncFor | ast.While, state: State, head: Callable[[State], None]) -> State | None:
+    def _loop(self, loop: ast.For | ast.AsyncFor | ast.While, state: State,
+              head: Callable[[State], None]) -> State | None:
         # Every binding inside the loop may be what the next iteration starts with, so the head
         # holds the entry's definitions plus all of the loop's own: one pass over the body, no
         # fixpoint, hence no cost that multiplies with the nesting depth.

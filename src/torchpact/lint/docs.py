@@ -81,8 +81,8 @@ def evidence_section(rule: type[Rule]) -> list[str]:
     if rule.requires:
         lines += ["It relies on:", ""] + [f"- {fact}" for fact in rule.requires] + [""]
     lines += ["By default (`--preview`, `preview = true` or naming the code in `select` shows preview findings):", ""]
-    lines += [f"- `{s.value}`: {preview.status(rule.code, s)}" for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)
-              if s <= rule.severity]
+    lines += [f"- `{s.value}`: {preview.status(rule.code, s)}"
+              for s in (Severity.ERROR, Severity.WARNING, Severity.INFO) if s <= rule.severity]
     return lines + [""]
 
 

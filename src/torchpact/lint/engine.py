@@ -8,6 +8,7 @@ import os
 import unicodedata
 import warnings
 from dataclasses import dataclass, field
+from typing import Any, Iterable, Sequence
 
 from torchpact.config import Config, is_suppressed
 from torchpact.findings import LINT_EVIDENCE, Category, Finding, Severity, input_finding, severity_cap
@@ -55,8 +56,8 @@ class FileResult:
     fixes_applied: int = 0
     lines: int = 0
     # Facts of this file's functions for the other files, and what its rules asked about theirs.
-    summary: dict = field(default_factory=dict)
-    asked: list = field(default_factory=list)
+    summary: dict[str, Any] = field(default_factory=dict)
+    asked: list[Any] = field(default_factory=list)
     # Findings the preview gate kept out (lint/preview.py).
     hidden: int = 0
     # (finding, its fix's edits, unsafe) for each reported finding that has a fix, edits as offsets into
@@ -65,7 +66,7 @@ class FileResult:
 
 
 # (select, ignore) -> the rules they enable, for configurations without per-file ignores.
-_ENABLED: dict[tuple, list[RuleSpec]] = {}
+_ENABLED: dict[tuple[Any, ...], list[RuleSpec]] = {}
 
 
 def enabled_rules(config: Config, path: str) -> list[RuleSpec]:
@@ -140,9 +141,9 @@ def callee_name(call: ast.Call, aliases: dict[str, str]) -> str | None:
     func = call.func
     t = type(func)
     if t is ast.Attribute:
-        return func.attr  # type: ignore[attr-defined]
+        return func.attr  # type: ignore[attr-defined, no-any-return]
     if t is ast.Name:
-        name = func.id  # type: ignore[attr-defined]
+        name: str = func.id  # type: ignore[attr-defined]
         origin = aliases.get(name)
         return origin.rpartition(".")[2] if origin else name
     return None
@@ -162,9 +163,11 @@ class NameIndex:
     def calls(self) -> dict[str, list[tuple[int, ast.AST]]]:
         if self._calls is None:
             aliases = self.ctx.aliases
-            out: dict = {}
+            out: dict[str, list[tuple[int, ast.AST]]] = {}
             for i, n in enumerate(self.ctx.by_type.get(ast.Call, ())):  # one loop per file: no generator
                 name = callee_name(n, aliases)  # type: ignore[arg-type]
+                if name is None:
+                    continue  # ``f()()``, ``fns[0]()``: no name a pre-filter can ask for
                 bucket = out.get(name)
                 if bucket is None:
                     out[name] = [(i, n)]
@@ -176,7 +179,7 @@ class NameIndex:
     @property
     def attrs(self) -> dict[str, list[tuple[int, ast.AST]]]:
         if self._attrs is None:
-            out: dict = {}
+            out: dict[str, list[tuple[int, ast.AST]]] = {}
             for i, n in enumerate(self.ctx.by_type.get(ast.Attribute, ())):
                 bucket = out.get(n.attr)  # type: ignore[attr-defined]
                 if bucket is None:
@@ -194,7 +197,7 @@ class NameIndex:
         return self._imports
 
 
-def _group(items) -> dict[str, list[tuple[int, ast.AST]]]:
+def _group(items: Iterable[tuple[int, ast.AST, str]]) -> dict[str, list[tuple[int, ast.AST]]]:
     out: dict[str, list[tuple[int, ast.AST]]] = {}
     for i, node, name in items:
         bucket = out.get(name)
@@ -261,7 +264,7 @@ def _to_finding(rule: Rule, hit: Hit, ctx: FileContext, unsafe: bool = False) ->
     level = min(hit.evidence.rank if hit.evidence is not None else MAY, recorded.level)
     evidence = LINT_EVIDENCE[level]
     # ruff's applicability: `--fix` applies safe fixes, `--unsafe-fixes` the others too (Rule.unsafe_fix)
-    extra: dict = {"fixable": True, "fix_applicability": "unsafe" if unsafe else "safe"} if hit.edits else {}
+    extra: dict[str, Any] = {"fixable": True, "fix_applicability": "unsafe" if unsafe else "safe"} if hit.edits else {}
     if recorded.level < MUST:
         extra["evidence_reasons"] = recorded.rendered()
     finding = Finding(
@@ -300,7 +303,7 @@ def checks_noqa(config: Config, path: str) -> bool:
         UNUSED_NOQA, Category.INPUT.value, path)
 
 
-def _noqa_findings(source: Source, config: Config, rules: list, used: set[tuple[int, str]],
+def _noqa_findings(source: Source, config: Config, rules: Sequence[Rule | RuleSpec], used: set[tuple[int, str]],
                    findings: list[Finding]) -> tuple[list[Finding], list[Edit]]:
     unfinished = {f.extra["rule"] for f in findings if f.code == INTERNAL_CODE and f.extra.get("rule")}
     found, edits = unused(source, used, frozenset(declared_codes()), {r.code for r in rules}, unfinished)
@@ -319,8 +322,9 @@ def _internal_finding(ctx: FileContext, node: ast.AST | None, rule: str, stopped
                    path=ctx.path, line=line, cell=cell, extra={"rule": rule, "stopped": stopped})
 
 
-def lint_source(source: Source, config: Config, rules: list[Rule | RuleSpec] | None = None,
-                project: ProjectFacts | None = None, notes: dict | None = None) -> tuple[list[Finding], list[Edit]]:
+def lint_source(source: Source, config: Config, rules: Sequence[Rule | RuleSpec] | None = None,
+                project: ProjectFacts | None = None,
+                notes: dict[str, Any] | None = None) -> tuple[list[Finding], list[Edit]]:
     """Findings and fix edits for one source text. ``notes`` (when given) receives the file's
     function ``summary``, the project facts its rules ``asked`` about, how many findings the
     preview gate ``hidden`` (lint/preview.py; their fixes are not applied either), and each reported
@@ -377,7 +381,7 @@ def lint_source(source: Source, config: Config, rules: list[Rule | RuleSpec] | N
         nodes = rule_nodes(rule, ctx, names)
         if not nodes or not triggered(rule):
             continue
-        if type(rule) is RuleSpec:
+        if isinstance(rule, RuleSpec):
             rule = rule()
         unsafe = rule.unsafe_fix
         ctx.start_budget(budget)
@@ -452,7 +456,7 @@ def lint_file(path: str, config: Config, fix: bool = False, display_path: str | 
         rules = enabled_rules(config, shown)
         bad_cells = [_input_finding(shown, exc) for exc in source.errors]
         for attempt in range(MAX_FIX_PASSES if fix else 1):
-            notes: dict = {}
+            notes: dict[str, Any] = {}
             try:
                 findings, edits = lint_source(source, config, rules, project, notes)
             except SourceError as exc:

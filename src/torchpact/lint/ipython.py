@@ -9,8 +9,9 @@ findings keep their line and column, and autofix edits map back onto the cell un
 Forms (as IPython 8 reads them; each one is a syntax error in plain Python, so valid code is never
 touched): ``!cmd`` / ``!!cmd``, ``%magic args``, ``x = !cmd`` / ``x = %magic``, ``?obj`` / ``obj?`` /
 ``obj??``, the autocall prefixes ``/f a`` ``,f a`` ``;f a``, a ``\\``-continued escape, line magics
-without ``%`` (automagic: ``pip install x``), pasted ``>>>`` / ``In [1]:`` prompts, and cell magics (``%%bash``: the body is not Python
-and is skipped; ``%%time`` / ``%%capture`` ...: the body is Python and is linted, as ruff does).
+without ``%`` (automagic: ``pip install x``), pasted ``>>>`` / ``In [1]:`` prompts, and cell magics
+(``%%bash``: the body is not Python and is skipped; ``%%time`` / ``%%capture`` ...: the body is Python
+and is linted, as ruff does).
 ``%time stmt`` / ``%timeit stmt`` / ``%prun stmt`` keep ``stmt`` visible to lint: their prefix becomes
 ``0    ;``. A cell whose first line is indented is read as IPython dedents it, under an ``if True:``
 line that ``prefix`` records.
@@ -213,7 +214,8 @@ def _rewrite(lines: list[str], statement_as_code: set[int], automagic: set[int])
     return "".join(out), opaque
 
 
-def _escape_start(body: str, row: int, statement_as_code: set[int], automagic: set[int]) -> tuple[int, int | None] | None:
+def _escape_start(body: str, row: int, statement_as_code: set[int],
+                  automagic: set[int]) -> tuple[int, int | None] | None:
     """(where the IPython form starts, where a kept statement starts) for a logical line, else None."""
     indent = len(body) - len(body.lstrip(" \t\f"))
     rest = body[indent:]

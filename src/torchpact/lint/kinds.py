@@ -621,4 +621,5 @@ def annotation_kinds(ctx: FileContext, annotation: ast.AST) -> Kinds:
 
 def is_torch_nn_class(qn: str) -> bool:
     parts = qn.split(".")
-    return len(parts) >= 3 and parts[0] == "torch" and parts[1] == "nn" and parts[-1][:1].isupper() and parts[2] not in ("functional", "init", "utils")
+    return (len(parts) >= 3 and parts[0] == "torch" and parts[1] == "nn" and parts[-1][:1].isupper()
+            and parts[2] not in ("functional", "init", "utils"))

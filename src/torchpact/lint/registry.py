@@ -55,6 +55,17 @@ class RuleSpec:
 
     __slots__ = ("code", "category", "module", "qualname", "nodes", "triggers", "calls", "attrs",
                  "imported", "needs_torch_import", "needs_import", "_cls")
+    code: str
+    category: Category
+    module: str
+    qualname: str
+    nodes: tuple[type[ast.AST], ...]
+    triggers: tuple[str, ...]
+    calls: frozenset[str]
+    attrs: frozenset[str]
+    imported: frozenset[str]
+    needs_torch_import: bool
+    needs_import: str | None
 
     def __init__(self, code: str, category: str, module: str, qualname: str, nodes: tuple[str, ...],
                  **filters):

@@ -117,14 +117,15 @@ class Rule:
 
     @classmethod
     def summary(cls) -> str:
-        return cls.doc().split("\n", 1)[0].strip()
+        """The docstring's first paragraph, on one line (it may be wrapped in the source)."""
+        return " ".join(cls.doc().split("\n\n", 1)[0].split())
 
     @classmethod
     def sections(cls) -> dict[str, str]:
         """The docstring's ``## `` sections by title."""
         out: dict[str, str] = {}
         parts = re.split(r"^## +(.+)$", cls.doc(), flags=re.M)
-        for title, body in zip(parts[1::2], parts[2::2]):
+        for title, body in zip(parts[1::2], parts[2::2], strict=True):  # one group: [head, title, body, ...]
             out[title.strip()] = body.strip()
         return out
 

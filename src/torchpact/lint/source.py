@@ -118,7 +118,8 @@ def decode_python(data: bytes) -> str:
         return data.decode(encoding)
     except (UnicodeDecodeError, LookupError) as exc:
         line = data[: getattr(exc, "start", 0)].count(b"\n") + 1 if isinstance(exc, UnicodeDecodeError) else None
-        raise SourceError(f"not valid {encoding} text ({exc.__class__.__name__}: {exc.reason if hasattr(exc, 'reason') else exc})", line=line) from None
+        reason = exc.reason if hasattr(exc, "reason") else exc
+        raise SourceError(f"not valid {encoding} text ({exc.__class__.__name__}: {reason})", line=line) from None
 
 
 def notebook_source(path: str, data: bytes) -> Source:

@@ -30,10 +30,32 @@ def manifest_entry(rule: type[Rule]) -> dict:
     return entry
 
 
+WIDTH = 120  # the line length of [tool.ruff] in pyproject.toml
+INDENT = "     "
+
+
 def _literal(value) -> str:
     if isinstance(value, frozenset):
         return f"frozenset({{{', '.join(repr(v) for v in sorted(value))}}})" if value else "frozenset()"
     return repr(value)
+
+
+def _field(key: str, value) -> str:
+    """One ``'key': value,`` line of an entry, its collection's items wrapped over several lines
+    when the line would be longer than :data:`WIDTH`."""
+    line = f"{INDENT}{key!r}: {_literal(value)},\n"
+    if len(line) - 1 <= WIDTH or not isinstance(value, (frozenset, tuple)):
+        return line
+    opening, closing = ("frozenset({", "})") if isinstance(value, frozenset) else ("(", ")")
+    items = [repr(v) for v in (sorted(value) if isinstance(value, frozenset) else value)]
+    rows, row = [], INDENT + "    "
+    for item in items:
+        if len(row) + len(item) + 1 > WIDTH and row.strip():
+            rows.append(row.rstrip())
+            row = INDENT + "    "
+        row += f"{item}, "
+    rows.append(row.rstrip())
+    return f"{INDENT}{key!r}: {opening}\n" + "\n".join(rows) + f"\n{INDENT}{closing},\n"
 
 
 def render() -> str:
@@ -44,7 +66,7 @@ def render() -> str:
         entry = manifest_entry(rule)
         head = ", ".join(f"{k!r}: {entry.pop(k)!r}" for k in ("code", "category", "qualname"))
         out.append(f"    {{{head},\n")
-        out.append("".join(f"     {k!r}: {_literal(v)},\n" for k, v in entry.items()))
+        out.append("".join(_field(k, v) for k, v in entry.items()))
         out.append("     },\n")
     out.append(")\n")
     return "".join(out)

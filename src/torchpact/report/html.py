@@ -79,7 +79,8 @@ def page(doc: dict[str, Any], sources: dict[str, str] | None = None, rules: dict
 def _header(doc: dict[str, Any], summary: dict[str, Any], findings: list[Finding]) -> str:
     sev = summary.get("by_severity") or {}
     counts = {s: sev.get(s, sum(1 for f in findings if f.severity.value == s)) for s in ("error", "warning", "info")}
-    cards = [f'<div class="card {s}"><b>{counts[s]}</b><span>{s}{"s" if counts[s] != 1 and s != "info" else ""}</span></div>'
+    cards = [f'<div class="card {s}"><b>{counts[s]}</b>'
+             f'<span>{s}{"s" if counts[s] != 1 and s != "info" else ""}</span></div>'
              for s in ("error", "warning", "info")]
     facts = []
     if "script" in summary:
@@ -105,10 +106,12 @@ def _header(doc: dict[str, Any], summary: dict[str, Any], findings: list[Finding
     if summary.get("torchpact_exit_code") is not None:
         facts.append(("torchpact exit code", _exit_reason(summary)))
     facts_html = "".join(f"<dt>{e(k)}</dt><dd>{e(v)}</dd>" for k, v in facts if v is not None)
+    categories = len({f.category for f in findings})
     verdict = ("No findings." if not findings else
                f"{len(findings)} finding{'s' * (len(findings) != 1)} in "
-               f"{len({f.category for f in findings})} categor{'ies' if len({f.category for f in findings}) != 1 else 'y'}.")
-    return (f'<header class="top"><div><h1>torchpact report</h1><p class="cmd"><code>torchpact {e(doc.get("command"))}</code></p>'
+               f"{categories} categor{'ies' if categories != 1 else 'y'}.")
+    return (f'<header class="top"><div><h1>torchpact report</h1>'
+            f'<p class="cmd"><code>torchpact {e(doc.get("command"))}</code></p>'
             f'<p class="verdict">{e(verdict)}</p></div><div class="cards">{"".join(cards)}</div></header>'
             f'<dl class="facts">{facts_html}</dl>')
 
@@ -345,9 +348,11 @@ def line_chart(title: str, series: list[tuple[str, list[tuple[float, float]]]], 
         d = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
         if len(pts) == 1:
             x, y = pts[0]
-            out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{color}"><title>{e(label)}</title></circle>')
+            out.append(f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="3" fill="{color}">'
+                       f'<title>{e(label)}</title></circle>')
         else:
-            out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{d}"><title>{e(label)}</title></polyline>')
+            out.append(f'<polyline fill="none" stroke="{color}" stroke-width="1.6" points="{d}">'
+                       f'<title>{e(label)}</title></polyline>')
     if len(series) > 1:
         lx = left + 8
         for i, (label, _) in enumerate(series[:8]):
@@ -396,8 +401,9 @@ def heatmap(title: str, rows: dict[str, list[Sequence[Any]]], *, max_columns: in
     cw = max(2.0, (width - label_w - 20) / max(1, len(steps)))
     plot_w = cw * len(steps)
     height = 30 + cell_h * len(values) + 22 + legend_h
-    out = [f'<svg class="chart heat" viewBox="0 0 {label_w + plot_w + 20:.0f} {height}" width="{label_w + plot_w + 20:.0f}" '
-           f'height="{height}" role="img" aria-label="{e(title)}"><text class="ctitle" x="0" y="18">{e(title)}</text>']
+    out = [(f'<svg class="chart heat" viewBox="0 0 {label_w + plot_w + 20:.0f} {height}" '
+            f'width="{label_w + plot_w + 20:.0f}" height="{height}" role="img" aria-label="{e(title)}">'
+            f'<text class="ctitle" x="0" y="18">{e(title)}</text>')]
     for r, (name, vals) in enumerate(values.items()):
         y = 30 + r * cell_h
         shown = name if len(name) * 6.6 < label_w - 12 else "…" + name[-int((label_w - 20) / 6.6):]
@@ -413,8 +419,8 @@ def heatmap(title: str, rows: dict[str, list[Sequence[Any]]], *, max_columns: in
                 fill = "#d1d5db"
             else:
                 fill = _color((math.log10(v) - lo) / (hi - lo))
-            out.append(f'<rect x="{label_w + c * cw:.1f}" y="{y}" width="{cw + 0.3:.1f}" height="{cell_h - 1}" fill="{fill}">'
-                       f'<title>{e(name)} · step {s}: {e(_fmt(v))}</title></rect>')
+            out.append(f'<rect x="{label_w + c * cw:.1f}" y="{y}" width="{cw + 0.3:.1f}" height="{cell_h - 1}" '
+                       f'fill="{fill}"><title>{e(name)} · step {s}: {e(_fmt(v))}</title></rect>')
     ybase = 30 + cell_h * len(values)
     every = max(1, math.ceil(len(steps) / 10), math.ceil(36 / cw))  # columns are checked steps, not evenly spaced
     for i in range(0, len(steps), every):
@@ -452,7 +458,8 @@ def stacked_bars(title: str, rows: list[tuple[str, dict[str, float]]], order: li
             if v <= 0:
                 continue
             w = v / total_max * pw
-            out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="16" fill="{_PHASE_COLORS.get(key, "#6b7280")}">'
+            out.append(f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="16" '
+                       f'fill="{_PHASE_COLORS.get(key, "#6b7280")}">'
                        f'<title>{e(key)}: {e(unit(v))} ({v / total:.0%})</title></rect>')
             x += w
         out.append(f'<text class="tick" x="{x + 6:.1f}" y="{y + 13}">{e(unit(total))}</text>')
@@ -511,8 +518,7 @@ def _run_sections(summary: dict[str, Any]) -> list[str]:
     if ranks:
         series = _rank_series(summary)
         rows = "".join(
-            f"<tr><td>{e(r.get('rank'))}</td><td>{e(r.get('steps'))}</td>"
-            f"<td>{e(_seconds(r['step_time_median']) if isinstance(r.get('step_time_median'), (int, float)) else '—')}</td>"
+            f"<tr><td>{e(r.get('rank'))}</td><td>{e(r.get('steps'))}</td><td>{e(_median_step_time(r))}</td>"
             f"<td>{e(r.get('exit_code'))}</td><td>{e(r.get('error') or '')}</td></tr>" for r in ranks)
         chart = line_chart("Step time per rank", series, y_format=_seconds) if series else ""
         out.append('<section id="ranks"><h2>Ranks</h2>' + (f'<div class="charts">{chart}</div>' if chart else "")
@@ -522,6 +528,11 @@ def _run_sections(summary: dict[str, Any]) -> list[str]:
     if profile:
         out.append(_profile_section(profile))
     return out
+
+
+def _median_step_time(rank: dict[str, Any]) -> str:
+    median = rank.get("step_time_median")
+    return _seconds(median) if isinstance(median, (int, float)) else "—"
 
 
 def _profile_section(profile: dict[str, Any]) -> str:
@@ -544,7 +555,8 @@ def _profile_section(profile: dict[str, Any]) -> str:
                        for o in ops)
         device = any("device_ms" in o for o in ops)
         parts.append('<h3>Top operators</h3><table><thead><tr><th>operator</th><th>calls</th><th>self (host)</th>'
-                     f'<th>total (host)</th>{"<th>device</th>" if device else ""}</tr></thead><tbody>{body}</tbody></table>')
+                     f'<th>total (host)</th>{"<th>device</th>" if device else ""}</tr></thead>'
+                     f'<tbody>{body}</tbody></table>')
     if profile.get("trace"):
         parts.append(f'<p class="note">trace: <code>{e(profile["trace"])}</code> (open in Perfetto or TensorBoard)</p>')
     parts.append("</section>")
@@ -575,17 +587,21 @@ def _export_sections(summary: dict[str, Any]) -> list[str]:
                 continue
             st = r.get("status", "")
             err = r.get("max_abs_err")
-            text = "ok" if st == "ok" and not err else (f"Δ {_fmt(err)}" if st in ("ok", "mismatch") and err is not None else st)
+            if st == "ok" and not err:
+                text = "ok"
+            else:
+                text = f"Δ {_fmt(err)}" if st in ("ok", "mismatch") and err is not None else st
             tip = r.get("problem") or ""
             cells.append(f'<td class="{_STATUS_CLASS.get(st, "skip")}" title="{e(tip)}">{e(text)}</td>')
         rows.append(f'<tr><th>{e(name)}</th><td class="{_STATUS_CLASS.get(status, "skip")} status">{e(status)}</td>'
                     f'{"".join(cells)}{_latency_cell(p.get("latency_ms") or {})}'
                     f'<td class="reason">{e(p.get("reason") or "")}</td></tr>')
-    return ['<section id="parity"><h2>Export parity</h2><p class="note">Each path\'s artifact against eager on '
-            'each input variant (Δ: largest absolute difference). Latency on the example: eager timed first, '
-            'before any export; a pair is compared only when both are stable.</p><div class="scroll"><table class="parity">'
-            f'<thead><tr><th>path</th><th>result</th>{head}<th>latency artifact / eager</th><th>why</th></tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table></div></section>']
+    return [('<section id="parity"><h2>Export parity</h2><p class="note">Each path\'s artifact against eager on '
+             'each input variant (Δ: largest absolute difference). Latency on the example: eager timed first, '
+             'before any export; a pair is compared only when both are stable.</p>'
+             '<div class="scroll"><table class="parity">'
+             f'<thead><tr><th>path</th><th>result</th>{head}<th>latency artifact / eager</th><th>why</th></tr></thead>'
+             f'<tbody>{"".join(rows)}</tbody></table></div></section>')]
 
 
 def _pair(a: Any, b: Any) -> str:
@@ -617,16 +633,22 @@ def _compile_sections(summary: dict[str, Any]) -> list[str]:
     head = "".join(f"<th>{e(k.replace('_', ' '))}</th>" for k in keys)
     eager = summary.get("eager_latency_ms") or {}
     rows = (f'<tr><th>eager</th>{"<td></td>" * len(keys)}{_p50_p99_cell(eager)}</tr>' if eager else "")
-    rows += "".join(f"<tr><th>{e(name)}</th>" + "".join(f"<td>{e(_fmt(m.get(k)) if isinstance(m.get(k), float) else m.get(k))}</td>"
-                                                        for k in keys) + _p50_p99_cell(m.get("latency_ms") or {}) + "</tr>"
+    rows += "".join(f"<tr><th>{e(name)}</th>" + "".join(f"<td>{e(_mode_value(m.get(k)))}</td>" for k in keys)
+                    + _p50_p99_cell(m.get("latency_ms") or {}) + "</tr>"
                     for name, m in modes.items())
     recommendation = summary.get("recommendation") or {}
     advice = ("<ul>" + "".join(f"<li><b>{e(k)}</b>: {e(v)}</li>" for k, v in recommendation.items()) + "</ul>"
               if isinstance(recommendation, dict) else f"<p>{e(recommendation)}</p>")
     extra = (f'<p class="note">graphs: {e(summary.get("graphs"))}, graph breaks: '
-             f'{e(len(summary.get("graph_breaks") or []))}; eager timed first, before any dynamo work, and again in the same rounds as each mode</p>{advice}')
-    return [f'<section id="compile"><h2>Compile modes</h2>{extra}<div class="scroll"><table><thead><tr><th>mode</th>{head}'
-            f'<th>latency p50 / p99</th></tr></thead><tbody>{rows}</tbody></table></div></section>']
+             f'{e(len(summary.get("graph_breaks") or []))}; eager timed first, before any dynamo work, and again in '
+             f'the same rounds as each mode</p>{advice}')
+    return [(f'<section id="compile"><h2>Compile modes</h2>{extra}<div class="scroll"><table><thead><tr>'
+             f'<th>mode</th>{head}<th>latency p50 / p99</th></tr></thead><tbody>{rows}</tbody></table></div>'
+             f'</section>')]
+
+
+def _mode_value(value: Any) -> Any:
+    return _fmt(value) if isinstance(value, float) else value
 
 
 def _p50_p99_cell(latency: dict[str, Any]) -> str:
@@ -646,9 +668,11 @@ def _p50_p99_cell(latency: dict[str, Any]) -> str:
 
 
 _CSS = """
-:root{--fg:#111827;--mut:#6b7280;--bg:#f6f7f9;--card:#fff;--line:#e5e7eb;--err:#dc2626;--warn:#d97706;--info:#2563eb;--ok:#16a34a}
+:root{--fg:#111827;--mut:#6b7280;--bg:#f6f7f9;--card:#fff;--line:#e5e7eb;--err:#dc2626;--warn:#d97706;--info:#2563eb;
+  --ok:#16a34a}
 *{box-sizing:border-box}
-body{margin:0;background:var(--bg);color:var(--fg);font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
+body{margin:0;background:var(--bg);color:var(--fg);
+  font:14px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif}
 main{max-width:1100px;margin:0 auto;padding:24px 20px 40px}
 code,pre{font-family:ui-monospace,"SFMono-Regular","DejaVu Sans Mono",Menlo,Consolas,monospace;font-size:12.5px}
 h1{font-size:24px;margin:0}
@@ -658,17 +682,22 @@ header.top{display:flex;justify-content:space-between;gap:20px;align-items:flex-
 .cmd{margin:4px 0;color:var(--mut);word-break:break-all}
 .verdict{margin:4px 0;font-weight:600}
 .cards{display:flex;gap:10px}
-.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:8px 14px;min-width:86px;text-align:center;border-top:4px solid}
+.card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:8px 14px;min-width:86px;
+  text-align:center;border-top:4px solid}
 .card b{display:block;font-size:24px;line-height:1.2}
 .card span{color:var(--mut);font-size:12px}
-.card.error{border-top-color:var(--err)}.card.warning{border-top-color:var(--warn)}.card.info{border-top-color:var(--info)}
-dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:14px 0 0;background:var(--card);border:1px solid var(--line);border-radius:8px;padding:10px 14px}
+.card.error{border-top-color:var(--err)}.card.warning{border-top-color:var(--warn)}
+.card.info{border-top-color:var(--info)}
+dl.facts{display:grid;grid-template-columns:max-content 1fr;gap:2px 14px;margin:14px 0 0;background:var(--card);
+  border:1px solid var(--line);border-radius:8px;padding:10px 14px}
 dl.facts dt{color:var(--mut)}dl.facts dd{margin:0;word-break:break-all}
 nav{margin:14px 0 0;display:flex;gap:14px}
 nav a{color:var(--info);text-decoration:none}
 .count{display:inline-block;background:var(--line);border-radius:10px;padding:0 8px;font-size:12px;color:var(--fg)}
-.finding{background:var(--card);border:1px solid var(--line);border-left:4px solid var(--mut);border-radius:6px;padding:10px 14px;margin:8px 0}
-.finding.error{border-left-color:var(--err)}.finding.warning{border-left-color:var(--warn)}.finding.info{border-left-color:var(--info)}
+.finding{background:var(--card);border:1px solid var(--line);border-left:4px solid var(--mut);border-radius:6px;
+  padding:10px 14px;margin:8px 0}
+.finding.error{border-left-color:var(--err)}.finding.warning{border-left-color:var(--warn)}
+.finding.info{border-left-color:var(--info)}
 .fhead{display:flex;flex-wrap:wrap;gap:10px;align-items:baseline}
 .pill{font-size:11px;font-weight:700;text-transform:uppercase;border-radius:4px;padding:1px 6px;color:#fff}
 .pill.error{background:var(--err)}.pill.warning{background:var(--warn)}.pill.info{background:var(--info)}
@@ -676,11 +705,13 @@ nav a{color:var(--info);text-decoration:none}
 .loc{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12.5px;color:#374151;word-break:break-all}
 .when{color:var(--mut);font-size:12px}
 .msg{margin:6px 0}
-pre.ruletext{white-space:pre-wrap;background:#f8fafc;border:1px solid #e2e8f0;border-radius:6px;padding:10px 12px;margin:10px 0}
+pre.ruletext{white-space:pre-wrap;background:#f8fafc;border:1px solid #e2e8f0;border-radius:6px;padding:10px 12px;
+  margin:10px 0}
 pre.src{background:#0f172a;color:#e2e8f0;border-radius:6px;padding:8px 0;margin:8px 0;overflow-x:auto}
 pre.src span{display:block;padding:0 12px;white-space:pre}
 pre.src span.hit{background:#7f1d1d80;border-left:3px solid #f87171;padding-left:9px}
-pre.src i{font-style:normal;color:#64748b;display:inline-block;width:3.2em;text-align:right;margin-right:12px;user-select:none}
+pre.src i{font-style:normal;color:#64748b;display:inline-block;width:3.2em;text-align:right;margin-right:12px;
+  user-select:none}
 .subject{margin:4px 0;color:var(--mut)}
 .fix{margin:6px 0 0;background:#f0fdf4;border:1px solid #bbf7d0;border-radius:6px;padding:6px 10px}
 .fix b{color:var(--ok);margin-right:6px}
@@ -698,7 +729,8 @@ table{border-collapse:collapse;background:var(--card);border:1px solid var(--lin
 th,td{border:1px solid var(--line);padding:4px 8px;text-align:left;vertical-align:top}
 thead th{background:#f3f4f6;font-weight:600}
 td.ok{background:#dcfce7;color:#166534}td.bad{background:#fee2e2;color:#991b1b;font-weight:600}td.skip{color:var(--mut)}
-table.parity td{text-align:center;white-space:nowrap}table.parity td.reason{text-align:left;white-space:normal;min-width:260px}
+table.parity td{text-align:center;white-space:nowrap}table.parity td.reason{text-align:left;white-space:normal;
+  min-width:260px}
 td.num{text-align:right}
 table.parity td.latency{white-space:normal;min-width:150px}.p99{color:var(--mut);font-size:12px}
 td.unstable,span.unstable{text-align:left;color:var(--warn);font-size:12px}td.unstable .p99{color:var(--mut)}

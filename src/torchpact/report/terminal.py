@@ -87,16 +87,19 @@ def render_terminal(findings: list[Finding], meta: dict[str, Any], width: int | 
                                             line_range=(lo, hi), highlight_lines={f.line}, word_wrap=False,
                                             background_color="default"), (0, 0, 0, 2), expand=False))
             if f.subject:
-                parts.append(Padding(Text.assemble(("subject ", "grey50"), (f.subject, "")), (0, 0, 0, 2), expand=False))
+                parts.append(Padding(Text.assemble(("subject ", "grey50"), (f.subject, "")), (0, 0, 0, 2),
+                                     expand=False))
             if f.fix:
-                parts.append(Padding(Text.assemble(("fix ", "bold green"), (f.fix, "green")), (0, 0, 0, 2), expand=False))
+                parts.append(Padding(Text.assemble(("fix ", "bold green"), (f.fix, "green")), (0, 0, 0, 2),
+                                     expand=False))
             console.print(Group(*parts))
             console.print()
     counts = {s: sum(1 for f in findings if f.severity == s) for s in Severity}
     if findings:
         line = Text.assemble(
             (f"Found {len(findings)} finding{'s' * (len(findings) != 1)}: ", "bold"),
-            (f"{counts[Severity.ERROR]} error", _STYLE[Severity.ERROR] if counts[Severity.ERROR] else "grey50"), (", ", ""),
+            (f"{counts[Severity.ERROR]} error", _STYLE[Severity.ERROR] if counts[Severity.ERROR] else "grey50"),
+            (", ", ""),
             (f"{counts[Severity.WARNING]} warning", _STYLE[Severity.WARNING] if counts[Severity.WARNING] else "grey50"),
             (", ", ""), (f"{counts[Severity.INFO]} info", _STYLE[Severity.INFO] if counts[Severity.INFO] else "grey50"))
         note = fixable_note(findings, meta)

@@ -75,7 +75,8 @@ def render_text(findings: list[Finding], meta: dict[str, Any]) -> str:
                 width = 1
                 if f.end_line == f.line and f.end_column and f.end_column > f.column:
                     width = f.end_column - f.column
-                out.append(" " * (len(gutter) - 2) + "| " + " " * (f.column - 1) + paint(_COLOR[f.severity], "^" * width))
+                caret = paint(_COLOR[f.severity], "^" * width)
+                out.append(" " * (len(gutter) - 2) + "| " + " " * (f.column - 1) + caret)
         if f.subject:
             out.append(f"      subject: {f.subject}")
         if f.fix:

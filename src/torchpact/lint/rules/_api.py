@@ -88,7 +88,8 @@ class ApiUse(Rule):
         """The rule's docstring, with the conditions every such rule shares added to its sections."""
         text = super().doc()
         head, sep, rest = text.partition("\n## Why is this bad?")
-        text = head.rstrip() + "\n\n" + _wrap(_REFERENCE_RULE if cls.references_count else _CALL_RULE) + "\n" + sep + rest
+        shared = _wrap(_REFERENCE_RULE if cls.references_count else _CALL_RULE)
+        text = head.rstrip() + "\n\n" + shared + "\n" + sep + rest
         if cls.fixable:
             text = text.rstrip() + "\n\n" + _wrap(_FIX_RULE)
         return text
@@ -146,7 +147,8 @@ class ApiUse(Rule):
         edits: list[Edit] = []
         targets = {(self.names[qn] or "").rpartition(".")[0] for _, qn in found}
         every_use_runs = all(how == CALLED for u in uses.values() for how in u)
-        if self.fixable and every_use_runs and len(found) == len(node.names) and len(targets) == 1 and "" not in targets:
+        if (self.fixable and every_use_runs and len(found) == len(node.names)
+                and len(targets) == 1 and "" not in targets):
             module = targets.pop()
             parts = []
             for alias, qn in found:

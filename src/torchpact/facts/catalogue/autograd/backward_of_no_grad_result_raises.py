@@ -21,5 +21,6 @@ def run() -> str:
     loss = F.mse_loss(model(x), y)
     with torch.no_grad():
         loss.backward()  # the graph was built outside: this works
-    print(f"backward() called inside no_grad on a graph built outside: weight.grad set: {model.weight.grad is not None}")
+    print("backward() called inside no_grad on a graph built outside: "
+          f"weight.grad set: {model.weight.grad is not None}")
     return "true" if raised else "false"

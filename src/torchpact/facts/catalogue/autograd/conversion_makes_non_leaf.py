@@ -17,7 +17,8 @@ def run() -> str:
         refused = "non-leaf" in str(exc)
     print(f"torch.optim.SGD([w]) raises ValueError (can't optimize a non-leaf Tensor): {refused}")
     same = torch.randn(3, requires_grad=True)
-    print(f"a float32 leaf's .float() / .to('cpu') is the leaf itself: {same.float() is same and same.to('cpu') is same}")
+    print("a float32 leaf's .float() / .to('cpu') is the leaf itself: "
+          f"{same.float() is same and same.to('cpu') is same}")
     fixed = torch.randn(3, dtype=torch.float64, requires_grad=True)
     print(f"torch.randn(3, dtype=torch.float64, requires_grad=True).is_leaf: {fixed.is_leaf}")
     return "true" if not w.is_leaf and w.grad is None and refused else "false"

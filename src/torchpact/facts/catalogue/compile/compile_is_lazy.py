@@ -14,6 +14,7 @@ def run() -> str:
     compiled(torch.randn(3, 4))
     first = counters["stats"]["unique_graphs"]
     compiled(torch.randn(3, 4))
-    print(f"after the first call: {first}; after a second call with the same shape: {counters['stats']['unique_graphs']}")
+    print(f"after the first call: {first}; "
+          f"after a second call with the same shape: {counters['stats']['unique_graphs']}")
     print(f"the compiled module shares the parameters: {compiled.weight is model.weight}")
     return "true" if before == 0 and first == 1 == counters["stats"]["unique_graphs"] else "false"

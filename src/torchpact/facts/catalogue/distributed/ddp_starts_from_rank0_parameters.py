@@ -18,8 +18,8 @@ def _on_rank(rank: int) -> dict:
     before = in_sync(model.parameters())
     DDP(model)
     return {"in sync before DDP": before, "in sync after DDP": in_sync(model.parameters()),
-            "equal to rank 0's initialisation": all(torch.equal(a, b) for a, b in
-                                                    zip(model.parameters(), rank0_init.parameters()))}
+            "equal to rank 0's initialisation": all(torch.equal(a, b) for a, b in  # both nn.Linear(4, 2)
+                                                    zip(model.parameters(), rank0_init.parameters(), strict=True))}
 
 
 def run() -> str:

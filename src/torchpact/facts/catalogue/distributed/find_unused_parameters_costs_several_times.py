@@ -17,7 +17,8 @@ def _on_rank(rank: int) -> dict:
 
     def model():
         torch.manual_seed(0)
-        return nn.Sequential(nn.Linear(4, 256), nn.ReLU(), *[m for _ in range(4) for m in (nn.Linear(256, 256), nn.ReLU())],
+        return nn.Sequential(nn.Linear(4, 256), nn.ReLU(),
+                             *[m for _ in range(4) for m in (nn.Linear(256, 256), nn.ReLU())],
                              nn.Linear(256, 2))
 
     ddps = {"default": DDP(model()), "find_unused_parameters=True": DDP(model(), find_unused_parameters=True)}

@@ -14,13 +14,14 @@ def _on_rank(rank: int) -> dict:
     model = net()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)  # before wrapping
     ddp = DDP(model)
-    same_objects = all(a is b for a, b in zip(ddp.parameters(), optimizer.param_groups[0]["params"]))
+    wrapped, optimized = list(ddp.parameters()), optimizer.param_groups[0]["params"]
+    same_objects = len(wrapped) == len(optimized) and all(a is b for a, b in zip(wrapped, optimized, strict=True))
     before = [p.detach().clone() for p in model.parameters()]
     for step in range(2):
         optimizer.zero_grad()
         ddp(rank_batch(rank, step)).pow(2).mean().backward()
         optimizer.step()
-    moved = any(not torch.equal(a, p) for a, p in zip(before, model.parameters()))
+    moved = any(not torch.equal(a, p) for a, p in zip(before, model.parameters(), strict=True))
     return {"same Parameter objects in DDP and the optimizer": same_objects,
             "parameters updated": moved, "parameters in sync across ranks": in_sync(model.parameters()),
             "nn.Module is DDP's module": isinstance(ddp.module, nn.Module) and ddp.module is model}

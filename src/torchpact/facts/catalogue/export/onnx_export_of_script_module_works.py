@@ -25,7 +25,8 @@ def run() -> str:
             default_works = False
         try:
             torch.onnx.export(scripted, (torch.randn(1, 4),), os.path.join(tmp, "l.onnx"), dynamo=False)
-            print(f"with dynamo=False (the TorchScript-based exporter): exported: {os.path.exists(os.path.join(tmp, 'l.onnx'))}")
+            print("with dynamo=False (the TorchScript-based exporter): "
+                  f"exported: {os.path.exists(os.path.join(tmp, 'l.onnx'))}")
         except Exception as exc:  # noqa: BLE001
             print(f"with dynamo=False: {type(exc).__name__}")
     return "true" if default_works else "false"

@@ -14,6 +14,8 @@ def _graph_nodes(t) -> int:
 
 
 def run() -> str:
+    import itertools
+
     import torch
 
     torch.manual_seed(0)
@@ -31,5 +33,5 @@ def run() -> str:
         loss.backward()
         detached += loss.detach()
     print(f"with loss.detach(): grad_fn = {detached.grad_fn}")
-    grows = all(a < b for a, b in zip(sizes, sizes[1:]))
+    grows = all(a < b for a, b in itertools.pairwise(sizes))
     return "true" if grows and detached.grad_fn is None else "false"

@@ -23,4 +23,5 @@ def run() -> str:
         print(f"{cls.__name__}: {len(list(m.parameters()))} parameters, {len(m.state_dict())} state_dict "
               f"entries, layer dtype after .double(): {m.layers[0].weight.dtype}")
     plain = Plain()
-    return "true" if not list(plain.parameters()) and plain.double().layers[0].weight.dtype == torch.float32 else "false"
+    unregistered = not list(plain.parameters()) and plain.double().layers[0].weight.dtype == torch.float32
+    return "true" if unregistered else "false"

@@ -1,4 +1,5 @@
-CLAIM = "A newly built `nn.Module` is in training mode: Dropout drops and BatchNorm uses batch statistics until `.eval()`."
+CLAIM = ("A newly built `nn.Module` is in training mode: Dropout drops and BatchNorm uses batch statistics "
+         "until `.eval()`.")
 EXPECTED = "true"
 
 

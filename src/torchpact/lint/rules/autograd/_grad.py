@@ -72,7 +72,8 @@ def _name_requires_grad(ctx: FileContext, expr: ast.AST, depth: int) -> bool:
     if not binds:
         return False
     scope = ctx.scope(expr)
-    backwarded = isinstance(expr, ast.Name) and expr.id in ctx.backward_names(scope) and _own_backward(ctx, scope, expr.id)
+    backwarded = (isinstance(expr, ast.Name) and expr.id in ctx.backward_names(scope)
+                  and _own_backward(ctx, scope, expr.id))
     loops, by_backward = [], False
     for owner, value in binds:
         if isinstance(expr, ast.Name) and parameter_loop_binding(ctx, owner, expr.id):

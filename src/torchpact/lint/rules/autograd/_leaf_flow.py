@@ -192,7 +192,8 @@ class _KeyFlow:
     def _bound(self, target: ast.AST, owner: ast.AST, value: ast.AST | None) -> frozenset[str]:
         """The fact a binding of ``target`` (which binds the key) leaves, with ``value`` bound to it."""
         if isinstance(target, (ast.Tuple, ast.List)):
-            vals = value.elts if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts) else None
+            same_length = isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(target.elts)
+            vals = value.elts if same_length else None
             for i, elt in enumerate(target.elts):
                 if isinstance(elt, ast.Starred) or not self._binds(elt):
                     continue

@@ -162,7 +162,8 @@ def creates_grad_leaf(ctx: FileContext, value: ast.AST | None, chains: bool = Tr
     if chains and isinstance(value.func, ast.Attribute) and value.func.attr == "requires_grad_" and (
             not value.args or is_const(value.args[0], True)):
         base = value.func.value
-        if isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr in ("detach", "detach_"):
+        if (isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute)
+                and base.func.attr in ("detach", "detach_")):
             return True
         while isinstance(base, ast.Call) and isinstance(base.func, ast.Attribute) and base.func.attr in FRESH_METHODS \
                 and ctx.resolve(base.func) is None:

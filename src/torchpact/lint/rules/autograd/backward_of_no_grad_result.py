@@ -163,7 +163,8 @@ def step(model, x, y, accelerator):
             if self._revived(ctx, target):
                 return
             yield self.hit(node, subject=target.id, evidence=Evidence.MUST)
-        elif isinstance(target, (ast.Call, ast.BinOp, ast.UnaryOp)) and ctx.grad_disabled(node) and self._computes(target, ctx):
+        elif (isinstance(target, (ast.Call, ast.BinOp, ast.UnaryOp)) and ctx.grad_disabled(node)
+              and self._computes(target, ctx)):
             yield self.hit(node, subject=ctx.segment(target), evidence=Evidence.MUST)
 
     @staticmethod
@@ -222,8 +223,8 @@ def step(model, x, y, accelerator):
         """``loss.requires_grad_()`` / ``loss.requires_grad = True`` makes ``backward()`` legal again."""
         key = name_key(target)
         for node in ctx.walk_scope(scope_body(ctx.scope(target))):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "requires_grad_" \
-                    and name_key(node.func.value) == key:
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr == "requires_grad_" and name_key(node.func.value) == key:
                 return True
             if isinstance(node, ast.Assign) and any(isinstance(t, ast.Attribute) and t.attr == "requires_grad"
                                                     and name_key(t.value) == key for t in node.targets):

@@ -51,7 +51,8 @@ class DataWriteBeforeBackward(Rule):
     facts = ("data-write-changes-backward",)
     message = ("write through `.data` between a forward pass and its backward: autograd does not see it, so "
                "backward silently uses the new values and the gradients no longer match the loss")
-    fix_hint = "move the write after `backward()` / `optimizer.step()` (or before the forward), under `torch.no_grad()` instead of `.data`"
+    fix_hint = ("move the write after `backward()` / `optimizer.step()` (or before the forward), "
+                "under `torch.no_grad()` instead of `.data`")
     nodes = (ast.Call, ast.Assign, ast.AugAssign)
     triggers = (".data",)
 
@@ -129,7 +130,8 @@ def step(model, x, y, optimizer, scaler):
         for loss, call in _backward_targets(ctx, nodes):
             if pos(call) <= here or ctx.grad_disabled(call):
                 continue
-            stores = [pos(n) for n in nodes if isinstance(n, ast.Name) and n.id == loss and isinstance(n.ctx, ast.Store)]
+            stores = [pos(n) for n in nodes
+                      if isinstance(n, ast.Name) and n.id == loss and isinstance(n.ctx, ast.Store)]
             if not any(p < here for p in stores) or any(here < p < pos(call) for p in stores):
                 continue  # the loss is not computed before the write, or is recomputed after it
             if _related(owner, self._forward_names(ctx, nodes, loss, here)):
@@ -157,7 +159,8 @@ def step(model, x, y, optimizer, scaler):
             for a in assigns:
                 targets = a.targets if isinstance(a, ast.Assign) else [a.target]
                 if not any(isinstance(t, ast.Name) and t.id == name or
-                           isinstance(t, (ast.Tuple, ast.List)) and any(isinstance(e, ast.Name) and e.id == name for e in t.elts)
+                           isinstance(t, (ast.Tuple, ast.List))
+                           and any(isinstance(e, ast.Name) and e.id == name for e in t.elts)
                            for t in targets):
                     continue
                 for sub in ast.walk(a.value) if a.value is not None else ():
@@ -219,7 +222,8 @@ def _backward_targets(ctx: FileContext, nodes: list[ast.AST]) -> Iterator[tuple[
             target = n.func.value
             if n.args and isinstance(n.args[0], ast.Name) and _is_wrapper(target):
                 target = n.args[0]  # accelerator.backward(loss)
-        if isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute) and target.func.attr == "scale" and target.args:
+        if (isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute)
+                and target.func.attr == "scale" and target.args):
             target = target.args[0]
         if isinstance(target, ast.Name):
             yield target.id, n

@@ -119,16 +119,22 @@ grad_norm = h.grad.norm()
         binds = ctx.bindings(recv)
         if not binds:
             return
-        for owner, value in binds:
-            if value is None or creates_grad_leaf(ctx, value) or not isinstance(value, (ast.BinOp, ast.UnaryOp, ast.Call, ast.Subscript)):
-                return
-            if isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in MAYBE_SELF:
-                return
+        if not all(_computed(ctx, value) for _, value in binds):
+            return
         if not requires_grad(ctx, recv):
             return
         if _retains(ctx, recv):
             return
         yield self.hit(node, subject=recv.id)
+
+
+def _computed(ctx: FileContext, value: ast.AST | None) -> bool:
+    """A binding's value is computed from other tensors (a non-leaf), not a leaf nor maybe the tensor itself."""
+    if value is None or creates_grad_leaf(ctx, value):
+        return False
+    if not isinstance(value, (ast.BinOp, ast.UnaryOp, ast.Call, ast.Subscript)):
+        return False
+    return not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in MAYBE_SELF)
 
 
 def _retains(ctx: FileContext, name: ast.Name) -> bool:

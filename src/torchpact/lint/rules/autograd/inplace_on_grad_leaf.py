@@ -7,7 +7,8 @@ from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules.autograd._leaf_flow import leaf_on_every_path
-from torchpact.lint.rules.autograd._util import grad_off, inplace_writes, leaf_keys, name_key, note_grad_mode, turns_off_grad
+from torchpact.lint.rules.autograd._util import (grad_off, inplace_writes, leaf_keys, name_key, note_grad_mode,
+                                                 turns_off_grad)
 
 
 class InplaceOnGradLeaf(Rule):
@@ -18,8 +19,8 @@ class InplaceOnGradLeaf(Rule):
     `w.copy_(...)`, `w[...] = ...` — to a tensor that is a leaf requiring grad: one created with
     `requires_grad=True` (or `Variable(..., requires_grad=True)`), a fresh tensor made one with
     `.requires_grad_()` (`torch.zeros_like(x).uniform_(-e, e).requires_grad_()`,
-    `x.clone().detach().requires_grad_()`), an `nn.Parameter` (also `self.w = nn.Parameter(...)`), or the loop variable of
-    `for p in model.parameters()` / `for name, p in model.named_parameters()`, when the write is not
+    `x.clone().detach().requires_grad_()`), an `nn.Parameter` (also `self.w = nn.Parameter(...)`), or the loop
+    variable of `for p in model.parameters()` / `for name, p in model.named_parameters()`, when the write is not
     under `torch.no_grad()` / `torch.inference_mode()` (block, decorator, or a function only called
     from such a block in the file).
 

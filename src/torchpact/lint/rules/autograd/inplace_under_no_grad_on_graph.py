@@ -216,7 +216,8 @@ def train_step(model, x, y, temperature):
     @staticmethod
     def _no_grad_block(ctx: FileContext, node: ast.AST) -> ast.AST | None:
         for anc in ctx.ancestors(node):
-            if isinstance(anc, (ast.With, ast.AsyncWith)) and any(ctx.grad_mode_of_with(i) == "disabled" for i in anc.items):
+            if isinstance(anc, (ast.With, ast.AsyncWith)) and any(ctx.grad_mode_of_with(i) == "disabled"
+                                                                  for i in anc.items):
                 return anc
             if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
                 return None
@@ -266,7 +267,8 @@ def train_step(model, x, y, temperature):
     def _large_negative_fill(node: ast.AST) -> bool:
         if isinstance(node, ast.Assign):
             value = node.value
-        elif isinstance(node, ast.Call) and inplace_method(node) in ("masked_fill_", "fill_", "index_fill_", "fill_diagonal_"):
+        elif isinstance(node, ast.Call) and inplace_method(node) in ("masked_fill_", "fill_", "index_fill_",
+                                                                     "fill_diagonal_"):
             value = node.args[-1] if node.args else None
         else:
             return False
@@ -280,8 +282,8 @@ def train_step(model, x, y, temperature):
         while True:
             parent = ctx.parent(cur)
             grand = ctx.parent(parent) if parent is not None else None
-            if isinstance(parent, ast.Attribute) and parent.attr in PASS_METHODS and parent.attr not in SOFTMAX_CONSUMERS \
-                    and isinstance(grand, ast.Call) and grand.func is parent:
+            if isinstance(parent, ast.Attribute) and parent.attr in PASS_METHODS \
+                    and parent.attr not in SOFTMAX_CONSUMERS and isinstance(grand, ast.Call) and grand.func is parent:
                 cur = grand
             elif isinstance(parent, ast.Subscript) and parent.value is cur:
                 cur = parent
@@ -316,7 +318,8 @@ def _is_large_negative(value: ast.AST | None) -> bool:
         return value.value <= -1e4
     if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "float" and value.args:
         a = value.args[0]
-        return isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.strip().lower() in ("-inf", "-infinity")
+        return (isinstance(a, ast.Constant) and isinstance(a.value, str)
+                and a.value.strip().lower() in ("-inf", "-infinity"))
     if isinstance(value, ast.Attribute) and value.attr == "min":  # torch.finfo(dtype).min
         return True
     return False
@@ -325,5 +328,6 @@ def _is_large_negative(value: ast.AST | None) -> bool:
 def _is_inf(value: ast.AST) -> bool:
     if isinstance(value, ast.Attribute) and value.attr == "inf":
         return True
-    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "float" and bool(value.args) \
-        and isinstance(value.args[0], ast.Constant) and str(value.args[0].value).lower() in ("inf", "infinity")
+    return isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "float" \
+        and bool(value.args) and isinstance(value.args[0], ast.Constant) \
+        and str(value.args[0].value).lower() in ("inf", "infinity")

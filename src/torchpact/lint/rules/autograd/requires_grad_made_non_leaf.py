@@ -61,7 +61,8 @@ class RequiresGradMadeNonLeaf(Rule):
     severity = Severity.ERROR
     message = ("`requires_grad=True` tensor converted in the same expression: the name holds a non-leaf copy, "
                "its `.grad` stays None and optimizers refuse it")
-    fix_hint = "create the tensor on the target device/dtype (`torch.zeros(3, device=device, requires_grad=True)`) or call `.requires_grad_()` after the conversion"
+    fix_hint = ("create the tensor on the target device/dtype (`torch.zeros(3, device=device, requires_grad=True)`) "
+                "or call `.requires_grad_()` after the conversion")
     nodes = (ast.Call,)
     calls = frozenset(CONVERSIONS)
     requires = (
@@ -197,7 +198,9 @@ opt = Adam([torch.tensor([0.1, 0.2]).to(torch.float64).requires_grad_()])
         while isinstance(base, ast.Call) and _conversion(base):
             chain.append(base)
             base = base.func.value  # type: ignore[attr-defined]
-        if not creates_grad_leaf(ctx, base, chains=False) or not (is_parameter_call(ctx, base) or is_torch_factory(ctx, base)):
+        if not creates_grad_leaf(ctx, base, chains=False):
+            return
+        if not (is_parameter_call(ctx, base) or is_torch_factory(ctx, base)):
             return
         assert isinstance(base, ast.Call)
         changing = [conv for conv in chain if _changes(ctx, base, conv)]
@@ -240,7 +243,8 @@ opt = Adam([torch.tensor([0.1, 0.2]).to(torch.float64).requires_grad_()])
             if not isinstance(data, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
                 text = f"({text})"
             convs = "".join(_suffix(ctx, c) for c in chain)
-            new_base = loc.source(base).replace(loc.source(data), text + convs, 1) if loc.source(base).count(loc.source(data)) == 1 else None
+            source, old = loc.source(base), loc.source(data)
+            new_base = source.replace(old, text + convs, 1) if source.count(old) == 1 else None
             return [loc.replace(node, new_base)] if new_base else []
         factory = (ctx.call_name(base) or "").rsplit(".", 1)[-1]
         kw_rg = next(k for k in base.keywords if k.arg == "requires_grad")
@@ -349,7 +353,8 @@ def _as_kwargs(ctx: FileContext, base: ast.Call, chain: list[ast.Call], factory:
                 device = text
             if dt is not None:
                 dtype = ctx.segment(dt)
-    if (device is not None and keyword(base, "device") is not None) or (dtype is not None and keyword(base, "dtype") is not None):
+    if (device is not None and keyword(base, "device") is not None) or (
+            dtype is not None and keyword(base, "dtype") is not None):
         return None
     if dtype is not None and factory not in DTYPE_EXACT:
         return None
@@ -360,7 +365,9 @@ def _torch_root(func: ast.AST) -> str | None:
     cur = func
     while isinstance(cur, ast.Attribute):
         cur = cur.value
-    return cur.id if isinstance(cur, ast.Name) and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) else None
+    if isinstance(cur, ast.Name) and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
+        return cur.id
+    return None
 
 
 def _target_text(ctx: FileContext, node: ast.Call) -> str | None:
@@ -378,7 +385,8 @@ def _grad_read_or_optimized(ctx: FileContext, region: ast.AST, key: str) -> bool
                 any(name_key(e) == key for e in n.value.elts):
             lists.update(k for t in n.targets if (k := name_key(t)))
     for n in ast.walk(region):
-        if isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.ctx, ast.Load) and name_key(n.value) == key:
+        if (isinstance(n, ast.Attribute) and n.attr == "grad" and isinstance(n.ctx, ast.Load)
+                and name_key(n.value) == key):
             return True
         if isinstance(n, ast.Call) and OPTIMIZER in ctx.kinds(n):
             for a in [*n.args, *(k.value for k in n.keywords if k.arg == "params")]:

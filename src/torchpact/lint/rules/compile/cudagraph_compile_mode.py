@@ -12,7 +12,8 @@ _CUDAGRAPH_MODES = {"reduce-overhead", "max-autotune"}
 
 
 class CudagraphCompileMode(Rule):
-    """`torch.compile(mode="reduce-overhead" | "max-autotune")` records CUDA graphs where the code varies input shapes or keeps outputs.
+    """`torch.compile(mode="reduce-overhead" | "max-autotune")` records CUDA graphs where the code varies input
+    shapes or keeps outputs.
 
     ## What it does
     Flags `torch.compile(...)` and `module.compile(...)` with `mode="reduce-overhead"` or
@@ -241,12 +242,15 @@ def run(x, sizes):
             call, var = shape
             yield self.hit(node, message=(
                 f"{shown} records CUDA graphs, and `{_short(ctx, call.func)}` is called with input shapes that vary "
-                f"with `{var}` (line {call.lineno}): each new shape records and keeps another graph, with its own memory"))
+                f"with `{var}` (line {call.lineno}): each new shape records and keeps another graph, "
+                f"with its own memory"))
             return
         kept = kept_output(calls, ctx)
         if kept is not None:
             call, where = kept
-            at = f"line {call.lineno}" if where.lineno == call.lineno else f"line {call.lineno}, kept on line {where.lineno}"
+            at = f"line {call.lineno}"
+            if where.lineno != call.lineno:
+                at += f", kept on line {where.lineno}"
             yield self.hit(node, message=(
                 f"{shown} records CUDA graphs, and the output of `{_short(ctx, call.func)}` ({at}) outlives the next "
                 "call without a copy: the next run overwrites it"))
@@ -254,7 +258,9 @@ def run(x, sizes):
 
 def _cudagraphs_option(options: ast.AST | None) -> bool:
     if isinstance(options, ast.Dict):
-        return any(is_const(k, "triton.cudagraphs") and is_const(v, True) for k, v in zip(options.keys, options.values))
+        # a dict display has one key per value (None for a ``**`` unpacking)
+        return any(is_const(k, "triton.cudagraphs") and is_const(v, True)
+                   for k, v in zip(options.keys, options.values, strict=True))
     return False
 
 

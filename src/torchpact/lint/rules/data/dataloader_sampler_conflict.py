@@ -16,7 +16,8 @@ BATCH_SAMPLER_ERROR = "batch_sampler option is mutually exclusive with batch_siz
 
 
 class DataloaderSamplerConflict(Rule):
-    """`DataLoader` is given `shuffle=True` together with a `sampler`, or a `batch_sampler` together with `batch_size` / `shuffle` / `sampler` / `drop_last`.
+    """`DataLoader` is given `shuffle=True` together with a `sampler`, or a `batch_sampler` together with
+    `batch_size` / `shuffle` / `sampler` / `drop_last`.
 
     ## What it does
     Flags `DataLoader(...)` calls that pass `shuffle=True` and a `sampler` (or a `batch_sampler`),
@@ -50,8 +51,10 @@ class DataloaderSamplerConflict(Rule):
         "resolved constructor, not an unresolved call or attribute that may give None",
     )
     facts = ("dataloader-shuffle-with-sampler-raises",)
-    message = "`DataLoader` gets `shuffle=True` and a `sampler`: torch raises `ValueError: sampler option is mutually exclusive with shuffle`"
-    fix_hint = "drop `shuffle=True` and let the sampler shuffle (DistributedSampler shuffles by default), or pass `shuffle=sampler is None`"
+    message = ("`DataLoader` gets `shuffle=True` and a `sampler`: "
+               "torch raises `ValueError: sampler option is mutually exclusive with shuffle`")
+    fix_hint = ("drop `shuffle=True` and let the sampler shuffle (DistributedSampler shuffles by default), "
+                "or pass `shuffle=sampler is None`")
     nodes = (ast.Call,)
     calls = last_names(DATALOADERS)
     triggers = ("DataLoader",)
@@ -72,7 +75,8 @@ def make_loader(dataset, distributed):
         """
 import torch.utils.data as data
 loader = data.DataLoader(dataset, batch_size=8, shuffle=True, sampler=None)
-batches = data.DataLoader(dataset, batch_sampler=data.BatchSampler(data.RandomSampler(dataset), 8, False), batch_size=1, drop_last=False)
+batches = data.DataLoader(dataset, batch_sampler=data.BatchSampler(data.RandomSampler(dataset), 8, False),
+                          batch_size=1, drop_last=False)
 """,
         """
 from torch.utils.data import DataLoader
@@ -149,8 +153,8 @@ loader2 = DataLoader(dataset, batch_sampler=batch_sampler, shuffle=True, drop_la
                 yield self._conflict(
                     node, min(paths),
                     f"`DataLoader` gets a `batch_sampler` together with {', '.join(conflicts)}", BATCH_SAMPLER_ERROR,
-                    fix_hint="the batch sampler already decides batch size, order and dropping: pass only `batch_sampler=` "
-                             "(set those options on the BatchSampler)",
+                    fix_hint="the batch sampler already decides batch size, order and dropping: "
+                             "pass only `batch_sampler=` (set those options on the BatchSampler)",
                 )
             return
         if shuffle is not None and _truthy_const(shuffle):
@@ -202,7 +206,8 @@ def _note_unresolved(ctx: FileContext, expr: ast.AST | None, what: str, guards: 
         ctx.note(Evidence.UNRESOLVED, f"the {what} `{ctx.segment(leaf)}` is not resolved: it may be None")
 
 
-def _unresolved_leaf(expr: ast.AST | None, ctx: FileContext, guards: frozenset[str], seen: frozenset[int]) -> ast.AST | None:
+def _unresolved_leaf(expr: ast.AST | None, ctx: FileContext, guards: frozenset[str],
+                     seen: frozenset[int]) -> ast.AST | None:
     if expr is None or isinstance(expr, ast.Constant) or id(expr) in seen:
         return None
     seen = seen | {id(expr)}

@@ -49,7 +49,8 @@ class DistributedSamplerWithoutSetEpoch(Rule):
         "`set_epoch` appears nowhere in the file",
     )
     facts = ("sampler-replays-order-without-set-epoch",)
-    message = "a shuffling `DistributedSampler` is iterated every epoch without `set_epoch(epoch)`: every epoch replays the same order"
+    message = ("a shuffling `DistributedSampler` is iterated every epoch without `set_epoch(epoch)`: "
+               "every epoch replays the same order")
     fix_hint = "call `sampler.set_epoch(epoch)` at the start of every epoch, before iterating the loader"
     nodes = (ast.Call,)
     calls = last_names(DIST_SAMPLERS)
@@ -205,8 +206,10 @@ def _iterated_per_epoch(scope: ast.AST, names: set[str], ctx: FileContext) -> bo
         if isinstance(sub, (ast.For, ast.AsyncFor)) and ctx.in_loop(sub):
             if any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(sub.iter)):
                 return True
-        elif isinstance(sub, ast.Call) and ctx.in_loop(sub) and not isinstance(ctx.parent(sub), (ast.For, ast.AsyncFor)):
-            if ctx.call_name(sub) in DATALOADERS or (isinstance(sub.func, ast.Name) and sub.func.id in _INSPECTING_BUILTINS):
+        elif (isinstance(sub, ast.Call) and ctx.in_loop(sub)
+              and not isinstance(ctx.parent(sub), (ast.For, ast.AsyncFor))):
+            if ctx.call_name(sub) in DATALOADERS or (isinstance(sub.func, ast.Name)
+                                                     and sub.func.id in _INSPECTING_BUILTINS):
                 continue
             if any(isinstance(a, ast.Name) and a.id in names for a in [*sub.args, *(k.value for k in sub.keywords)]):
                 return True

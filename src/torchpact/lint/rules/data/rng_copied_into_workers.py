@@ -95,7 +95,8 @@ class Augmented(Dataset):
             return
         generators: dict[str, ast.AST] = {}
         for stmt in ctx.walk_scope(init.body):
-            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call) and ctx.call_name(stmt.value) in GENERATORS:
+            if (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)
+                    and ctx.call_name(stmt.value) in GENERATORS):
                 for t in stmt.targets:
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
                         generators[t.attr] = stmt

@@ -27,8 +27,9 @@ class BatchnormWithoutSync(Rule):
     `SyncBatchNorm` / `convert_sync_batchnorm`. A model whose class is defined in the file is looked
     into (with the local classes it builds); otherwise any BatchNorm built in the file counts. A
     BatchNorm built but never called keeps no statistics and does not count: bound to a name or
-    attribute nothing in the file reads, or dropped (`rules/_modules.py`). Advice (`info`): per-rank statistics are often what is wanted (large
-    per-GPU batches, or a deliberate choice); the point is to make it a choice.
+    attribute nothing in the file reads, or dropped (`rules/_modules.py`). Advice (`info`): per-rank
+    statistics are often what is wanted (large per-GPU batches, or a deliberate choice); the point is to
+    make it a choice.
 
     ## Why is this bad?
     Under DDP each rank's BatchNorm normalises its training batch with that rank's own batch
@@ -38,8 +39,8 @@ class BatchnormWithoutSync(Rule):
     default buffer sync, DDP then overwrites every rank's buffers with rank 0's at the start of the
     next forward, so the running statistics that end up in the model (and that evaluation uses) are
     estimated from rank 0's batches alone (a BatchNorm fed only rank 0's batches ends with the same
-    `running_mean`, bit for bit). With `broadcast_buffers=False` / `forward_sync_buffers=False` they diverge for good and
-    the ranks' eval outputs differ. `nn.SyncBatchNorm.convert_sync_batchnorm(model)` (GPU modules
+    `running_mean`, bit for bit). With `broadcast_buffers=False` / `forward_sync_buffers=False` they diverge for good
+    and the ranks' eval outputs differ. `nn.SyncBatchNorm.convert_sync_batchnorm(model)` (GPU modules
     only in torch 2.13) computes the statistics over the global batch instead.
 
     ## Fix safety
@@ -54,8 +55,10 @@ class BatchnormWithoutSync(Rule):
         "the model wrapped in DDP builds BatchNorm layers and the file never mentions SyncBatchNorm",
     )
     facts = ("batchnorm-under-ddp-uses-local-statistics",)
-    message = "a model with BatchNorm is wrapped in DDP without SyncBatchNorm: each rank normalises with its own batch statistics and the running stats come from rank 0's data only"
-    fix_hint = "convert before wrapping: `model = nn.SyncBatchNorm.convert_sync_batchnorm(model)` (or keep per-rank BN on purpose)"
+    message = ("a model with BatchNorm is wrapped in DDP without SyncBatchNorm: each rank normalises with its own "
+               "batch statistics and the running stats come from rank 0's data only")
+    fix_hint = ("convert before wrapping: `model = nn.SyncBatchNorm.convert_sync_batchnorm(model)` "
+                "(or keep per-rank BN on purpose)")
     nodes = (ast.Call,)
     calls = DDP_CALLEES
     triggers = ("DistributedDataParallel",)

@@ -16,7 +16,8 @@ _INDEX_NAMES = frozenset({"rank", "local_rank", "gpu", "gpu_id", "device_id", "d
 
 
 class DeviceMovedAfterDdpWrap(Rule):
-    """A module wrapped in `DistributedDataParallel` on the CPU is moved to another device afterwards (`ddp.to(device)`, `.cuda()`).
+    """A module wrapped in `DistributedDataParallel` on the CPU is moved to another device afterwards
+    (`ddp.to(device)`, `.cuda()`).
 
     ## What it does
     Flags `.to(device)`, `.cuda()` (and `.xpu()`, `.to_empty(device=...)`) called on a module after it
@@ -233,7 +234,8 @@ def worker(rank, loader):
         inner = dotted_name(wrapped)
         outer = target_names(ctx, node)
         parent = ctx.parent(node)
-        if isinstance(parent, ast.Attribute) and isinstance(call := ctx.parent(parent), ast.Call) and call.func is parent:
+        if (isinstance(parent, ast.Attribute) and isinstance(call := ctx.parent(parent), ast.Call)
+                and call.func is parent):
             # ``DDP(model).to(device)`` moves the fresh wrapper itself
             if parent.attr in _MOVES and (sure := _to_device(call, ctx)) is not None:
                 if not sure:
@@ -334,6 +336,7 @@ def _cpu_module(value: ast.AST | None, ctx: FileContext) -> bool:
     if isinstance(value.func, ast.Name) and value.func.id in ctx.module_classes:
         cls = ctx.module_classes[value.func.id]
         return not any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr in _MOVES
-                       and isinstance(n.func.value, (ast.Name, ast.Call)) and ctx.segment(n.func.value) in ("self", "super()")
+                       and isinstance(n.func.value, (ast.Name, ast.Call))
+                       and ctx.segment(n.func.value) in ("self", "super()")
                        for n in ast.walk(cls))  # a class that moves itself (``self.to(device)``)
     return False

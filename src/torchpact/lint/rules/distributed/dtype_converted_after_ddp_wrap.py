@@ -18,7 +18,8 @@ OTHER_DTYPES = {
 
 
 class DtypeConvertedAfterDdpWrap(Rule):
-    """A module is converted to another dtype (`.half()`, `.to(torch.bfloat16)`, ...) after being wrapped in `DistributedDataParallel`.
+    """A module is converted to another dtype (`.half()`, `.to(torch.bfloat16)`, ...) after being wrapped in
+    `DistributedDataParallel`.
 
     ## What it does
     Flags `.half()`, `.double()`, `.bfloat16()`, and `.to(...)` / `.type(...)` with a non-float32
@@ -53,7 +54,8 @@ class DtypeConvertedAfterDdpWrap(Rule):
         "that runs whenever the wrap does (for `error`), and the DDP model is then called or something back-propagated",
     )
     facts = ("dtype-conversion-after-ddp-wrap-stops-all-reduce",)
-    message = "the module is converted to another dtype after being wrapped in DDP: gradients are no longer all-reduced and the replicas silently drift apart"
+    message = ("the module is converted to another dtype after being wrapped in DDP: gradients are no longer "
+               "all-reduced and the replicas silently drift apart")
     fix_hint = "convert the model first (`model.half()` / `model.to(dtype)`), then wrap it in `DistributedDataParallel`"
     nodes = (ast.Call,)
     calls = DDP_CALLEES
@@ -156,7 +158,8 @@ def train(model, loader, args):
         outer = target_names(ctx, node)
         # `DDP(model).half()` converts the fresh wrapper itself
         parent = ctx.parent(node)
-        if isinstance(parent, ast.Attribute) and isinstance(call := ctx.parent(parent), ast.Call) and call.func is parent:
+        if (isinstance(parent, ast.Attribute) and isinstance(call := ctx.parent(parent), ast.Call)
+                and call.func is parent):
             if _changes_dtype(call, ctx):
                 yield self.hit(call, subject=inner, evidence=Evidence.MUST)
             outer |= target_names(ctx, call)

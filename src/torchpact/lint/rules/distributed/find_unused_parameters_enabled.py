@@ -56,8 +56,10 @@ class FindUnusedParametersEnabled(Rule):
         "`static_graph=True`",
     )
     facts = ("find-unused-parameters-costs-several-times",)
-    message = "`find_unused_parameters=True` makes DDP search the autograd graph and run an extra all-reduce on every step"
-    fix_hint = "drop it if every parameter gets a gradient; use `static_graph=True` if the unused set is the same every step"
+    message = ("`find_unused_parameters=True` makes DDP search the autograd graph and run an extra all-reduce "
+               "on every step")
+    fix_hint = ("drop it if every parameter gets a gradient; use `static_graph=True` if the unused set is the same "
+                "every step")
     nodes = (ast.Call,)
     triggers = ("find_unused_parameters",)
     needs_torch_import = False
@@ -113,5 +115,6 @@ accelerator = Accelerator(kwargs_handlers=[DistributedDataParallelKwargs(find_un
         if flag is None or not is_const(flag, True) or is_const(keyword(node, "static_graph"), True):
             return
         name = ctx.call_name(node) or ""
-        if name in DDP_CLASSES or name in FORWARDING or (name.startswith(LIGHTNING_ROOTS) and name.endswith(".DDPStrategy")):
+        if name in DDP_CLASSES or name in FORWARDING or (name.startswith(LIGHTNING_ROOTS)
+                                                         and name.endswith(".DDPStrategy")):
             yield self.hit(node, subject="find_unused_parameters")

@@ -24,9 +24,9 @@ class ForwardBypassesDdp(Rule):
     DDP only arms its gradient all-reduce in its own `forward`: calling the inner module skips it,
     so the following `backward()` runs no collective at all. On torch 2.13 (2 gloo ranks, different
     data per rank) the profiler counts 0 `gloo:all_reduce` per step through `ddp.module(x)` (1
-    through `ddp(x)`), and the gradients differ between ranks, with no error or warning: every rank takes its own optimizer step and the replicas silently drift
-    apart, which is data parallelism only in name. (Local micro-steps through `.module` followed by
-    one `ddp(...)` step are fine: the last backward all-reduces the accumulated `.grad`.)
+    through `ddp(x)`), and the gradients differ between ranks, with no error or warning: every rank takes its own
+    optimizer step and the replicas silently drift apart, which is data parallelism only in name. (Local micro-steps
+    through `.module` followed by one `ddp(...)` step are fine: the last backward all-reduces the accumulated `.grad`.)
 
     ## Fix safety
     No autofix. Calling `ddp(x)` gives the same outputs with the all-reduce, but DDP's forward also
@@ -43,8 +43,10 @@ class ForwardBypassesDdp(Rule):
         "never calls the wrapper itself",
     )
     facts = ("forward-through-module-skips-all-reduce",)
-    message = "the forward pass goes through `ddp.module(...)`, bypassing DDP: the backward pass all-reduces nothing and every rank trains on its own gradients"
-    fix_hint = "call the DDP wrapper (`ddp(x)`) for training forward passes; use `with ddp.no_sync():` to skip a sync on purpose"
+    message = ("the forward pass goes through `ddp.module(...)`, bypassing DDP: the backward pass all-reduces "
+               "nothing and every rank trains on its own gradients")
+    fix_hint = ("call the DDP wrapper (`ddp(x)`) for training forward passes; use `with ddp.no_sync():` "
+                "to skip a sync on purpose")
     nodes = (ast.Call,)
     calls = frozenset({"forward", "module"})
     triggers = ("DistributedDataParallel",)

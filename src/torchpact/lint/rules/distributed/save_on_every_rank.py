@@ -7,7 +7,8 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, argument, mentions_rank
 from torchpact.lint.rule import Hit, Rule, last_names
-from torchpact.lint.rules.distributed._util import (DDP_CLASSES, FSDP_CLASSES, INIT_PROCESS_GROUP, in_rank_guard, is_multiprocess_script)
+from torchpact.lint.rules.distributed._util import (DDP_CLASSES, FSDP_CLASSES, INIT_PROCESS_GROUP, in_rank_guard,
+                                                    is_multiprocess_script)
 
 SAVES = {"torch.save", "torch.serialization.save"}
 PER_RANK_SETUP = DDP_CLASSES | FSDP_CLASSES | INIT_PROCESS_GROUP
@@ -24,8 +25,8 @@ class SaveOnEveryRank(Rule):
     In a file that starts a process group (`init_process_group`) or wraps a model in DDP / FSDP,
     flags `torch.save(obj, path)` that is not under a rank guard. Recognised guards: `if rank == 0`,
     `if dist.get_rank() == 0`, `if is_main_process()`, `if args.local_rank in (-1, 0)`,
-    `if trainer.is_global_zero`, `if self.gpu_id == 0`, an earlier `if rank != 0: return`, a `@rank_zero_only` decorator,
-    and a function only called under such a guard (`def save_on_master(...)`). A path that mentions
+    `if trainer.is_global_zero`, `if self.gpu_id == 0`, an earlier `if rank != 0: return`, a `@rank_zero_only`
+    decorator, and a function only called under such a guard (`def save_on_master(...)`). A path that mentions
     the rank (`f"shard_{rank}.pt"`: one file per rank), saves to an in-memory buffer, and functions
     never called in the file (library code: the caller decides) are not flagged.
 
@@ -50,7 +51,8 @@ class SaveOnEveryRank(Rule):
     )
     facts = ("save-writes-only-on-rank-0",)
     message = "`torch.save` runs on every rank of this DDP script: all ranks write the same file at once"
-    fix_hint = "save from one rank only (`if dist.get_rank() == 0: torch.save(...)`), then `dist.barrier()` if others read it"
+    fix_hint = ("save from one rank only (`if dist.get_rank() == 0: torch.save(...)`), "
+                "then `dist.barrier()` if others read it")
     nodes = (ast.Call,)
     calls = last_names(SAVES)
     triggers = ("init_process_group", "DistributedDataParallel", "FullyShardedDataParallel", "fully_shard")

@@ -66,7 +66,8 @@ class DataDependentForwardExported(Rule):
     facts = ("jit-trace-records-one-branch", "export-refuses-data-dependent-branch")
     message = ("the exported model's forward branches on tensor values: tracing bakes in the example's "
                "branch, torch.export raises on it")
-    fix_hint = "express the branch with tensor ops (torch.where / masking) or torch.cond, not a Python `if` on tensor values"
+    fix_hint = ("express the branch with tensor ops (torch.where / masking) or torch.cond, "
+                "not a Python `if` on tensor values")
     nodes = (ast.Call,)
     calls = EXPORT_CALLEES
     triggers = ("jit.trace", "export", "trace(", "trace_module")
@@ -248,8 +249,11 @@ def _input_params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
     """Parameters that can carry tensors: not `self`, not ones defaulting to a bool/number/string."""
     args = fn.args
     positional = [*args.posonlyargs, *args.args]
-    defaults: dict[str, ast.expr] = dict(zip([a.arg for a in positional][len(positional) - len(args.defaults):], args.defaults))
-    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults) if d is not None})
+    # the defaults belong to the last positional parameters; kw_defaults holds one entry (None: no
+    # default) per keyword-only parameter
+    with_default = [a.arg for a in positional][len(positional) - len(args.defaults):]
+    defaults: dict[str, ast.expr] = dict(zip(with_default, args.defaults, strict=True))
+    defaults.update({a.arg: d for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d is not None})
     out = set()
     for i, a in enumerate([*positional, *args.kwonlyargs]):
         if i == 0 and a.arg in ("self", "cls"):

@@ -161,7 +161,8 @@ def _is_functions_product(call: ast.Call, ctx: FileContext) -> bool:
     while changed:  # names bound to jit passes over an artifact are artifacts too
         changed = False
         for node in ctx.walk_scope(body):
-            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and _jit_pass_over(node.value, artifacts, ctx):
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                    and _jit_pass_over(node.value, artifacts, ctx)):
                 for t in node.targets:
                     if isinstance(t, ast.Name) and t.id not in artifacts:
                         artifacts.add(t.id)

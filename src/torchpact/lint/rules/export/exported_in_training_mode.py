@@ -259,7 +259,8 @@ torch.export.export(Head(), (torch.randn(1, 4),))
             return
         layers = " and ".join(sorted(features))
         name = ctx.segment(model) if isinstance(model, ast.Name) else "the model"
-        baked = " and ".join(t for f, t in ((DROPOUT, "active dropout"), (BATCHNORM, "batch statistics")) if f in features)
+        baked = " and ".join(t for f, t in ((DROPOUT, "active dropout"), (BATCHNORM, "batch statistics"))
+                             if f in features)
         if ec.kind == ONNX:
             consequence = ("the ONNX graph keeps Dropout with training_mode=True (the default exporter "
                            "ignores `training=TrainingMode.EVAL`), so onnxruntime drops activations at inference")
@@ -338,7 +339,8 @@ def _class_features(cls: ast.ClassDef, ctx: FileContext, seen: set[str]) -> set[
     seen.add(cls.name)
     out: set[str] = set()
     for node in ast.walk(cls):
-        if isinstance(node, ast.Call) and is_eval_call(node) and isinstance(node.func.value, ast.Name) and node.func.value.id == "self":
+        if (isinstance(node, ast.Call) and is_eval_call(node) and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "self"):
             return set()  # the class puts itself in eval mode
     out |= _expr_features(cls, ctx, seen)
     for base in cls.bases:

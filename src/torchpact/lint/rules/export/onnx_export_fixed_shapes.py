@@ -40,7 +40,8 @@ class OnnxExportFixedShapes(Rule):
     facts = ("onnx-export-fixes-input-shapes",)
     message = ("ONNX export without dynamic_shapes/dynamic_axes: every input dimension is fixed to the "
                "example's size, and onnxruntime rejects any other batch size")
-    fix_hint = "pass `dynamic_shapes=({0: torch.export.Dim('batch')},)` (or `dynamic_axes=`) for the dimensions that vary"
+    fix_hint = ("pass `dynamic_shapes=({0: torch.export.Dim('batch')},)` (or `dynamic_axes=`) "
+                "for the dimensions that vary")
     nodes = (ast.Call,)
     calls = EXPORT_CALLEES
     triggers = ("onnx",)

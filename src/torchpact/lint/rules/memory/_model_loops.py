@@ -25,7 +25,8 @@ from torchpact.lint.dataflow import _Iterated, _Unpacked
 _MODULE_KINDS = {MODULE, DDP}
 # What a module may be called when its kind is not known: the argument that makes a call a wrapper
 # of an existing model (``DDP(model)``, ``torch.compile(net)``) rather than a new one.
-_MODEL_NAME = re.compile(r"^(model|net|network|module|backbone|student|teacher|policy|base)$|_(model|net|module)$", re.I)
+_MODEL_NAME = re.compile(r"^(model|net|network|module|backbone|student|teacher|policy|base)$"
+                         r"|_(model|net|module)$", re.I)
 _DEPTH = 4
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Callable
 
 from torchpact.findings import Evidence
 from torchpact.lint.context import OPTIMIZER, SCALER, FileContext
@@ -70,11 +71,15 @@ def _is_step_loop(loop: ast.AST, ctx: FileContext) -> bool:
     # a backward() is sure evidence; an optimizer's step may be one by its name only: backward first
     for update in (_is_backward, is_update_call):
         for node in calls:
-            if update(node, ctx) or (
-                    (fns := _local_callees(node, ctx))
-                    and ctx.reaches(fns, lambda n: update(n, ctx) and not ctx.in_loop(n), depth=2)):
+            if update(node, ctx) or ((fns := _local_callees(node, ctx)) and _reaches_update(fns, update, ctx)):
                 return not iterates_models(loop, ctx)
     return False
+
+
+def _reaches_update(fns: list[ast.AST], update: Callable[[ast.AST, FileContext], bool], ctx: FileContext) -> bool:
+    """Whether ``fns`` (functions of this file), or those they call, make an ``update`` call outside a
+    loop of their own."""
+    return ctx.reaches(fns, lambda n: update(n, ctx) and not ctx.in_loop(n), depth=2) is not None
 
 
 def _is_backward(node: ast.AST, ctx: FileContext) -> bool:

@@ -282,7 +282,8 @@ def _enables_grad_on_inputs(node: ast.AST, ctx: FileContext) -> bool:
             return arg is None or not is_const(arg, False)
         return any(k.arg == "requires_grad" and not is_const(k.value, False) for k in node.keywords)
     if isinstance(node, ast.Assign):
-        return any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets) and not is_const(node.value, False)
+        return (any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in node.targets)
+                and not is_const(node.value, False))
     return False
 
 
@@ -297,10 +298,12 @@ def _grad_off_globally(ctx: FileContext) -> bool:
 def _frozen(ctx: FileContext) -> bool:
     """Parameters frozen somewhere in the file: then the forward builds no graph."""
     for call in ctx.nodes(ast.Call):
-        if isinstance(call.func, ast.Attribute) and call.func.attr == "requires_grad_" and call.args and is_const(call.args[0], False):
+        if (isinstance(call.func, ast.Attribute) and call.func.attr == "requires_grad_" and call.args
+                and is_const(call.args[0], False)):
             return True
     for assign in ctx.nodes(ast.Assign):
-        if any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in assign.targets) and is_const(assign.value, False):
+        if (any(isinstance(t, ast.Attribute) and t.attr == "requires_grad" for t in assign.targets)
+                and is_const(assign.value, False)):
             return True
     return False
 

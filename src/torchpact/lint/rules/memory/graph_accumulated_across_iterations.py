@@ -45,7 +45,8 @@ class GraphAccumulatedAcrossIterations(Rule):
     code = "TP101"
     category = Category.MEMORY
     severity = Severity.ERROR
-    message = "a graph-attached tensor is accumulated across iterations: every step's autograd graph stays alive and memory grows until OOM"
+    message = ("a graph-attached tensor is accumulated across iterations: every step's autograd graph stays alive "
+               "and memory grows until OOM")
     fix_hint = "accumulate `loss.detach()` or `loss.item()` instead"
     nodes = (ast.AugAssign, ast.Assign)
     fixable = True
@@ -524,7 +525,8 @@ def train(model, loader, optimizer, criterion):
         # each step or on some of its paths (``if (i + 1) % accum == 0: running = 0``), bounds it to
         # the iterations between two resets, which the loop controls; a reset in an enclosing loop
         # (per epoch) bounds it to that loop's iteration, which may be long.
-        carried = [owner for owner, _ in ctx.bindings(read) if owner is not node and training not in ctx.ancestors(owner)]
+        carried = [owner for owner, _ in ctx.bindings(read)
+                   if owner is not node and training not in ctx.ancestors(owner)]
         if ctx.bindings(read) and not carried:
             return
         if _reset_inside(target.id, training, node, ctx):
@@ -535,11 +537,11 @@ def train(model, loader, optimizer, criterion):
         simple = isinstance(value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
         replacement = f"{text}.detach()" if simple else f"({text}).detach()"
         if bounded:
-            yield self.hit(node, subject=target.id, edits=[ctx.locator.replace(value, replacement)], severity=Severity.INFO,
-                           evidence=Evidence.MUST,
-                           message=("a graph-attached tensor is accumulated across iterations: every step's autograd graph "
-                                    "stays alive until the total is reset in the enclosing loop, so peak memory grows with "
-                                    "that loop's length"))
+            yield self.hit(node, subject=target.id, edits=[ctx.locator.replace(value, replacement)],
+                           severity=Severity.INFO, evidence=Evidence.MUST,
+                           message=("a graph-attached tensor is accumulated across iterations: every step's autograd "
+                                    "graph stays alive until the total is reset in the enclosing loop, so peak memory "
+                                    "grows with that loop's length"))
             return
         yield self.hit(node, subject=target.id, edits=[ctx.locator.replace(value, replacement)], evidence=Evidence.MUST)
 

@@ -34,10 +34,10 @@ class GraphKeptInContainer(Rule):
     between two resets, which the loop controls. A value carries a graph when it was computed with
     gradients on from something attached: a module call's output is attached when the module has
     parameters or its input is attached, so a parameter-free module (pooling, an activation,
-    `Dropout`) applied to the batch itself stores no graph. Such containers, bounded `deque(maxlen=...)`s, containers whose contents are later back-propagated in the same
-    function (`torch.stack(losses).sum().backward()`), and containers the function creates and
-    returns (`return sum(losses)`: they live for one call, and the caller back-propagates them) are
-    not flagged.
+    `Dropout`) applied to the batch itself stores no graph. Such containers, bounded `deque(maxlen=...)`s, containers
+    whose contents are later back-propagated in the same function (`torch.stack(losses).sum().backward()`), and
+    containers the function creates and returns (`return sum(losses)`: they live for one call, and the caller
+    back-propagates them) are not flagged.
 
     ## Why is this bad?
     Each stored tensor keeps its step's whole autograd graph reachable. On torch 2.13, until
@@ -1018,7 +1018,8 @@ def _local_and_kept(name: str, scope: ast.AST, ctx: FileContext) -> bool:
     for node in ctx.walk_scope(body):
         if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
             return False
-        if isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)) and node.value is not None and name in _mentioned(node.value):
+        if (isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)) and node.value is not None
+                and name in _mentioned(node.value)):
             return False
     if scope is ctx.tree:
         return True

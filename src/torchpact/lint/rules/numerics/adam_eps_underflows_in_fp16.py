@@ -164,8 +164,8 @@ def train(model, loader, fp16):
         if cast is None:
             cast = casts[0]
             ctx.note(Evidence.MAY, "the model is cast to float16 on some paths only")
-        yield self.hit(node, subject=ctx.locator.source(cast.func.value) if isinstance(cast.func, ast.Attribute) else None,
-                       evidence=Evidence.MUST)
+        subject = ctx.locator.source(cast.func.value) if isinstance(cast.func, ast.Attribute) else None
+        yield self.hit(node, subject=subject, evidence=Evidence.MUST)
 
 
 def literal_number(node: ast.AST) -> float | None:

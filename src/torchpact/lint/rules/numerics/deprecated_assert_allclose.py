@@ -24,7 +24,8 @@ class DeprecatedAssertAllclose(ApiUse):
     category = Category.NUMERICS
     severity = Severity.WARNING
     message = "`torch.testing.assert_allclose` is deprecated since torch 1.12 and warns on torch 2.13"
-    fix_hint = "use `torch.testing.assert_close(actual, expected)` (add `check_dtype=False` if dtypes differ on purpose)"
+    fix_hint = ("use `torch.testing.assert_close(actual, expected)` "
+                "(add `check_dtype=False` if dtypes differ on purpose)")
     triggers = ("assert_allclose",)
     names = {"torch.testing.assert_allclose": None}
 

@@ -34,8 +34,9 @@ class DeprecatedUpsamplingModule(ApiUse):
     code = "TP325"
     category = Category.NUMERICS
     severity = Severity.INFO
-    message = ("`nn.UpsamplingNearest2d` / `nn.UpsamplingBilinear2d` is marked deprecated in torch's documentation in favour "
-               "of `nn.Upsample` (torch 2.13 does not warn); `UpsamplingBilinear2d` also uses `align_corners=True`")
+    message = ("`nn.UpsamplingNearest2d` / `nn.UpsamplingBilinear2d` is marked deprecated in torch's documentation "
+               "in favour of `nn.Upsample` (torch 2.13 does not warn); `UpsamplingBilinear2d` also uses "
+               "`align_corners=True`")
     fix_hint = 'use `nn.Upsample(..., mode="nearest")` / `nn.Upsample(..., mode="bilinear", align_corners=True)`'
     triggers = ("Upsampling",)
     fixable = True

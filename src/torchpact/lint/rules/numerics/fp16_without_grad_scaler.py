@@ -154,7 +154,8 @@ for x, y in loader:
             yield self.hit(node, message=(
                 "the model is trained with float16 parameters and no loss scaling: gradients below about "
                 "3e-08 flush to zero, and GradScaler cannot unscale float16 gradients"),
-                fix_hint="keep float32 parameters; run the forward under torch.autocast with a GradScaler (or use bfloat16)")
+                fix_hint="keep float32 parameters; run the forward under torch.autocast with a GradScaler "
+                         "(or use bfloat16)")
         else:
             yield self.hit(node)
 

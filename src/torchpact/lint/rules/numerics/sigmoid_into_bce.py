@@ -123,7 +123,8 @@ d_loss = bce(disc(fake), zeros)
             return
         edits = []
         logits = direct_activation_call(ctx, arg, SIGMOID)
-        if functional and logits is not None and isinstance(node.func, ast.Attribute) and node.args and node.args[0] is arg:
+        if (functional and logits is not None and isinstance(node.func, ast.Attribute) and node.args
+                and node.args[0] is arg):
             edits = [ctx.locator.replace(node.func, ctx.locator.source(node.func) + "_with_logits"),
                      ctx.locator.replace(arg, ctx.locator.source(logits))]
         yield self.hit(arg, subject=arg.id if isinstance(arg, ast.Name) else None, edits=edits)

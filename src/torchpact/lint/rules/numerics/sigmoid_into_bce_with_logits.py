@@ -33,9 +33,11 @@ class SigmoidIntoBceWithLogits(Rule):
     category = Category.NUMERICS
     severity = Severity.ERROR
     requires = (
-        "the loss is `F.binary_cross_entropy_with_logits` / `nn.BCEWithLogitsLoss` (an instance by every binding), resolved through its import",
+        "the loss is `F.binary_cross_entropy_with_logits` / `nn.BCEWithLogitsLoss` (an instance by every binding), "
+        "resolved through its import",
         "its input holds a sigmoid output on the one definition that reaches it: a torch sigmoid call, a tensor's "
-        "`.sigmoid()`, an `nn.Sigmoid` instance, or a model of this file ending in one (`nn.Sequential`, a class whose `forward` returns it)",
+        "`.sigmoid()`, an `nn.Sigmoid` instance, or a model of this file ending in one (`nn.Sequential`, a class "
+        "whose `forward` returns it)",
     )
     message = "sigmoid output is passed to BCEWithLogitsLoss, which applies the sigmoid again"
     fix_hint = "pass the logits (drop the sigmoid) to `BCEWithLogitsLoss` / `binary_cross_entropy_with_logits`"

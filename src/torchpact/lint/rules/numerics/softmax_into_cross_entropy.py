@@ -53,10 +53,11 @@ class SoftmaxIntoCrossEntropy(Rule):
     category = Category.NUMERICS
     severity = Severity.ERROR
     requires = (
-        "the loss is `F.cross_entropy` / `nn.CrossEntropyLoss` (an instance by every binding, or passed by every call of "
-        "its function in this file), resolved through its import",
+        "the loss is `F.cross_entropy` / `nn.CrossEntropyLoss` (an instance by every binding, or passed by every call "
+        "of its function in this file), resolved through its import",
         "its input holds a softmax output on the one definition that reaches it: a torch softmax call, a tensor's "
-        "`.softmax()`, an `nn.Softmax` instance, or a model of this file ending in one (`nn.Sequential`, a class whose `forward` returns it)",
+        "`.softmax()`, an `nn.Softmax` instance, or a model of this file ending in one (`nn.Sequential`, a class "
+        "whose `forward` returns it)",
         "a model that is a parameter: by its annotation, or by every call of its function in this file (for `error`, a "
         "function no other module can call: nested or `_private`)",
     )
@@ -340,7 +341,8 @@ class Trainer:
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         assert isinstance(node, ast.Call)
-        if not (ctx.call_name(node) in CROSS_ENTROPY_FUNCTIONS or is_instance_of(ctx, node.func, CROSS_ENTROPY_MODULES)):
+        if not (ctx.call_name(node) in CROSS_ENTROPY_FUNCTIONS
+                or is_instance_of(ctx, node.func, CROSS_ENTROPY_MODULES)):
             return
         arg = first_arg(node)
         if arg is None:

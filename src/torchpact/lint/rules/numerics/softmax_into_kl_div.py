@@ -35,7 +35,8 @@ class SoftmaxIntoKlDiv(Rule):
     requires = (
         "the loss is `F.kl_div` / `nn.KLDivLoss` (an instance by every binding), resolved through its import",
         "its input holds a softmax output on the one definition that reaches it: a torch softmax call, a tensor's "
-        "`.softmax()`, an `nn.Softmax` instance, or a model of this file ending in one (`nn.Sequential`, a class whose `forward` returns it)",
+        "`.softmax()`, an `nn.Softmax` instance, or a model of this file ending in one (`nn.Sequential`, a class "
+        "whose `forward` returns it)",
     )
     message = "kl_div's input must be log-probabilities: given a softmax output, the result is not a divergence"
     fix_hint = "pass `log_softmax(...)` as the first argument of `kl_div` (the target stays probabilities)"

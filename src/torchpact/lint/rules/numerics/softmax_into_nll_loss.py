@@ -11,7 +11,8 @@ from torchpact.lint.rules.numerics._util import RAW_SCORES, SOFTMAX
 
 
 class SoftmaxIntoNllLoss(Rule):
-    """`NLLLoss` / `F.nll_loss` is given probabilities (a softmax output) or raw scores, where it expects log-probabilities.
+    """`NLLLoss` / `F.nll_loss` is given probabilities (a softmax output) or raw scores, where it expects
+    log-probabilities.
 
     ## What it does
     Flags `F.nll_loss(x, y)` and `nn.NLLLoss()(x, y)` when `x` is certainly not a log-probability:
@@ -51,8 +52,8 @@ class SoftmaxIntoNllLoss(Rule):
     category = Category.NUMERICS
     severity = Severity.ERROR
     requires = (
-        "the loss is `F.nll_loss` / `nn.NLLLoss` (an instance by every binding, or passed by every call of its function in "
-        "this file), resolved through its import",
+        "the loss is `F.nll_loss` / `nn.NLLLoss` (an instance by every binding, or passed by every call of its "
+        "function in this file), resolved through its import",
         "its input holds a softmax output, or a Linear/Bilinear/Conv output, on the one definition that reaches it: "
         "the call itself, a module instance of that class, or a model of this file ending in one (`nn.Sequential`, "
         "a class whose `forward` returns only it)",

@@ -22,9 +22,9 @@ class DataloaderWithoutWorkers(Rule):
     (reading, decoding, augmenting). A dataset whose items are already tensors in memory has none: a
     `TensorDataset`, a tensor itself, a list of tensors (`[(x[i], y[i]) for i in range(n)]`), a
     `Dataset` class of this file whose `__getitem__` only returns tensors it holds
-    (`return self.data[index]`), or a `Subset` / `random_split` part / `ConcatDataset` of those. There each batch is a few index operations, which workers would only add inter-process
-    copies to (the proof times nothing; it shows the items are views of the tensors already held),
-    so such a DataLoader is not flagged.
+    (`return self.data[index]`), or a `Subset` / `random_split` part / `ConcatDataset` of those. There each batch is a
+    few index operations, which workers would only add inter-process copies to (the proof times nothing; it shows the
+    items are views of the tensors already held), so such a DataLoader is not flagged.
 
     ## Why is this bad?
     With `num_workers=0` on torch 2.13 every batch is loaded, decoded and augmented synchronously

@@ -229,7 +229,8 @@ def _is_sync(node: ast.AST, ctx: FileContext) -> bool:
             return _on_device(node.args[0], ctx)
         if func.id == "print":
             for arg in node.args:
-                parts = [v.value for v in arg.values if isinstance(v, ast.FormattedValue)] if isinstance(arg, ast.JoinedStr) else [arg]
+                parts = ([v.value for v in arg.values if isinstance(v, ast.FormattedValue)]
+                         if isinstance(arg, ast.JoinedStr) else [arg])
                 if any(isinstance(p, (ast.Name, ast.Attribute, ast.Subscript)) and _on_device(p, ctx) for p in parts):
                     return True
     return False

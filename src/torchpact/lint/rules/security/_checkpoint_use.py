@@ -10,9 +10,9 @@ An explicit ``torch.load(f, weights_only=False)`` is worth a finding only when b
 - what it loads is what ``weights_only=True`` loads too: the result goes to ``load_state_dict`` (or
   a ``load_model...`` / ``load_weights...`` function) or is read as a tensor (``.to()``, ``.float()``,
   ``.shape``, ``torch.is_tensor``), directly, through the name it is bound to, or as the list of such
-  loads (a key test, ``"module" in sd``, reads nothing). A result read for its keys (``ckpt["epoch"]``, ``"args" in ckpt``), handed to other code or
-  returned may hold pickled objects (a config, a Namespace, a whole module) that only full
-  unpickling restores: spelling out ``weights_only=False`` there is the format's need.
+  loads (a key test, ``"module" in sd``, reads nothing). A result read for its keys (``ckpt["epoch"]``, ``"args" in
+  ckpt``), handed to other code or returned may hold pickled objects (a config, a Namespace, a whole module) that only
+  full unpickling restores: spelling out ``weights_only=False`` there is the format's need.
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ def _name_origins(name: ast.Name, ctx: FileContext, depth: int) -> set[str]:
         elif isinstance(owner, (ast.For, ast.AsyncFor, ast.comprehension)):
             out |= _origins(owner.iter, ctx, depth - 1)
         elif value is not None:
-            inner = getattr(value, "iterable", None) or getattr(value, "value", None) if not isinstance(value, ast.expr) else value
+            inner = (getattr(value, "iterable", None) or getattr(value, "value", None)
+                     if not isinstance(value, ast.expr) else value)
             if isinstance(inner, ast.AST):
                 out |= _origins(inner, ctx, depth - 1)
     return out

@@ -38,7 +38,8 @@ def downloaded(load: ast.Call, ctx: FileContext) -> bool:
     for node in ctx.walk_scope(body):
         if not (isinstance(node, ast.Call) and node.lineno <= load.lineno and node is not load):
             continue
-        if _is_download(node, ctx) and any(ast.dump(a) == wanted for a in [*node.args, *(k.value for k in node.keywords)]):
+        if _is_download(node, ctx) and any(ast.dump(a) == wanted
+                                           for a in [*node.args, *(k.value for k in node.keywords)]):
             return True  # download_url_to_file(url, dst) ... torch.load(dst)
     return False
 

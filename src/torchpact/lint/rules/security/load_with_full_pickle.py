@@ -253,7 +253,8 @@ def fetch(url, dst):
                         "serves it runs arbitrary code the moment it is loaded"))
                 elif name in LOAD_FROM_URL or _outside_weights(node, ctx):
                     # spelled out, full unpickling is a decision: worth a word only where it buys nothing
-                    what = ("the downloaded file is fully unpickled (`weights_only=False`)" if name in LOAD_FROM_URL else
+                    what = ("the downloaded file is fully unpickled (`weights_only=False`)"
+                            if name in LOAD_FROM_URL else
                             "a file from outside the program is fully unpickled (`weights_only=False`) although only "
                             "weights are used from it, which `weights_only=True` loads")
                     yield self.hit(node, subject=shown, severity=Severity.INFO,

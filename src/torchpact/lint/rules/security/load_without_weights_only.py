@@ -150,9 +150,11 @@ def _compat_fallback(load: ast.Call, ctx: FileContext) -> bool:
         if isinstance(anc, ast.ExceptHandler):
             handler = anc
         elif isinstance(anc, (ast.Try, getattr(ast, "TryStar", ast.Try))) and isinstance(child, ast.ExceptHandler):
-            names = {n.id if isinstance(n, ast.Name) else getattr(n, "attr", "") for n in ast.walk(handler.type)} if handler.type else set()
+            names = ({n.id if isinstance(n, ast.Name) else getattr(n, "attr", "") for n in ast.walk(handler.type)}
+                     if handler.type else set())
             if "TypeError" in names and any(
-                    isinstance(n, ast.Call) and ctx.call_name(n) in TORCH_LOAD and keyword(n, "weights_only") is not None
+                    isinstance(n, ast.Call) and ctx.call_name(n) in TORCH_LOAD
+                    and keyword(n, "weights_only") is not None
                     for stmt in anc.body for n in ast.walk(stmt)):
                 return True
             return False

@@ -30,7 +30,8 @@ def src(ctx: FileContext, node: ast.AST) -> str:
 
 
 def is_backward(ctx: FileContext, node: ast.AST) -> bool:
-    """``loss.backward()``, ``accelerator.backward(loss)``, ``self.manual_backward(loss)``, ``torch.autograd.backward``."""
+    """``loss.backward()``, ``accelerator.backward(loss)``, ``self.manual_backward(loss)``,
+    ``torch.autograd.backward``."""
     if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
         return False
     if node.func.attr == "manual_backward":
@@ -143,7 +144,9 @@ def unseen_helper(ctx: FileContext, body: list[ast.AST], texts: set[str]) -> ast
     file does not show: not a function of this file, not torch's, not a step or unscale of a scaler.
     A helper of another package may zero the gradients or call ``backward()`` there."""
     for node in ctx.walk_scope(body):
-        if not isinstance(node, ast.Call) or local_callees(ctx, node) or (ctx.call_name(node) or "").startswith("torch."):
+        if not isinstance(node, ast.Call) or local_callees(ctx, node):
+            continue
+        if (ctx.call_name(node) or "").startswith("torch."):
             continue
         if isinstance(node.func, ast.Attribute) and node.func.attr in ("step", "unscale_", "update", "zero_grad"):
             continue
@@ -256,7 +259,7 @@ def _argument_map(ctx: FileContext, fn: ast.FunctionDef | ast.AsyncFunctionDef, 
     if params and params[0] in ("self", "cls") and isinstance(call.func, ast.Attribute):
         params = params[1:]
     out: dict[str, str] = {}
-    for name, arg in zip(params, call.args):
+    for name, arg in zip(params, call.args, strict=False):  # a call may pass fewer arguments, or more to *args
         if isinstance(arg, ast.Starred):
             break
         out[name] = src(ctx, arg)

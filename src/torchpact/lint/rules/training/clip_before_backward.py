@@ -73,7 +73,8 @@ class ClipBeforeBackward(Rule):
     )
     message = ("gradients are clipped before backward(): the clipping acts on no gradients or on the previous "
                "step's, and the step then applies the new gradients unclipped")
-    fix_hint = "clip after `loss.backward()` and before `optimizer.step()` (`backward`, `unscale_`, `clip_grad_norm_`, `step`)"
+    fix_hint = ("clip after `loss.backward()` and before `optimizer.step()` "
+                "(`backward`, `unscale_`, `clip_grad_norm_`, `step`)")
     nodes = (ast.Call,)
     calls = frozenset({*_CLIP_METHODS, "clip_grad_norm", "unscale_"})
     triggers = ("clip_grad", "unscale_")
@@ -283,7 +284,8 @@ def _events(ctx: FileContext, body: list[ast.AST]) -> list[tuple[str, ast.AST]]:
         for node in ctx.walk_scope(body):
             if not isinstance(node, ast.Call):
                 continue
-            if is_backward(ctx, node) or (local_callees(ctx, node) and reaches(ctx, [node], lambda n: is_backward(ctx, n))):
+            if is_backward(ctx, node) or (local_callees(ctx, node)
+                                          and reaches(ctx, [node], lambda n: is_backward(ctx, n))):
                 out.append(("backward", node))
             elif stepped_optimizer(ctx, node) is not None:
                 out.append(("step", node))

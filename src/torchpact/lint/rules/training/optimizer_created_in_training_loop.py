@@ -29,7 +29,7 @@ def _stateless(call: ast.Call, ctx: FileContext) -> bool:
         if isinstance(group, ast.Dict) and any(k is None for k in group.keys):
             return False  # ``{**group}`` may hold a momentum
         if isinstance(group, ast.Dict):
-            for key, value in zip(group.keys, group.values):
+            for key, value in zip(group.keys, group.values, strict=True):  # a dict display: one key per value
                 if is_const(key, "momentum") and not _zero(value):
                     return False
     return True

@@ -292,8 +292,9 @@ class Projections(nn.Module):
         yield self.hit(target, subject=f"self.{target.attr}", edits=edits,
                        fix_hint=f"use nn.{container}(...): it registers its elements",
                        evidence=Evidence.MAY if some_paths else Evidence.MUST,
-                       message=("submodules kept in a plain list are not registered on the paths that add a module with "
-                                "parameters: those are not trained, not saved in the state_dict and not moved by .to()")
+                       message=("submodules kept in a plain list are not registered on the paths that add a module "
+                                "with parameters: those are not trained, not saved in the state_dict and not moved "
+                                "by .to()")
                        if some_paths else None)
 
     @staticmethod

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from typing import Iterator
 
@@ -24,7 +25,8 @@ _DEPTH = 2
 
 
 class WeightsReinitialisedInTrainingLoop(Rule):
-    """The model's weights are re-initialised inside the loop that trains it (`model.apply(init_weights)`, `nn.init.*_`).
+    """The model's weights are re-initialised inside the loop that trains it (`model.apply(init_weights)`,
+    `nn.init.*_`).
 
     ## What it does
     Flags a re-initialisation of a module that the loop trains, where it runs on every iteration of
@@ -280,12 +282,13 @@ for images, labels in loader:
             return
         step_loop = next((loop for loop in loops if is_step_loop(loop, ctx)), None)
         if step_loop is not None:
-            if not runs_every_iteration(_anchor(node, step_loop, ctx), step_loop, ctx) or not _trained_in(root, step_loop, ctx):
+            if (not runs_every_iteration(_anchor(node, step_loop, ctx), step_loop, ctx)
+                    or not _trained_in(root, step_loop, ctx)):
                 return
             yield self.hit(node, subject=ctx.segment(root), evidence=Evidence.MUST)
             return
         for loop in loops:  # an epoch loop: a step loop runs inside its iterations
-            if not ctx.unnoted(lambda: _holds_step_loop(loop, ctx)):
+            if not ctx.unnoted(functools.partial(_holds_step_loop, loop, ctx)):
                 continue
             if (not runs_every_iteration(_anchor(node, loop, ctx), loop, ctx) or iterates_models(loop, ctx)
                     or _new_optimizer_after(node, loop, ctx) or not _trained_in(root, loop, ctx)):
