@@ -130,7 +130,8 @@ COMMANDS: dict[str, tuple[str, str | None, Callable[[argparse.ArgumentParser], N
                "Speaks the Language Server Protocol on stdin/stdout (docs/editors.md). Needs the extra: "
                "pip install 'torchpact[server]'.",
                lambda server: server.add_argument(
-                   "--stdio", action="store_true", help="accepted for editors that pass it; stdio is the only transport")),
+                   "--stdio", action="store_true",
+                   help="accepted for editors that pass it; stdio is the only transport")),
     "facts": ("check common PyTorch advice against the installed torch",
               "Runs one small experiment per claim, each in its own process, and prints the verdict "
               "on the installed torch, its evidence and the rules that rest on it. Exit 1 when a "
