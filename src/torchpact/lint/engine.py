@@ -62,7 +62,7 @@ class FileResult:
     hidden: int = 0
     # (finding, its fix's edits, unsafe) for each reported finding that has a fix, edits as offsets into
     # the linted text (the editor's code actions; the first pass's, before any fix is applied).
-    fixes: list = field(default_factory=list)
+    fixes: list[tuple[Finding, tuple[Edit, ...], bool]] = field(default_factory=list)
 
 
 # (select, ignore) -> the rules they enable, for configurations without per-file ignores.
@@ -421,9 +421,9 @@ def lint_source(source: Source, config: Config, rules: Sequence[Rule | RuleSpec]
         finally:
             ctx.deadline = None
     if noqa:
-        more, fixes = _noqa_findings(source, config, rules, used, findings)
+        more, noqa_edits = _noqa_findings(source, config, rules, used, findings)
         findings += more
-        edits += fixes
+        edits += noqa_edits
     if notes is not None:
         notes["asked"] = sorted(ctx.asked)
         notes["hidden"] = hidden

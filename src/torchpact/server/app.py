@@ -84,7 +84,8 @@ class TorchpactServer(LanguageServer):
         notebook = self.workspace.get_notebook_document(notebook_uri=doc.uri)
         if notebook is None:
             return []
-        return [Cell(c.document, c.kind == lsp.NotebookCellKind.Code, self.workspace.get_text_document(c.document).source)
+        return [Cell(c.document, c.kind == lsp.NotebookCellKind.Code,
+                     self.workspace.get_text_document(c.document).source)
                 for c in notebook.cells]
 
     def lint(self, doc: OpenDoc, relint_others: bool = True) -> None:
@@ -251,8 +252,8 @@ def fix_all_edits(server: TorchpactServer, doc: OpenDoc) -> dict[str, list[lsp.T
     if doc.notebook:
         cells = server.cells(doc)
         fixed = lint_notebook(doc.path, cells, doc.config, server.index.facts, units, fix=True).result.fixed
-        new = cell_sources(fixed) if fixed is not None else {}
-        pairs = [(c.uri, c.text, new.get(i, c.text)) for i, c in enumerate(cells, start=1) if c.code]
+        sources = cell_sources(fixed) if fixed is not None else {}
+        pairs = [(c.uri, c.text, sources.get(i, c.text)) for i, c in enumerate(cells, start=1) if c.code]
     else:
         text = doc.linted.texts[doc.uri]
         result = lint_document(doc.path, doc.uri, text, doc.config, server.index.facts, units, fix=True).result
@@ -278,7 +279,8 @@ def noqa_action(server: TorchpactServer, doc: OpenDoc, entry: Entry) -> lsp.Code
     code = entry.finding.code
     return lsp.CodeAction(title=f"Silence {code} on this line (# noqa: {code})", kind=lsp.CodeActionKind.QuickFix,
                           diagnostics=[server.diagnostic(entry)],
-                          edit=lsp.WorkspaceEdit(changes={entry.uri: [text_edit(Positions(text, server.units()), *edit)]}))
+                          edit=lsp.WorkspaceEdit(
+                              changes={entry.uri: [text_edit(Positions(text, server.units()), *edit)]}))
 
 
 def fix_action(server: TorchpactServer, doc: OpenDoc, entry: Entry) -> lsp.CodeAction | None:

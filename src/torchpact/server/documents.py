@@ -173,7 +173,7 @@ def lint_notebook(path: str, cells: Sequence[Cell], config: Config, facts: Proje
             continue
         pos = Positions(cell.text, units)
         edits, unsafe = fixes.get(id(f), ((), False))
-        moved = []
+        moved: list[tuple[tuple[tuple[int, int], tuple[int, int]], str]] = []
         where = placed.get(number) if number is not None else None
         for e in edits:
             span = where.span_of(e) if where is not None else None

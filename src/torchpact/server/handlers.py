@@ -36,7 +36,8 @@ def register(server: TorchpactServer) -> None:
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     def did_open(ls: TorchpactServer, params: lsp.DidOpenTextDocumentParams) -> None:
         item = params.text_document
-        if ls.workspace.get_notebook_document(cell_uri=item.uri) is not None or not is_python(item.uri, item.language_id):
+        if (ls.workspace.get_notebook_document(cell_uri=item.uri) is not None
+                or not is_python(item.uri, item.language_id)):
             return
         path = path_of(item.uri) or os.path.join(ls.roots[0] if ls.roots else os.getcwd(), "untitled.py")
         if excluded(ls, path):
