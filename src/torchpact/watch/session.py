@@ -24,7 +24,7 @@ from torchpact.findings import Category, Finding, Severity, relative_path
 from torchpact.watch.dynamo import DynamoGuard
 from torchpact.watch.frames import user_location
 from torchpact.watch.naming import Names
-from torchpact.watch.root_calls import RootCalls
+from torchpact.watch.root_calls import Parked, RootCalls
 from torchpact.userframes import passes_through
 from torchpact.watch.watcher import Check, Watcher
 
@@ -119,6 +119,9 @@ class Session:
         self._idle: tuple[Watcher, ...] = ()   # watchers that wait for one
         self._forward_watchers: tuple[Watcher, ...] = ()
         self._routed: tuple = ()
+        self._unsampled_roots: tuple = ((), (), ())  # (route key, pre, post) for grad-disabled outermost calls
+        self._before_root: tuple = ()
+        self._parked: Parked | None = None
         self._sampled_calls = 0      # module calls made on sampled steps: the sampler's budget
         self._sampled_steps = 0
         self._follow_up = False      # a watcher asked for the next step to be sampled too
@@ -132,7 +135,8 @@ class Session:
         self._module_handles: list[Any] = []   # the global module hooks, while they are on
         self._trained = False
         self._stack: list[Any] = []
-        self._root_calls = RootCalls(self._stack, self._forward_pre, self._forward)
+        self._root_calls = RootCalls(self._stack, self._forward_pre, self._forward, self._hooks_on_for_roots,
+                                     self._set_hooks_for_root)
         self._started = False
         self._primary: weakref.ref | None = None   # the optimizer whose steps are the script's steps
         self._since_primary: dict[int, int] = {}    # optimizer id -> its steps since the primary's last one
@@ -178,8 +182,11 @@ class Session:
         else:
             want = "roots" if self._pre_root or self._post_root else "none"
         if want == "all":
-            self._root_calls.remove()
             self._set_module_hooks(True)
+            if guard is not None and guard.started:
+                self._root_calls.remove()
+            else:  # takes the grad-disabled outermost calls off the global hooks (see root_calls)
+                self._root_calls.install()
         else:
             self._set_module_hooks(False)
             if want == "roots":
@@ -204,6 +211,36 @@ class Session:
             guard.handles = [*self._module_handles, *self._handles]
             if guard.started:
                 guard.disable()
+
+    def _hooks_on_for_roots(self) -> bool:
+        """Whether an outermost call with grad disabled may be taken off the global hooks now: not once dynamo
+        compiles, and not on a periodic sampled step, which records evaluations whole (``nonfinite``)."""
+        guard = self._dynamo_guard
+        return bool(self._module_handles) and not self.periodic and not (guard is not None and guard.started)
+
+    def _set_hooks_for_root(self, on: bool) -> bool:
+        """Around an outermost call made with grad disabled on a step with the global hooks on: the hooks
+        taken out (see root_calls), and the call taken as an unsampled step's, as it is no step's forward;
+        then all put back. False when the hooks cannot be taken out (another global module hook)."""
+        if on:
+            self._parked.put_back()
+            self._sampled, self._pre_root, self._post_root = self._before_root
+            return True
+        if self._parked is None:
+            self._parked = Parked()
+        if not self._parked.take(frozenset(h.id for h in self._module_handles)):
+            return False
+        self._before_root = (self._sampled, self._pre_root, self._post_root)
+        self._sampled = False
+        routed = self._routed
+        key = (False, *routed[1:])
+        if self._unsampled_roots[0] != key:
+            pre_inner, post_inner = self._pre_inner, self._post_inner
+            self._route_forwards(key)
+            self._unsampled_roots = (key, self._pre_root, self._post_root)
+            self._routed, self._pre_inner, self._post_inner = routed, pre_inner, post_inner
+        _, self._pre_root, self._post_root = self._unsampled_roots
+        return True
 
     def _dynamo_started(self) -> None:
         """torch.compile is about to trace: it must find the global hooks, never a class's ``__call__``."""
