@@ -5,7 +5,9 @@ the module stack stays right when a forward raises) and ``register_optimizer_ste
 ``_post_hook``. The module hooks are on only for steps where a watcher needs the calls inside models
 (sampled steps): any global module hook takes every module call off torch's fast path. On the other
 steps the models' outermost calls, which some watchers still need, come through their classes
-(``root_calls``). No global *full backward* hook: on torch 2.13 it wraps every module's outputs in a
+(``root_calls``). A model called with grad disabled (evaluation, a rollout, generation) is no step's
+forward: its outermost call is taken off the global hooks even on a sampled step and delivered as an
+unsampled step's (not on periodic steps, which record evaluations whole for ``nonfinite``). No global *full backward* hook: on torch 2.13 it wraps every module's outputs in a
 ``BackwardHookFunction``, which makes ``nn.ReLU(inplace=True)`` raise "Output 0 of
 BackwardHookFunction is a view and is being modified inplace" — a watcher must never change what
 the script does. Watchers that need gradients of module outputs register tensor hooks on sampled
