@@ -35,9 +35,9 @@ class RootCalls:
     """Sets and restores ``__call__`` on the classes of the models called at the top level."""
 
     def __init__(self, stack: list[Any], pre: Callable[[Any, tuple], None],
-                 post: Callable[[Any, tuple, Any], None], hooked: Callable[[], bool] = lambda: False,
+                 post: Callable[[Any, tuple, Any], None], hooked: Callable[[], bool | None] = lambda: None,
                  set_hooks: Callable[[bool], bool] = lambda on: False) -> None:
-        """``hooked()``: whether the global module hooks are on now (and may be taken off for one call);
+        """``hooked()``: None when the global module hooks are off, else whether they may be taken off for one call;
         ``set_hooks(False)`` takes them off (False when it could not), ``set_hooks(True)`` puts them back."""
         self.classes: set[type] = set()
         self.on = False
@@ -83,7 +83,7 @@ class RootCalls:
 
 
 def _make_call(stack: list[Any], pre: Callable[[Any, tuple], None], post: Callable[[Any, tuple, Any], None],
-               hooked: Callable[[], bool], set_hooks: Callable[[bool], bool]) -> Callable[..., Any]:
+               hooked: Callable[[], bool | None], set_hooks: Callable[[bool], bool]) -> Callable[..., Any]:
     import torch
     import torch.nn as nn
 
@@ -95,8 +95,9 @@ def _make_call(stack: list[Any], pre: Callable[[Any, tuple], None], post: Callab
         if stack:  # inside another model's forward: not an outermost call
             return module_class.__call__(self, *args, **kwargs)
         unhooked = False
-        if hooked():
-            if grad_enabled():  # a forward a step may train on: the global hooks see it whole
+        may = hooked()  # None: no global hooks; False: on, and to stay on; True: on, may come off
+        if may is not None:
+            if not may or grad_enabled():  # a forward a step may train on: the global hooks see it whole
                 return module_class.__call__(self, *args, **kwargs)
             unhooked = set_hooks(False)
             if not unhooked:  # another global hook is there: the global hooks see the call

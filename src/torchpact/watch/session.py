@@ -214,11 +214,13 @@ class Session:
             if guard.started:
                 guard.disable()
 
-    def _hooks_on_for_roots(self) -> bool:
+    def _hooks_on_for_roots(self) -> bool | None:
         """Whether an outermost call with grad disabled may be taken off the global hooks now: not once dynamo
         compiles, and not on a periodic sampled step, which records evaluations whole (``nonfinite``)."""
+        if not self._module_handles:
+            return None
         guard = self._dynamo_guard
-        return bool(self._module_handles) and not self.periodic and not (guard is not None and guard.started)
+        return not self.periodic and not (guard is not None and guard.started)
 
     def _set_hooks_for_root(self, on: bool) -> bool:
         """Around an outermost call made with grad disabled on a step with the global hooks on: the hooks
