@@ -63,19 +63,21 @@ class Run(NamedTuple):
     gc_cpu: float    # CPU seconds in them
 
 
-def measure(cmds: list[list[str]]) -> list[Run]:
-    """One run of each of ``cmds``, all started together (each with a core of its own when there are as many)."""
+def measure(cmds: list[list[str]], env_extra: dict[str, str] | None = None, cwd: str | None = None) -> list[Run]:
+    """One run of each of ``cmds``, all started together (each with a core of its own when there are as many);
+    ``env_extra`` adds to their environment (a PYTHONPATH there goes before the gc counter's), in ``cwd``."""
     with tempfile.TemporaryDirectory() as tmp:
         results: list[Run | None] = [None] * len(cmds)
         failures: list[str] = []
 
         def one(i: int) -> None:
             gc_out, err_path = os.path.join(tmp, f"gc{i}"), os.path.join(tmp, f"err{i}")
-            env = dict(os.environ, **ENV, TP_BENCH_GC_OUT=gc_out,
-                       PYTHONPATH=os.pathsep.join(filter(None, [str(HERE / "gc_count"), os.environ.get("PYTHONPATH")])))
+            extra = dict(env_extra or {})
+            path = [str(HERE / "gc_count"), extra.pop("PYTHONPATH", None), os.environ.get("PYTHONPATH")]
+            env = dict(os.environ, **ENV, **extra, TP_BENCH_GC_OUT=gc_out, PYTHONPATH=os.pathsep.join(filter(None, path)))
             with open(err_path, "w") as err:
                 start = time.perf_counter()
-                proc = subprocess.Popen(cmds[i], env=env, stdout=subprocess.DEVNULL, stderr=err)
+                proc = subprocess.Popen(cmds[i], env=env, stdout=subprocess.DEVNULL, stderr=err, cwd=cwd)
                 stuck = threading.Timer(TIMEOUT_S, proc.kill)
                 stuck.start()
                 # wait4 gives this process's own rusage, its reaped children included: the process tree

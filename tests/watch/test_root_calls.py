@@ -54,7 +54,8 @@ def test_unsampled_steps_take_the_global_hooks_off_and_see_outermost_calls_throu
         assert _global_hooks() == before and "__call__" in Net.__dict__ and not session.exact_stack
         _step(model, opt)                    # step 1
         _step(model, opt)                    # step 2; step 3 is sampled
-        assert _global_hooks() == before + 2 and "__call__" not in Net.__dict__ and session.exact_stack
+        # sampled: the global hooks, and the class's __call__ that takes grad-disabled calls off them
+        assert _global_hooks() == before + 2 and "__call__" in Net.__dict__ and session.exact_stack
         _step(model, opt)
     assert _global_hooks() == before and "__call__" not in Net.__dict__
     per_step = lambda rec, step: [d for s, d in rec.pre if s == step]  # noqa: E731
@@ -63,6 +64,87 @@ def test_unsampled_steps_take_the_global_hooks_off_and_see_outermost_calls_throu
     assert [d for s, d in roots.post if s in (1, 2)] == [0, 0]
     assert per_step(nothing, 1) == per_step(nothing, 2) == []
     assert "__call__" not in nn.Sequential.__dict__ and "__call__" not in nn.Linear.__dict__  # never the root
+
+
+class Seen(Recorder):
+    """Records each call's module class, whether torch's global hooks were on during it and the session's
+    ``sampled`` then."""
+
+    def __init__(self, unsampled_calls: str) -> None:
+        super().__init__(unsampled_calls)
+        self.calls: list[tuple[int, str, bool, bool]] = []
+
+    def on_forward_pre(self, module, args) -> None:
+        super().on_forward_pre(module, args)
+        self.calls.append((self.session.step, type(module).__name__, _global_hooks() > 0, self.session.sampled))
+
+
+def _rollout(model: nn.Module, n: int) -> list[torch.Tensor]:
+    with torch.no_grad():
+        return [model(torch.randn(1, 4)) for _ in range(n)]
+
+
+@pytest.mark.parametrize("grad_off", ["no_grad", "inference_mode", "set_grad_enabled"])
+def test_grad_disabled_outermost_calls_run_without_the_global_hooks_on_a_sampled_step(grad_off):
+    torch.manual_seed(0)
+    model, critic = Net(), nn.Linear(4, 1)  # a model class of the script's and a torch one, both top level
+    opt = torch.optim.SGD([*model.parameters(), *critic.parameters()], lr=0.01)
+    before = _global_hooks()
+    context = {"no_grad": torch.no_grad, "inference_mode": torch.inference_mode,
+               "set_grad_enabled": lambda: torch.set_grad_enabled(False)}[grad_off]
+    roots, inner = Seen("roots"), Seen("none")
+    with watch([roots, inner], sampler=Sampler(first=1, every=1000, calls=None)) as session:
+        assert session.sampled
+        model(torch.randn(2, 4))         # first seen with grad on: every call, through the global hooks
+        critic(torch.randn(2, 4))
+        with context():
+            for _ in range(3):           # a rollout before the first step: step 0, a sampled step
+                model(torch.randn(1, 4))
+                critic(torch.randn(1, 4))
+                assert _global_hooks() == before + 2 and session.sampled and session.depth == 0
+        _step(model, opt)
+    # each outermost call reaches the watchers asking for outermost calls, hooks off, as an unsampled call's
+    assert [c for c in roots.calls if not c[2]] == [(0, "Net", False, False), (0, "Linear", False, False)] * 3
+    assert all(c[3] for c in roots.calls if c[2])
+    # a watcher asking for no unsampled calls sees none of them, and nothing inside them
+    assert [c[1] for c in inner.calls] == ["Net", "Sequential", "Linear", "ReLU", "Dropout", "Linear", "Linear",
+                                          "Net", "Sequential", "Linear", "ReLU", "Dropout", "Linear"]
+    assert _global_hooks() == before and "__call__" not in Net.__dict__ and "__call__" not in nn.Linear.__dict__
+
+
+def test_a_grad_disabled_call_that_raises_puts_the_hooks_back():
+    torch.manual_seed(0)
+    model = Exploding()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    before = _global_hooks()
+    rec = Seen("roots")
+    with watch([rec], sampler=Sampler(first=1, every=1000, calls=None)) as session:
+        model(torch.randn(2, 4))
+        with torch.no_grad(), pytest.raises(ValueError, match="bad batch"):
+            model(torch.randn(1, 4))
+        assert _global_hooks() == before + 2 and session.depth == 0 and session.sampled
+        _step(model, opt)
+    assert [c[2:] for c in rec.calls if c[1] == "Exploding"][:2] == [(True, True), (False, False)]
+    assert _global_hooks() == before
+
+
+def test_a_grad_disabled_call_stays_on_the_global_hooks_beside_another_global_hook():
+    torch.manual_seed(0)
+    model = Net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    seen: list[str] = []
+    other = module_hooks.register_module_forward_hook(lambda m, a, o: seen.append(type(m).__name__))
+    try:
+        rec = Seen("none")
+        with watch([rec], sampler=Sampler(first=1, every=1000, calls=None)):
+            model(torch.randn(2, 4))
+            seen.clear()
+            _rollout(model, 1)
+            _step(model, opt)
+    finally:
+        other.remove()
+    assert seen[:6] == ["Linear", "ReLU", "Dropout", "Linear", "Sequential", "Net"]  # the user's hook: every call
+    assert [c[1] for c in rec.calls[6:12]] == ["Net", "Sequential", "Linear", "ReLU", "Dropout", "Linear"]
 
 
 def test_no_watcher_asking_for_unsampled_calls_means_no_hook_at_all():

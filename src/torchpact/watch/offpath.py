@@ -137,6 +137,9 @@ def unobserved(session: Any) -> Iterator[None]:
              optimizers._global_optimizer_pre_hooks, optimizers._global_optimizer_post_hooks)
     saved = [dict(d) for d in hooks]
     sampled = session._sampled
+    roots = session._root_calls  # the classes' __call__ that sees outermost calls (watch/root_calls)
+    roots_on = roots.on
+    roots.remove()
     for d in hooks:
         d.clear()
     session._sampled = False  # (not through the setter: the routes and module hooks stay as they are)
@@ -147,6 +150,8 @@ def unobserved(session: Any) -> Iterator[None]:
         for d, entries in zip(hooks, saved):
             d.clear()
             d.update(entries)
+        if roots_on:
+            roots.install()
 
 
 def _cuda_devices(model: Any) -> list[int]:

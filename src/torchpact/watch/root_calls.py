@@ -8,6 +8,15 @@ sees the outermost calls (the ones some watchers still need) through a ``__call_
 classes of the models it saw called at the top level. That costs one Python frame per call of
 those classes and nothing for any other module.
 
+Grad-disabled calls: on a step where the global hooks are on, the classes' ``__call__`` is set too,
+and it takes a model's outermost call made with grad disabled (inference, evaluation, an RL rollout,
+text generation under ``torch.no_grad()`` or ``inference_mode``) off the global hooks for that call:
+such a forward is no optimizer step's forward (its outputs cannot carry a gradient into a step), so
+the calls inside it cost what they cost without torchpact, while the outermost call still reaches
+the watchers that look at model calls (a model left in training mode during an evaluation, a NaN in
+its output). Before this, a rollout of 2048 environment steps made before the first optimizer step
+(stable-baselines3's PPO) ran every one of its module calls through the hooks of a sampled step.
+
 Why the class and not the instance: an instance hook lives in the module's ``__dict__``, so
 ``copy.deepcopy(model)`` (an EMA copy) would copy it, ``torch.save(model)`` would try to pickle it,
 and ``torch.jit.script`` would try to compile it. A class attribute is none of these. Only classes
@@ -26,11 +35,15 @@ class RootCalls:
     """Sets and restores ``__call__`` on the classes of the models called at the top level."""
 
     def __init__(self, stack: list[Any], pre: Callable[[Any, tuple], None],
-                 post: Callable[[Any, tuple, dict, Any], None]) -> None:
+                 post: Callable[[Any, tuple, dict, Any], None],
+                 hooked: Callable[[], bool | None] = lambda: None,
+                 set_hooks: Callable[[bool], bool] = lambda on: False) -> None:
+        """``hooked()``: None when the global module hooks are off, else whether they may be taken off for one call;
+        ``set_hooks(False)`` takes them off (False when it could not), ``set_hooks(True)`` puts them back."""
         self.classes: set[type] = set()
         self.on = False
         self._patched: list[type] = []
-        self._hooks = (stack, pre, post)
+        self._hooks = (stack, pre, post, hooked, set_hooks)
         self._call: Callable[..., Any] | None = None  # made on first use: it needs torch
 
     def note(self, cls: type) -> None:
@@ -70,23 +83,70 @@ class RootCalls:
         self._patched.append(cls)
 
 
-def _make_call(stack: list[Any], pre: Callable[[Any, tuple], None],
-               post: Callable[[Any, tuple, dict, Any], None]) -> Callable[..., Any]:
+def _make_call(stack: list[Any], pre: Callable[[Any, tuple], None], post: Callable[[Any, tuple, dict, Any], None],
+               hooked: Callable[[], bool | None], set_hooks: Callable[[bool], bool]) -> Callable[..., Any]:
+    import torch
     import torch.nn as nn
 
     module_class = nn.Module
+    grad_enabled = torch.is_grad_enabled
 
     def __call__(self: Any, *args: Any, **kwargs: Any) -> Any:
         # `nn.Module.__call__` is looked up at each call: torch.fx swaps it while it traces.
         if stack:  # inside another model's forward: not an outermost call
             return module_class.__call__(self, *args, **kwargs)
-        pre(self, args)
+        unhooked = False
+        may = hooked()  # None: no global hooks; False: on, and to stay on; True: on, may come off
+        if may is not None:
+            if not may or grad_enabled():  # a forward a step may train on: the global hooks see it whole
+                return module_class.__call__(self, *args, **kwargs)
+            unhooked = set_hooks(False)
+            if not unhooked:  # another global hook is there: the global hooks see the call
+                return module_class.__call__(self, *args, **kwargs)
         try:
-            output = module_class.__call__(self, *args, **kwargs)
-        except BaseException:
-            post(self, args, kwargs, None)  # as torch's always_call forward hook does when forward raises
-            raise
-        post(self, args, kwargs, output)
-        return output
+            pre(self, args)
+            try:
+                output = module_class.__call__(self, *args, **kwargs)
+            except BaseException:
+                post(self, args, kwargs, None)  # as torch's always_call forward hook does when forward raises
+                raise
+            post(self, args, kwargs, output)
+            return output
+        finally:
+            if unhooked:
+                set_hooks(True)
 
     return passes_through(__call__)
+
+
+class Parked:
+    """The global module hooks taken out of torch's tables for one outermost call and put back after it,
+    so that the calls inside it take torch's fast path. Cheaper than removing and registering them again
+    (no handles made), and the same handles stay valid. Only done while the session's hooks are the only
+    global module hooks: then taking them out and putting them back keeps their order."""
+
+    def __init__(self) -> None:
+        import torch.nn.modules.module as m
+
+        self._tables = (m._global_forward_pre_hooks, m._global_forward_hooks, m._global_forward_hooks_always_called,
+                        m._global_forward_hooks_with_kwargs, m._global_backward_pre_hooks, m._global_backward_hooks)
+        self._taken: list[tuple[dict, int, Any]] = []
+
+    def take(self, ids: frozenset[int]) -> bool:
+        """Takes out the hooks of handle ``ids``; False (nothing taken) when another global hook is there."""
+        for table in self._tables:
+            for key in table:
+                if key not in ids:
+                    return False
+        taken = self._taken
+        for table in self._tables:
+            while table:
+                key, value = table.popitem()
+                taken.append((table, key, value))
+        return True
+
+    def put_back(self) -> None:
+        taken = self._taken
+        while taken:
+            table, key, value = taken.pop()
+            table[key] = value

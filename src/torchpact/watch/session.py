@@ -5,7 +5,9 @@ the module stack stays right when a forward raises) and ``register_optimizer_ste
 ``_post_hook``. The module hooks are on only for steps where a watcher needs the calls inside models
 (sampled steps): any global module hook takes every module call off torch's fast path. On the other
 steps the models' outermost calls, which some watchers still need, come through their classes
-(``root_calls``). No global *full backward* hook: on torch 2.13 it wraps every module's outputs in a
+(``root_calls``). A model called with grad disabled (evaluation, a rollout, generation) is no step's
+forward: its outermost call is taken off the global hooks even on a sampled step and delivered as an
+unsampled step's (not on periodic steps, which record evaluations whole for ``nonfinite``). No global *full backward* hook: on torch 2.13 it wraps every module's outputs in a
 ``BackwardHookFunction``, which makes ``nn.ReLU(inplace=True)`` raise "Output 0 of
 BackwardHookFunction is a view and is being modified inplace" — a watcher must never change what
 the script does. Watchers that need gradients of module outputs register tensor hooks on sampled
@@ -31,7 +33,7 @@ from torchpact.watch.dynamo import DynamoGuard
 from torchpact.watch.tracer_pause import pause_while_tracing
 from torchpact.watch.frames import user_location
 from torchpact.watch.naming import Names
-from torchpact.watch.root_calls import RootCalls
+from torchpact.watch.root_calls import Parked, RootCalls
 from torchpact.watch.tracing import traced
 from torchpact.userframes import passes_through
 from torchpact.watch.watcher import Check, Watcher
@@ -129,6 +131,9 @@ class Session:
         self._idle: tuple[Watcher, ...] = ()   # watchers that wait for one
         self._forward_watchers: tuple[Watcher, ...] = ()
         self._routed: tuple = ()
+        self._unsampled_roots: tuple = ((), (), ())  # (route key, pre, post) for grad-disabled outermost calls
+        self._before_root: tuple = ()
+        self._parked: Parked | None = None
         self._sampled_calls = 0      # module calls made on sampled steps: the sampler's budget
         self._sampled_steps = 0
         self._follow_up = False      # a watcher asked for the next step to be sampled too
@@ -144,7 +149,8 @@ class Session:
         self._stack: list[Any] = []
         self._paused: list[tuple[bool, bool]] = []   # per tracer running: (module hooks on, root calls on) before it
         self._tracer_patches: list[Any] = []
-        self._root_calls = RootCalls(self._stack, self._forward_pre, self._forward)
+        self._root_calls = RootCalls(self._stack, self._forward_pre, self._forward, self._hooks_on_for_roots,
+                                     self._set_hooks_for_root)
         self._started = False
         self._primary: weakref.ref | None = None   # the optimizer whose steps are the script's steps
         self._since_primary: dict[int, int] = {}    # optimizer id -> its steps since the primary's last one
@@ -193,8 +199,11 @@ class Session:
         else:
             want = "roots" if self._pre_root or self._post_root else "none"
         if want == "all":
-            self._root_calls.remove()
             self._set_module_hooks(True)
+            if guard is not None and guard.started:
+                self._root_calls.remove()
+            else:  # takes the grad-disabled outermost calls off the global hooks (see root_calls)
+                self._root_calls.install()
         else:
             self._set_module_hooks(False)
             if want == "roots":
@@ -214,6 +223,38 @@ class Session:
         else:
             while self._module_handles:
                 self._module_handles.pop().remove()
+
+    def _hooks_on_for_roots(self) -> bool | None:
+        """Whether an outermost call with grad disabled may be taken off the global hooks now: not once dynamo
+        compiles, and not on a periodic sampled step, which records evaluations whole (``nonfinite``)."""
+        if not self._module_handles:
+            return None
+        guard = self._dynamo_guard
+        return not self.periodic and not (guard is not None and guard.started)
+
+    def _set_hooks_for_root(self, on: bool) -> bool:
+        """Around an outermost call made with grad disabled on a step with the global hooks on: the hooks
+        taken out (see root_calls), and the call taken as an unsampled step's, as it is no step's forward;
+        then all put back. False when the hooks cannot be taken out (another global module hook)."""
+        if on:
+            self._parked.put_back()
+            self._sampled, self._pre_root, self._post_root = self._before_root
+            return True
+        if self._parked is None:
+            self._parked = Parked()
+        if not self._parked.take(frozenset(h.id for h in self._module_handles)):
+            return False
+        self._before_root = (self._sampled, self._pre_root, self._post_root)
+        self._sampled = False
+        routed = self._routed
+        key = (False, *routed[1:])
+        if self._unsampled_roots[0] != key:
+            pre_inner, post_inner = self._pre_inner, self._post_inner
+            self._route_forwards(key)
+            self._unsampled_roots = (key, self._pre_root, self._post_root)
+            self._routed, self._pre_inner, self._post_inner = routed, pre_inner, post_inner
+        _, self._pre_root, self._post_root = self._unsampled_roots
+        return True
 
     def _dynamo_started(self) -> None:
         """torch.compile is about to trace: it must find the global hooks, never a class's ``__call__``."""
