@@ -134,7 +134,9 @@ class Parked:
 
     def take(self, ids: frozenset[int]) -> bool:
         """Takes out the hooks of handle ``ids``; False (nothing taken) when another global hook is there."""
-        for table in self._tables:
+        # Only the tables of hooks count: the flag tables (always_called, with_kwargs) keep the ids of removed
+        # hooks on torch 2.13 (a with_kwargs hook's handle does not clear its flag), which are no hooks at all.
+        for table in (self._tables[0], self._tables[1], self._tables[4], self._tables[5]):
             for key in table:
                 if key not in ids:
                     return False
