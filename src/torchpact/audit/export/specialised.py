@@ -96,8 +96,10 @@ def _bounded_finding(item: dict[str, Any], export: PathResult, onnx: PathResult 
                   f"this dim is never 1 ({ZERO_ONE})" if zero_one else "")
                + onnx_text)
     if zero_one and oblivious.get("status") == OK:
+        import torch
+
         fix = ("export under torch.fx.experimental._config.patch(backed_size_oblivious=True) (experimental on "
-               f"torch 2.13): torchpact exported this model so and the program took {', '.join(oblivious['sizes'])}"
+               f"torch {torch.__version__}): torchpact exported this model so and the program took {', '.join(oblivious['sizes'])}"
                " and matched eager there")
     elif zero_one and oblivious:
         fix = ("serve only sizes the program takes (pad or bucket the inputs), or export a second program from an "
