@@ -124,6 +124,18 @@ def test_softmax_without_dim_normalises_a_3d_batch_over_the_batch():
     assert torch.allclose(lp, F.log_softmax(x, dim=0))
 
 
+@pytest.mark.proves("TP318")
+def test_a_softmax_module_without_dim_guesses_only_when_applied():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = torch.nn.Softmax()  # building it guesses nothing
+    assert caught == [] and module.dim is None
+    _, text = warned(lambda: module(torch.randn(2, 3, 5)), UserWarning)
+    assert "Implicit dimension choice" in text
+
+
 @pytest.mark.proves("TP319")
 def test_log_of_one_plus_small_x_is_zero_where_log1p_is_exact():
     x = torch.tensor([1e-10])
