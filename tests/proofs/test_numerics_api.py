@@ -281,6 +281,11 @@ def test_torch_norm_p2_on_a_matrix_is_frobenius_not_the_spectral_norm():
     assert text == ""  # deprecated in the documentation only: torch 2.13 does not warn
     rows = torch.randn(4, 3)
     assert torch.allclose(torch.norm(rows, dim=-1), torch.linalg.vector_norm(rows, 2, dim=-1))
+    # no ambiguity where the call says what it means: an explicit 'fro', or p=2 over chosen dims,
+    # is the flattened norm over those dims, exactly what vector_norm computes
+    cube = torch.randn(2, 3, 4)
+    assert torch.allclose(torch.norm(cube, p="fro"), torch.linalg.vector_norm(cube))
+    assert torch.allclose(torch.norm(cube, p=2, dim=(1, 2)), torch.linalg.vector_norm(cube, 2, dim=(1, 2)))
 
 
 @pytest.mark.proves("TP330")
