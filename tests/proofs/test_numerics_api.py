@@ -145,6 +145,21 @@ def test_log_of_one_plus_small_x_is_zero_where_log1p_is_exact():
     assert torch.allclose(torch.log(1 + y), torch.log1p(y))
 
 
+
+@pytest.mark.proves("TP319")
+def test_log_of_one_plus_terms_that_are_zero_or_at_least_one_loses_nothing():
+    # exp of a value masked to -inf where negative: each term is 0 or >= 1, and so is their sum
+    z = torch.randn(64, 32) * 3
+    z[z < 0] = float("-inf")
+    x = torch.exp(z).sum(dim=1)
+    assert bool(((x == 0) | (x >= 1)).all())
+    exact = torch.log1p(x.double())
+    assert torch.allclose(torch.log(1 + x).double(), exact, rtol=1e-6, atol=0)
+    assert torch.allclose(torch.log1p(x).double(), exact, rtol=1e-6, atol=0)
+    counts = torch.unique_consecutive(torch.tensor([3, 3, 1, 1, 1, 2]), return_counts=True)[1]
+    assert counts.dtype == torch.int64  # counts are integers: 1 + counts is exact
+
+
 @pytest.mark.proves("TP320")
 def test_exp_minus_one_of_small_x_cancels_where_expm1_is_exact():
     x = torch.tensor([1e-10])
