@@ -118,3 +118,48 @@ def test_codes_read_from_the_rule_files_are_the_registry_s():
     from torchpact.lint.registry import all_rules, declared_codes
 
     assert declared_codes() == {r.code for r in all_rules()}
+
+
+DATASETS = """
+    import numpy
+    import torch
+
+    class Synthetic(torch.utils.data.Dataset):
+        def __init__(self, n=32):
+            self.x = numpy.linspace(0.0, 1.0, n, dtype=numpy.float32)
+            self.y = 3 * self.x + 1
+
+        def __len__(self):
+            return len(self.x)
+
+        def __getitem__(self, index):
+            return self.x[index], self.y[index]
+
+    class OnDisk(torch.utils.data.Dataset):
+        def __init__(self, files):
+            self.files = files
+
+        def __getitem__(self, index):
+            return torch.load(self.files[index])
+"""
+
+FIT = """
+    from torch.utils.data import DataLoader
+    import datasets
+
+    def fit(model, optimizer, files):
+        for loader in (DataLoader(datasets.Synthetic(64), batch_size=8), DataLoader(datasets.OnDisk(files))):
+            for x, y in loader:
+                model(x, y).backward()
+                optimizer.step()
+"""
+
+
+def test_a_dataset_class_of_another_module_serving_held_arrays_is_in_memory(tmp_path):
+    _write(tmp_path, "datasets.py", DATASETS)
+    fit = _write(tmp_path, "fit.py", FIT)
+    config = Config(preview=True, select=["TP920"])
+    alone = lint_paths([fit], config, jobs=1).findings
+    assert len(alone) == 2 and all(f.evidence.value == "unresolved" for f in alone)  # nothing is known of them
+    together = [f for f in lint_paths([str(tmp_path)], config, jobs=1).findings if f.code == "TP920"]
+    assert [f.column for f in together] == [alone[1].column]  # OnDisk's loader still fires

@@ -124,6 +124,18 @@ def test_softmax_without_dim_normalises_a_3d_batch_over_the_batch():
     assert torch.allclose(lp, F.log_softmax(x, dim=0))
 
 
+@pytest.mark.proves("TP318")
+def test_a_softmax_module_without_dim_guesses_only_when_applied():
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        module = torch.nn.Softmax()  # building it guesses nothing
+    assert caught == [] and module.dim is None
+    _, text = warned(lambda: module(torch.randn(2, 3, 5)), UserWarning)
+    assert "Implicit dimension choice" in text
+
+
 @pytest.mark.proves("TP319")
 def test_log_of_one_plus_small_x_is_zero_where_log1p_is_exact():
     x = torch.tensor([1e-10])
@@ -131,6 +143,21 @@ def test_log_of_one_plus_small_x_is_zero_where_log1p_is_exact():
     assert torch.log1p(x).item() == pytest.approx(1e-10, rel=1e-6)
     y = torch.rand(100) * 10
     assert torch.allclose(torch.log(1 + y), torch.log1p(y))
+
+
+
+@pytest.mark.proves("TP319")
+def test_log_of_one_plus_terms_that_are_zero_or_at_least_one_loses_nothing():
+    # exp of a value masked to -inf where negative: each term is 0 or >= 1, and so is their sum
+    z = torch.randn(64, 32) * 3
+    z[z < 0] = float("-inf")
+    x = torch.exp(z).sum(dim=1)
+    assert bool(((x == 0) | (x >= 1)).all())
+    exact = torch.log1p(x.double())
+    assert torch.allclose(torch.log(1 + x).double(), exact, rtol=1e-6, atol=0)
+    assert torch.allclose(torch.log1p(x).double(), exact, rtol=1e-6, atol=0)
+    counts = torch.unique_consecutive(torch.tensor([3, 3, 1, 1, 1, 2]), return_counts=True)[1]
+    assert counts.dtype == torch.int64  # counts are integers: 1 + counts is exact
 
 
 @pytest.mark.proves("TP320")
@@ -269,6 +296,11 @@ def test_torch_norm_p2_on_a_matrix_is_frobenius_not_the_spectral_norm():
     assert text == ""  # deprecated in the documentation only: torch 2.13 does not warn
     rows = torch.randn(4, 3)
     assert torch.allclose(torch.norm(rows, dim=-1), torch.linalg.vector_norm(rows, 2, dim=-1))
+    # no ambiguity where the call says what it means: an explicit 'fro', or p=2 over chosen dims,
+    # is the flattened norm over those dims, exactly what vector_norm computes
+    cube = torch.randn(2, 3, 4)
+    assert torch.allclose(torch.norm(cube, p="fro"), torch.linalg.vector_norm(cube))
+    assert torch.allclose(torch.norm(cube, p=2, dim=(1, 2)), torch.linalg.vector_norm(cube, 2, dim=(1, 2)))
 
 
 @pytest.mark.proves("TP330")

@@ -1,6 +1,6 @@
 """Project-wide function summaries: what each function of the linted files does that rules in other
 files need to know (it zeroes gradients, calls ``set_epoch``, switches a module to eval mode, saves
-with ``torch.save``).
+with ``torch.save``), and which dataset classes serve items already in memory (lint/datasets.py).
 
 Each file's summary comes from lint's own parse of it (no second parse): every function is summarised
 by bare name, and facts flow from callees to callers (``fit`` calls ``train_one_epoch``, which calls
@@ -15,14 +15,20 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from torchpact.lint.datasets import in_memory_classes
 from torchpact.lint.tree_index import index_tree
 
 ZERO_GRAD = "zero_grad"
 SET_EPOCH = "set_epoch"
 EVAL = "eval"
 SAVE = "save"
+# A class (by name) whose dataset items are already in memory (lint/datasets.py). A fact of the class
+# itself: it does not flow to the functions that build one.
+IN_MEMORY_ITEMS = "in_memory_items"
+_OWN_FACTS = frozenset({IN_MEMORY_ITEMS})
 
-_TRIGGERS = ("zero_grad", ".grad =", ".grad=", "set_epoch", ".eval()", "torch.save(")
+_TRIGGERS = ("zero_grad", ".grad =", ".grad=", "set_epoch", ".eval()", "torch.save(", "def __getitem__",
+             "def __iter__")
 _PROPAGATION_ROUNDS = 4
 
 
@@ -103,6 +109,10 @@ def summarize_tree(tree: ast.Module, by_type: dict[type, list[ast.AST]] | None =
                 fn = owner(node)
                 if fn is not None:
                     facts.setdefault(fn, set()).add(ZERO_GRAD)  # ``p.grad = None``
+    if any(isinstance(n, ast.FunctionDef) and n.name in ("__getitem__", "__iter__")
+           for n in by_type.get(ast.FunctionDef, ())):
+        for name in in_memory_classes(tree):
+            facts.setdefault(name, set()).add(IN_MEMORY_ITEMS)
     out.facts = {k: sorted(v) for k, v in facts.items() if v}
     out.calls = {k: sorted(v) for k, v in calls.items() if v}
     return out
@@ -148,7 +158,7 @@ class ProjectFacts:
         for _ in range(_PROPAGATION_ROUNDS):
             changed = False
             for name, callees in calls.items():
-                gained = set().union(*(facts.get(c, ()) for c in callees)) - facts.get(name, set())
+                gained = set().union(*(facts.get(c, ()) for c in callees)) - facts.get(name, set()) - _OWN_FACTS
                 if gained:
                     facts.setdefault(name, set()).update(gained)
                     changed = True

@@ -9,7 +9,8 @@ called (``torch.cuda.amp.autocast(...)``, ``amp.GradScaler()``), applied as a de
 dict, saved to patch ``torch.x`` and restore it, an ``isinstance`` test, an annotation) runs
 nothing and is not flagged, nor is an assignment to the name, nor code Python never evaluates
 (under ``if TYPE_CHECKING:``, annotations under ``from __future__ import annotations``, a local
-variable's annotation). A rule about a private name (``references_count``) flags every reference:
+variable's annotation), nor code under a torch-version test that excludes torch 2.13
+(lint/torch_version.py: ``if tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 9):``). A rule about a private name (``references_count``) flags every reference:
 the name itself may vanish. An import (``from torch.cuda.amp import autocast``) is flagged when the
 file runs the imported name, or does not use it at all (a re-export); bare uses of a name imported
 that way are not flagged a second time.
@@ -28,11 +29,13 @@ import re
 import textwrap
 from typing import ClassVar, Iterator
 
+from torchpact.config import SUPPORTED_TORCH
 from torchpact.findings import Evidence
 from torchpact.lint.context import FileContext, canonical
 from torchpact.lint.edits import Edit
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.rules._silenced import silenced
+from torchpact.lint.torch_version import evaluate, runs_on
 
 
 # A test that picks code by torch version or feature: `if _TORCH_GREATER_EQUAL_2_4`,
@@ -48,7 +51,9 @@ _CALL_RULE = (
     "called — kept in a dict, saved to patch `torch.x` and restore it, an `isinstance` test, an "
     "annotation — and an assignment to the name are not flagged. Nor is code Python never evaluates: "
     "imports and statements under `if TYPE_CHECKING:`, annotations under `from __future__ import "
-    "annotations`, string annotations, annotations of a function's local variables. An import is "
+    "annotations`, string annotations, annotations of a function's local variables, a branch that a "
+    "test of `torch.__version__` (compared as a string, a parsed `packaging` version or a tuple, also "
+    "through names bound to it) excludes on torch 2.13. An import is "
     "flagged when the file runs the imported name or does not use it at all (a re-export).")
 _REFERENCE_RULE = (
     "What counts as a use: every reference to the name, called or not (kept in a dict, passed on, "
@@ -112,7 +117,9 @@ class ApiUse(Rule):
         qn = ctx.resolve(node)
         if qn not in self.names or not self.applies(node, ctx) or compat_fallback(node, ctx):
             return
-        if silenced(node, ctx, self.warning_category, self.warning_text):
+        if not runs_on(node, ctx, SUPPORTED_TORCH):
+            return  # under a version test that excludes the torch this deprecation is about
+        if silenced(node, ctx, self.warning_category, self.warned_text(qn)):
             return  # the author ignores this very warning, in a scoped block: deliberate
         edits: list[Edit] = []
         if isinstance(parent, ast.Call) and parent.func is node:
@@ -135,7 +142,7 @@ class ApiUse(Rule):
             return
         found = [(a, canonical(f"{node.module}.{a.name}")) for a in node.names]
         found = [(a, qn) for a, qn in found if qn in self.names]
-        if not found or compat_fallback(node, ctx):
+        if not found or compat_fallback(node, ctx) or not runs_on(node, ctx, SUPPORTED_TORCH):
             return
         uses = {a.asname or a.name: _uses(a.asname or a.name, ctx) for a, _ in found}
         # flagged where a use that runs the old API (any reference, for a private name) is not under a
@@ -168,7 +175,8 @@ class ApiUse(Rule):
             return True
         if not self.references_count:
             reads = [n for n in reads if not never_runs(n, ctx) and runs(n, ctx) is not None]
-        return any(not silenced(n, ctx, self.warning_category, self.warning_text) for n in reads)
+        return any(not silenced(n, ctx, self.warning_category, self.warning_text)
+                   and runs_on(n, ctx, SUPPORTED_TORCH) for n in reads)
 
     @classmethod
     def _last_parts(cls) -> frozenset[str]:
@@ -179,6 +187,10 @@ class ApiUse(Rule):
         return cached
 
     # ------------------------------------------------------------------ for subclasses
+    def warned_text(self, qn: str) -> str | None:
+        """The text of the warning torch 2.13 emits for ``qn`` (the rule's ``warning_text`` by default)."""
+        return self.warning_text
+
     def applies(self, node: ast.Attribute, ctx: FileContext) -> bool:
         """Whether this use is flagged (a rule may look at the call's arguments)."""
         return True
@@ -283,7 +295,9 @@ def compat_fallback(node: ast.AST, ctx: FileContext) -> bool:
         if isinstance(anc, ast.ExceptHandler):
             return True
         if isinstance(anc, (ast.If, ast.IfExp)) and _VERSION_TEST.search(ctx.locator.source(anc.test)):
-            return True
+            if not isinstance(evaluate(anc.test, ctx, SUPPORTED_TORCH), bool):
+                return True  # a test lint cannot evaluate: taken for compatibility code
+            # one it can evaluate decides through ``runs_on``: the branch torch 2.13 takes is no fallback
         if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return False
     return False

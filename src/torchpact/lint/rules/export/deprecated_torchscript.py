@@ -30,6 +30,11 @@ class DeprecatedTorchscript(ApiUse):
     returns a scripted module it builds itself (`return torch.jit.script(Cell(n))`), and a function
     used as a decorator in the same file (`@maybe_script`), still script for speed, and are flagged.
 
+    Nor a call torch 2.13 never makes: under a branch a `torch.__version__` test excludes there
+    (`if tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 9):`, `packaging.version`
+    comparisons, names bound to either), or inside a `warnings.catch_warnings()` block that ignores
+    the DeprecationWarning before the call (deliberate, as for TP413).
+
     ## Why is this bad?
     On torch 2.13 each call emits `DeprecationWarning: torch.jit.script is deprecated. Please switch
     to torch.compile or torch.export.` TorchScript gets no new features, and the newer exporters
@@ -47,6 +52,10 @@ class DeprecatedTorchscript(ApiUse):
     fix_hint = "use `torch.export.export(model, args)` for deployment or `torch.compile(model)` for speed"
     triggers = ("jit",)
     names = dict.fromkeys(("torch.jit.script", "torch.jit.trace", "torch.jit.trace_module"))
+    warning_category = "DeprecationWarning"
+
+    def warned_text(self, qn: str) -> str | None:
+        return f"`{qn}` is deprecated"  # torch 2.13's text (trace_module warns as trace_method)
 
     valid = ["""
 import torch
@@ -91,6 +100,48 @@ def bundle(encoder, decoder, x):
     enc = torch.jit.script(encoder)
     dec = torch.jit.trace(decoder, (enc(x),))
     return enc, dec
+""", """
+import torch
+from packaging import version
+
+_torch_ver = tuple(int(v) for v in torch.__version__.split(".")[:2])
+_old_torch = version.parse(torch.__version__) < version.parse("2.9")
+
+if _torch_ver < (2, 9):
+    @torch.jit.script
+    def fused(x):
+        return x * torch.sigmoid(x)
+else:
+    def fused(x):
+        return x * torch.sigmoid(x)
+
+def speed_up(model, x):
+    if not _old_torch:
+        fast = torch.compile(model)
+    else:
+        fast = torch.jit.script(model)
+    return fast(x)
+
+def cell(n):
+    return torch.jit.script(Cell(n)) if torch.__version__ < "2.9" else Cell(n)
+
+def cell_fast(n):
+    return torch.jit.script(Cell(n)) if torch.__version__ < (2, 9) else torch.compile(Cell(n))
+""", """
+import warnings
+import torch
+
+def loop_helper(fn, example):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=DeprecationWarning)
+        helper = torch.jit.script(fn)
+    return helper(example)
+
+def traced(model, x):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*jit.trace", category=DeprecationWarning)
+        fast = torch.jit.trace(model, x)
+    return fast(x)
 """]
     invalid = [Invalid("""
 import torch
@@ -133,7 +184,36 @@ def run(model, batches):
     fast = torch.jit.trace(model, batches[0])
     outs = [fast(b) for b in batches]
     return outs
-"""]
+""", Invalid("""
+import warnings
+import torch
+from packaging.version import Version
+
+TORCH_MAJOR_MINOR = tuple(map(int, torch.__version__.split(".")[:2]))
+
+if TORCH_MAJOR_MINOR >= (2, 0):
+    @torch.jit.script
+    def swish(x):
+        return x * torch.sigmoid(x)
+
+def speed_up(model, x):
+    if Version(torch.__version__) < Version("2.9"):
+        fast = torch.compile(model)
+    else:
+        fast = torch.jit.script(model)
+    return fast(x)
+
+def quiet(fn, x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=UserWarning)
+        sfn = torch.jit.script(fn)
+    return sfn(x)
+
+def unknown(fn, x, flag):
+    if flag < (2, 9):
+        fn = torch.jit.script(fn)
+    return fn(x)
+""", count=4)]
 
     def applies(self, node: ast.Attribute, ctx: FileContext) -> bool:
         call = ctx.parent(node)

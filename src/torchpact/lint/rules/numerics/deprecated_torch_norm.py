@@ -4,6 +4,7 @@ import ast
 
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, argument, is_const
+from torchpact.lint.rule import Invalid
 from torchpact.lint.rules._api import ApiUse
 
 
@@ -19,8 +20,13 @@ class DeprecatedTorchNorm(ApiUse):
     warn (the proof checks it), so this is advice, not a removal notice. Its meaning
     depends on its arguments in ways that surprise: on torch 2.13 `torch.norm(M, p=2)` of a matrix
     flattens it (the Frobenius norm), while `torch.linalg.norm(M, 2)` is the spectral norm — the
-    two differ on most matrices. Along one `dim` it is a vector norm, what
-    `torch.linalg.vector_norm(x, p, dim)` computes: the finding then says only that.
+    two differ on most matrices. That remark is made only where the call leaves it ambiguous: a
+    numeric `p=2` or the default `p`, with `dim=None`, on an input that may have 2 or more
+    dimensions. An explicit `p='fro'` asks for exactly the flattened (Frobenius) norm, and `p=2`
+    over the `dim` given (one dim, or several) is by definition the vector norm over those dims,
+    what `torch.linalg.vector_norm(x, p, dim)` computes: the finding then says only that the
+    function is deprecated. Nor is it made for other `p` (`1`, `inf`, `'nuc'`), or for an input
+    known to be 1-D (`torch.stack` of full reductions, `torch.arange`).
 
     ## Fix safety
     No autofix, because the right replacement depends on what was meant: `torch.linalg.vector_norm(x,
@@ -39,10 +45,17 @@ class DeprecatedTorchNorm(ApiUse):
 
     def describe_call(self, call: ast.Call, ctx: FileContext, qn: str) -> str | None:
         dim = argument(call, "dim", 2)
-        if dim is not None and not is_const(dim, None) and not isinstance(dim, (ast.Tuple, ast.List)):
-            # one dimension: a vector norm along it, exactly what linalg.vector_norm computes
+        p = argument(call, "p", 1)
+        if dim is not None and not is_const(dim, None):
+            # over the dims given: a vector norm over them, exactly what linalg.vector_norm computes
             return ("`torch.norm` is marked deprecated in torch's documentation (torch 2.13 does not warn); "
-                    "along one `dim` it computes what `torch.linalg.vector_norm` does")
+                    "over the `dim` given it computes what `torch.linalg.vector_norm` does")
+        if p is not None and not is_const(p, None) and not _numeric_two(p):
+            return ("`torch.norm` is marked deprecated in torch's documentation (torch 2.13 does not warn); "
+                    "the `p` it is given says which norm is meant")
+        if _one_dimensional(argument(call, "input", 0), ctx):
+            return ("`torch.norm` is marked deprecated in torch's documentation (torch 2.13 does not warn); "
+                    "on this 1-D input it computes what `torch.linalg.vector_norm` does")
         return None
 
     valid = ["""
@@ -50,10 +63,55 @@ import torch
 n = torch.linalg.vector_norm(g, 2)
 m = grad.norm()
 """]
+
     invalid = ["""
 import torch
 total = torch.norm(torch.stack([p.grad.norm() for p in params]), 2)
 """, """
 import torch
 lengths = torch.norm(vectors, dim=-1, keepdim=True)
-"""]
+""", Invalid("""
+import torch
+def spectral_loss(mag, target_mag):
+    return torch.norm(target_mag - mag, p="fro") / torch.norm(target_mag, "fro")
+
+def grn(x, gamma):
+    gx = torch.norm(x, p=2, dim=(1, 2), keepdim=True)
+    return gamma * gx
+
+def matrix_size(weight, order):
+    return torch.norm(weight), torch.norm(weight, 2.0), torch.norm(weight, p=order), torch.norm(weight, 1)
+""", count=7)]
+
+
+_FULL_REDUCTIONS = frozenset({"norm", "sum", "mean", "prod", "max", "min", "amax", "amin", "std", "var"})
+_ONE_D = frozenset({"torch.arange", "torch.linspace", "torch.logspace"})
+
+
+def _numeric_two(p: ast.AST) -> bool:
+    """``2`` / ``2.0`` (also a name or expression lint cannot evaluate: it may be 2)."""
+    if isinstance(p, ast.Constant):
+        return not isinstance(p.value, str) and p.value == 2
+    if isinstance(p, ast.Call) and isinstance(p.func, ast.Name) and p.func.id == "float" and len(p.args) == 1 \
+            and isinstance(p.args[0], ast.Constant):
+        return str(p.args[0].value).strip() in ("2", "2.0")  # float('inf'), float('-inf')
+    if isinstance(p, ast.Attribute) and p.attr == "inf" or isinstance(p, ast.UnaryOp):
+        return False  # math.inf, -1
+    return True
+
+
+def _one_dimensional(expr: ast.AST | None, ctx: FileContext) -> bool:
+    """An input known to be 1-D: ``torch.arange`` / ``linspace``, or ``torch.stack`` of full reductions
+    (``torch.stack([g.norm() for g in grads])``)."""
+    if not isinstance(expr, ast.Call):
+        return False
+    qn = ctx.call_name(expr)
+    if qn in _ONE_D:
+        return True
+    if qn != "torch.stack" or not expr.args or len(expr.args) > 1 and not is_const(expr.args[1], 0):
+        return False
+    items = expr.args[0]
+    elts = [items.elt] if isinstance(items, (ast.ListComp, ast.GeneratorExp)) else \
+        items.elts if isinstance(items, (ast.List, ast.Tuple)) else []
+    return bool(elts) and all(isinstance(e, ast.Call) and isinstance(e.func, ast.Attribute)
+                              and e.func.attr in _FULL_REDUCTIONS and not e.args and not e.keywords for e in elts)

@@ -7,6 +7,7 @@ from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules._api import respell
+from torchpact.lint.rules.numerics._away_from_zero import zero_or_at_least_one
 from torchpact.lint.rules.numerics._integers import whole_numbers
 
 
@@ -28,7 +29,13 @@ class LogOfOnePlus(Rule):
     The condition it needs: `x` may hold small fractions. Only floating values round: `1 + x` is
     exact for a whole number, so `x` known to hold whole numbers — an integer dtype (`torch.randint`,
     `torch.arange` of ints, `.long()`, `dtype=torch.int64`, a count such as `len(...)` or
-    `.size(0)`), or the result of `floor` / `ceil` / `round` — is not flagged (`_integers.py`).
+    `.size(0)`), or the result of `floor` / `ceil` / `round`, the indices or counts torch functions
+    return (`bincount`, `argmax`, `topk` / `sort` indices, `unique(..., return_counts=True)` counts,
+    `searchsorted`), or what a function of this file returns when every return is one of those — is
+    not flagged (`_integers.py`). Nor is `x` whose entries are each exactly 0 or at least 1, which
+    `1 + x` cannot round away: `exp` of a value that is non-negative or masked to `-inf` (`t[t < 0] =
+    -inf`, `masked_fill`, `torch.where`), `1 + softplus(z)`, a `clamp(min=1)`, and sums and products
+    of those (`_away_from_zero.py`). The rule needs `x` that can be a nonzero value below about eps.
 
     ## Why is this bad?
     For small `x`, `1 + x` rounds to 1 before the log is taken: on torch 2.13, in float32,
@@ -81,6 +88,51 @@ def idf(doc_freq: torch.Tensor, n_docs: int):
 import torch
 ids = torch.zeros(4, dtype=torch.long)
 tokens = torch.log(1 + ids.size(0))
+""", """
+import torch
+
+def durations(tokens):
+    _, counts = torch.unique_consecutive(tokens, return_counts=True)
+    return counts
+
+def log_durations(tokens):
+    dur = durations(tokens)
+    return torch.log(dur + 1)
+
+class Ranker:
+    def positions(self, scores):
+        return torch.argmax(scores, dim=-1)
+
+    def features(self, scores, k, edges):
+        top = torch.topk(scores, k).indices
+        _, order = scores.sort(dim=-1)
+        hist = torch.bincount(self.positions(scores))
+        uniq, inverse, counts = torch.unique(scores, return_inverse=True, return_counts=True)
+        nearest = torch.max(scores, dim=1)[1]
+        return (torch.log(1 + top) + torch.log(order + 1) + torch.log(1 + hist) + torch.log(inverse + 1)
+                + torch.log(counts + 1) + torch.log(1 + nearest) + torch.log(torch.searchsorted(edges, scores) + 1))
+""", """
+import torch
+import torch.nn.functional as F
+
+def manifold_term(sim, margin):
+    z = sim - margin
+    z[z < 0] = float("-inf")
+    return torch.log(1 + torch.sum(torch.exp(z), dim=1))
+
+def masked_term(sim):
+    z = sim.masked_fill(sim < 0, -torch.inf)
+    return torch.log(torch.exp(z).sum(-1) + 1)
+
+def kept_term(sim):
+    z = torch.where(sim >= 0, sim, float("-inf"))
+    return torch.log(1 + z.exp().sum(dim=1))
+
+def clamped_term(d):
+    return torch.log(1 + torch.exp(d.clamp(min=0)))
+
+def shifted_softplus(s):
+    return torch.log(1 + (1 + F.softplus(s)))
 """]
     invalid = [
         Invalid("""
@@ -148,6 +200,37 @@ import torch
 penalty = torch.log1p(1e-6 * residual)
 odds = torch.log1p(torch.sigmoid(score))
 """, count=2),
+        Invalid("""
+import torch
+import torch.nn.functional as F
+
+def rate(x):
+    return x.float() / x.sum()
+
+def features(tokens, scores, sim, pad, s, k):
+    uniq, _ = torch.unique_consecutive(tokens.float(), return_counts=True)
+    vals, idx = torch.topk(scores, k)
+    z = sim - 1.0
+    z[z > 0] = float("-inf")
+    w = sim.masked_fill(pad, -torch.inf)
+    return (torch.log(1 + uniq) + torch.log(rate(tokens) + 1) + torch.log(1 + vals)
+            + torch.log(1 + torch.exp(z).sum(1)) + torch.log(1 + w.exp().sum(1)) + torch.log(1 + F.softplus(s)))
+""", fixed="""
+import torch
+import torch.nn.functional as F
+
+def rate(x):
+    return x.float() / x.sum()
+
+def features(tokens, scores, sim, pad, s, k):
+    uniq, _ = torch.unique_consecutive(tokens.float(), return_counts=True)
+    vals, idx = torch.topk(scores, k)
+    z = sim - 1.0
+    z[z > 0] = float("-inf")
+    w = sim.masked_fill(pad, -torch.inf)
+    return (torch.log1p(uniq) + torch.log1p(rate(tokens)) + torch.log1p(vals)
+            + torch.log1p(torch.exp(z).sum(1)) + torch.log1p(w.exp().sum(1)) + torch.log1p(F.softplus(s)))
+""", count=6),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -158,8 +241,8 @@ odds = torch.log1p(torch.sigmoid(score))
         if not (isinstance(arg, ast.BinOp) and isinstance(arg.op, ast.Add)):
             return
         other = arg.right if is_one(arg.left) else arg.left if is_one(arg.right) else None
-        if other is None or whole_numbers(other, ctx):
-            return  # 1 + a whole number is exact: nothing rounds
+        if other is None or whole_numbers(other, ctx) or zero_or_at_least_one(other, ctx):
+            return  # 1 + a whole number, or 1 + (0 or >= 1), is exact to rounding: log1p gains nothing
         func = respell(node.func, ctx, "torch.log1p")
         edits = [ctx.locator.replace(node, f"{func}({ctx.locator.source(other)})")] if func else []
         small = _visibly_small(other, ctx)

@@ -3,11 +3,14 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext, argument, is_const
 from torchpact.lint.dataflow import _Unpacked
 from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.datasets import array_aliases, serves_held_items
+from torchpact.lint.project import IN_MEMORY_ITEMS
 from torchpact.lint.rules._tensors import resolved_tensor
+from torchpact.lint.rules.performance._loader_use import callee, consumed_with_work
 
 
 class DataloaderWithoutWorkers(Rule):
@@ -18,13 +21,27 @@ class DataloaderWithoutWorkers(Rule):
     (TorchFix TOR401, which TorchFix leaves off by default). Info only: for small in-memory data
     loading in the main process is the right choice.
 
-    The condition it needs: fetching a batch does work that workers could overlap with training
-    (reading, decoding, augmenting). A dataset whose items are already tensors in memory has none: a
-    `TensorDataset`, a tensor itself, a list of tensors (`[(x[i], y[i]) for i in range(n)]`), a
-    `Dataset` class of this file whose `__getitem__` only returns tensors it holds
-    (`return self.data[index]`), or a `Subset` / `random_split` part / `ConcatDataset` of those. There each batch is a
-    few index operations, which workers would only add inter-process copies to (the proof times nothing; it shows the
-    items are views of the tensors already held), so such a DataLoader is not flagged.
+    The condition it needs, in torch's terms: fetching a batch does work that workers could overlap
+    with per-batch work of the consumer. Both halves must be possible.
+
+    Loading does work unless every item is already in memory: a `TensorDataset`, a tensor itself, a
+    list of tensors (`[(x[i], y[i]) for i in range(n)]`), a Python `range` or a list of numbers, a
+    `Subset` / `random_split` part / `ConcatDataset` of those, or a dataset class whose
+    `__getitem__` only indexes arrays or tensors it holds (`return self.x[i], self.y[i]`, the data
+    built by torch or numpy, not loaded or memory-mapped from a file) or whose `__iter__` yields
+    from such data or yields tensors torch makes (`yield torch.rand(1)`). The class may be of this
+    file or of another linted module of the project (its project facts); a class lint cannot see
+    leaves the finding `unresolved`. A dataset variable set in several branches counts as in
+    memory when every branch is. There each batch is a few index operations and `default_collate`,
+    which workers would only add inter-process copies to (the proof times nothing; it shows the
+    items are views of the tensors already held).
+
+    Per-batch work exists unless every loop of this file that iterates the loader does nothing per
+    batch beyond collecting or comparing it (`batches.append(b)`, `assert ...`, `print`), or the
+    loader is only fetched from once (`next(iter(loader))`), or never iterated at all. A loop does
+    work when it back-propagates, steps an optimizer, calls a module or loss, or calls code lint
+    cannot see into. A loader that leaves the code lint sees (returned, stored on an object, handed
+    to a trainer) may be iterated by a training loop elsewhere and is flagged, `unresolved`.
 
     ## Why is this bad?
     With `num_workers=0` on torch 2.13 every batch is loaded, decoded and augmented synchronously
@@ -42,8 +59,10 @@ class DataloaderWithoutWorkers(Rule):
     severity = Severity.INFO
     requires = (
         "the loader resolves to `torch.utils.data.DataLoader` and gets no `num_workers` above 0",
+        "the dataset's items are not resolved as data already in memory",
+        "a loop that iterates the loader does per-batch work, or the loader leaves the file's view",
     )
-    message = "the DataLoader loads every batch in the training process (`num_workers=0`), between steps"
+    message = "the DataLoader loads every batch in the consuming process (`num_workers=0`), between its per-batch work"
     fix_hint = "set `num_workers` (e.g. 4-8, with `pin_memory=True` and `persistent_workers=True` on GPU)"
     nodes = (ast.Call,)
     calls = frozenset({"DataLoader"})
@@ -114,17 +133,108 @@ def loader(xs: torch.Tensor, ys: torch.Tensor):
     pairs = [(xs[i], ys[i]) for i in range(len(xs))]
     return DataLoader(Cached(64), batch_size=8), DataLoader(pairs, batch_size=8)
 """,
+        """
+import torch
+from torch.utils.data import DataLoader
+def train(model, opt, n):
+    for idx in DataLoader(range(n), batch_size=16, shuffle=True):
+        model(idx.float()).sum().backward()
+        opt.step()
+    ids = DataLoader(dataset=list(range(64)), batch_size=4)
+    squares = DataLoader([k * k + 1 for k in range(32)], 8)
+    for batch in ids:
+        model(batch.float()).sum().backward()
+    return [model(b.float()) for b in squares]
+""",
+        """
+import numpy as np
+from torch.utils.data import DataLoader
+class Regression:
+    def __init__(self, slope=2.0, length=64, seed=0):
+        gen = np.random.default_rng(seed)
+        self.inputs = gen.normal(size=(length,)).astype(np.float32)
+        self.targets = slope * self.inputs + gen.normal(scale=0.1, size=(length,)).astype(np.float32)
+
+    def __len__(self):
+        return len(self.inputs)
+
+    def __getitem__(self, i):
+        return {"inputs": self.inputs[i], "targets": self.targets[i]}
+
+loader = DataLoader(Regression(length=96), batch_size=16)
+for batch in loader:
+    loss = ((net(batch["inputs"]) - batch["targets"]) ** 2).mean()
+    loss.backward()
+""",
+        """
+import torch
+from torch.utils.data import DataLoader, IterableDataset, TensorDataset
+class Stream(IterableDataset):
+    def __init__(self, n):
+        self.values = torch.arange(n, dtype=torch.float32)
+
+    def __iter__(self):
+        for v in self.values:
+            yield v
+
+class Noise(IterableDataset):
+    def __iter__(self):
+        for _ in range(10):
+            yield torch.rand(1)
+
+class Rows(IterableDataset):
+    def __init__(self):
+        self.table = torch.randn(40, 3)
+
+    def __iter__(self):
+        yield from self.table
+
+def run(model, streaming, n):
+    if streaming:
+        data = Stream(n)
+    else:
+        data = TensorDataset(torch.arange(n))
+    for loader in (DataLoader(data, batch_size=4), DataLoader(Noise()), DataLoader(Rows(), batch_size=8)):
+        for batch in loader:
+            model(batch).sum().backward()
+""",
+        """
+import unittest
+import torch
+from torch.utils.data import DataLoader
+from torchvision.datasets import ImageFolder
+def test_batches_keep_their_size(tmp_path):
+    loader = DataLoader(ImageFolder(tmp_path), batch_size=4)
+    seen = []
+    for batch in loader:
+        seen.append(batch)
+        assert len(batch) == 2
+    first = next(iter(DataLoader(ImageFolder(tmp_path), batch_size=2)))
+    unused = DataLoader(ImageFolder(tmp_path))
+    assert len(seen) == len(loader)
+
+class Batching(unittest.TestCase):
+    def test_shapes(self):
+        for images, labels in DataLoader(ImageFolder("fixtures/"), batch_size=3):
+            self.assertEqual(images.shape[0], 3)
+            torch.testing.assert_close(labels, labels)
+""",
     ]
     invalid = [
         """
 from torch.utils.data import DataLoader
 train = DataLoader(ds, batch_size=64, shuffle=True)
+for x, y in train:
+    loss = criterion(model(x), y)
+    loss.backward()
+    optimizer.step()
 """,
         """
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 from torchvision.datasets import ImageFolder
 loader = DataLoader(ImageFolder("images/"), batch_size=32, shuffle=True)
+trainer.fit(net, loader)
 """,
         """
 import torch
@@ -140,6 +250,8 @@ from torch.utils.data import ConcatDataset, DataLoader, TensorDataset
 a = TensorDataset(torch.zeros(10, 3))
 both = ConcatDataset([a, AudioClips("clips/")])
 it = DataLoader(both, 4)
+for step, batch in enumerate(it):
+    run_step(batch)
 """,
         """
 import torch
@@ -149,6 +261,8 @@ if small:
 else:
     ds = ShardedTextDataset(path)
 loader = tud.DataLoader(ds, batch_size=8)
+with torch.no_grad():
+    embeddings = [encoder(b) for b in loader]
 """,
         """
 import torch
@@ -166,6 +280,53 @@ class FromDisk(Dataset):
 def loader(paths):
     return DataLoader(FromDisk(paths), batch_size=8)
 """,
+        """
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+class Mapped(Dataset):
+    def __init__(self, path):
+        self.rows = np.load(path, mmap_mode="r")
+
+    def __getitem__(self, i):
+        return torch.from_numpy(self.rows[i])
+
+class Lines(IterableDataset):
+    def __init__(self, paths):
+        self.paths = paths
+
+    def __iter__(self):
+        for p in self.paths:
+            yield torch.load(p)
+
+def step(model, batch):
+    model(batch).mean().backward()
+
+def fit(model, path, paths):
+    for batch in DataLoader(Mapped(path), batch_size=32):
+        step(model, batch)
+    stream = DataLoader(Lines(paths))
+    for batch in stream:
+        step(model, batch)
+""",
+        """
+from torch.utils.data import DataLoader
+from .data import Shards
+def make_loader(root):
+    return DataLoader(Shards(root), batch_size=8)
+""",
+        """
+import torch
+from torch.utils.data import DataLoader
+from torchvision.datasets import ImageFolder
+def test_collects_then_trains(model, tmp_path):
+    loader = DataLoader(ImageFolder(tmp_path), batch_size=4)
+    seen = []
+    for images, labels in loader:
+        seen.append(labels)
+    for images, labels in loader:
+        model(images)
+""",
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -175,7 +336,9 @@ def loader(paths):
         if any(k.arg is None for k in node.keywords) or any(isinstance(a, ast.Starred) for a in node.args):
             return
         workers = argument(node, "num_workers", 5)
-        if (workers is None or is_const(workers, 0)) and not _in_memory(argument(node, "dataset", 0), ctx):
+        if not (workers is None or is_const(workers, 0)) or _in_memory(argument(node, "dataset", 0), ctx):
+            return
+        if consumed_with_work(node, ctx):
             yield self.hit(node)
 
 
@@ -199,8 +362,8 @@ def _in_memory(dataset: ast.AST | None, ctx: FileContext, depth: int = 10) -> bo
         return bool(values) and all(_in_memory(v, ctx, depth - 1) for v in values)
     if isinstance(dataset, (ast.List, ast.Tuple)):  # ConcatDataset([a, b]), or a list of items
         return all(_in_memory(e, ctx, depth - 1) or _item(e, ctx) for e in dataset.elts)
-    if isinstance(dataset, ast.ListComp):  # [(x[i], y[i]) for i in range(n)]
-        return _item(dataset.elt, ctx)
+    if isinstance(dataset, ast.ListComp):  # [(x[i], y[i]) for i in range(n)], [i * 2 for i in range(n)]
+        return _item(dataset.elt, ctx) or _numbers(dataset, ctx)
     if isinstance(dataset, ast.Subscript):  # random_split(...)[0]
         return _in_memory(dataset.value, ctx, depth - 1)
     if isinstance(dataset, ast.Call):
@@ -210,8 +373,19 @@ def _in_memory(dataset: ast.AST | None, ctx: FileContext, depth: int = 10) -> bo
         if qn in _WRAPPERS:
             parts = [*dataset.args, *(k.value for k in dataset.keywords if k.arg in ("dataset", "datasets"))]
             return bool(parts) and _in_memory(parts[0], ctx, depth - 1)
+        qn = callee(dataset, ctx)
+        if qn == "range":
+            return True  # Python ints: a batch is a few index operations and a collate
+        if qn in ("list", "tuple") and len(dataset.args) == 1 and not dataset.keywords:
+            return _in_memory(dataset.args[0], ctx, depth - 1)
         if isinstance(dataset.func, ast.Name) and dataset.func.id in ctx.classes:
-            return _items_in_memory(ctx.classes[dataset.func.id], ctx)
+            cls = ctx.classes[dataset.func.id]
+            return _items_in_memory(cls, ctx) or serves_held_items(cls, _array_roots(ctx))
+        if ctx.calls_project_function_that(dataset, IN_MEMORY_ITEMS):
+            return True  # a dataset class of another linted module that serves held items
+        name = ctx.project_callee(dataset)
+        if name and name[:1].isupper():
+            ctx.note(Evidence.UNRESOLVED, f"what `{name}`'s items are is not seen (a class of another module)")
     return resolved_tensor(dataset, ctx)
 
 
@@ -225,8 +399,27 @@ def _items_in_memory(cls: ast.ClassDef, ctx: FileContext) -> bool:
     return bool(returns) and all(r.value is not None and _item(r.value, ctx) for r in returns)
 
 
+def _array_roots(ctx: FileContext) -> dict[str, str]:
+    found = ctx.memo.get("array_roots")
+    if found is None:
+        found = ctx.memo["array_roots"] = array_aliases(ctx.tree)
+    return found  # type: ignore[return-value]
+
+
+def _numbers(comp: ast.ListComp, ctx: FileContext) -> bool:
+    """``[i * 2 for i in range(n)]``: numbers made from the loop variables of ranges and constants."""
+    if not all(callee(g.iter, ctx) == "range" for g in comp.generators):
+        return False
+    bound = {n.id for g in comp.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+    return all(isinstance(n, (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Tuple, ast.operator,
+                              ast.unaryop, ast.expr_context))
+               and (not isinstance(n, ast.Name) or n.id in bound) for n in ast.walk(comp.elt))
+
+
 def _item(expr: ast.AST, ctx: FileContext) -> bool:
-    """A tensor already in memory, or a tuple / list / dict of them."""
+    """A tensor already in memory, a Python number, or a tuple / list / dict of them."""
+    if isinstance(expr, ast.Constant):
+        return isinstance(expr.value, (int, float, bool)) and not isinstance(expr.value, str)
     if isinstance(expr, (ast.Tuple, ast.List)):
         return bool(expr.elts) and all(_item(e, ctx) for e in expr.elts)
     if isinstance(expr, ast.Dict):

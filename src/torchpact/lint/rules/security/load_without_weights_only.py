@@ -8,9 +8,10 @@ from typing import Iterator
 from torchpact.config import torch_floor_from_dependencies
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, keyword
-from torchpact.lint.rule import Hit, Rule, last_names
+from torchpact.lint.rule import Hit, Invalid, Rule, last_names
 from torchpact.lint.rules.security._sources import downloaded
 from torchpact.lint.rules.security.load_with_full_pickle import TORCH_LOAD, round_trip
+from torchpact.lint.torch_version import runs_on_some
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -44,7 +45,12 @@ class LoadWithoutWeightsOnly(Rule):
     is untrusted input in a test as anywhere —, a load of a file the same code has just written (as
     for TP951), and the compatibility fallback
     `except TypeError: torch.load(f)` after a `torch.load(f, weights_only=...)` that an older torch
-    rejected.
+    rejected. Nor a load that torch < 2.6 never reaches: under a branch a `torch.__version__`
+    test keeps to torch >= 2.6 (evaluated for each supported version below 2.6, lint/torch_version.py),
+    or a second load of the same path (the same expression, bound by the same definitions) that
+    runs only after an earlier load of it in the same function started — a later statement of an
+    enclosing block, or the `except` handler of a `try` that begins with it: the file was already
+    unpickled there, and that first load is the finding.
 
     ## Why is this bad?
     Before torch 2.6 `weights_only` defaulted to `False`: the same line that is safe on torch 2.13
@@ -105,6 +111,24 @@ def round_trip(obj, path):
     torch.save(obj, path)
     return torch.load(path)
 """,
+        """
+# /// script
+# dependencies = ["torch>=2.1"]
+# ///
+import torch
+from packaging.version import parse
+
+NEW_DEFAULT = parse(torch.__version__) >= parse("2.6")
+TORCH_MINOR = tuple(map(int, torch.__version__.split(".")[:2]))
+
+def read(path):
+    if NEW_DEFAULT:
+        return torch.load(path)  # only reached where weights_only defaults to True
+    return torch.load(path, weights_only=True)
+
+def read_all(paths):
+    return [torch.load(p) for p in paths] if TORCH_MINOR >= (2, 6) else [torch.load(p, weights_only=True) for p in paths]
+""",
     ]
     # The examples run with the default configuration (torch 2.13): only a script's own metadata can
     # lower the floor there. tests/proofs/test_security.py checks the configured floor.
@@ -118,6 +142,50 @@ import torch
 state = torch.load("checkpoint.pt", map_location="cpu")
 model.load_state_dict(torch.load("model.pt", weights_only=True))
 """,
+        Invalid("""
+# /// script
+# dependencies = ["torch>=2.2"]
+# ///
+import torch
+from packaging import version
+
+TORCH_VERSION = tuple(int(p) for p in torch.__version__.split(".")[:2])
+
+def restore(model, path, other):
+    if TORCH_VERSION >= (2, 4):
+        state = torch.load(path)  # 2.4 and 2.5 still default to full unpickling
+    else:
+        state = None
+    try:
+        model.load_state_dict(torch.load(other))
+    except KeyError:
+        other = other + ".bak"
+        model.load_state_dict(torch.load(other))
+    if version.parse(torch.__version__) < version.parse("2.6"):
+        return torch.load(path, map_location="cpu")
+    return state
+
+def retry(model, path, first):
+    if first:
+        model.load_state_dict(torch.load(path))
+    else:
+        model.load_state_dict(torch.load(path, map_location="cpu"))
+""", count=6),
+        Invalid("""
+# /// script
+# dependencies = ["torch>=1.8"]
+# ///
+import torch
+
+def load_model(model, filename, device):
+    try:
+        model.load_state_dict(torch.load(filename, map_location=device))
+    except KeyError:
+        model = torch.nn.DataParallel(model)
+        model.load_state_dict(torch.load(filename, map_location=device))
+    extra = torch.load(f=filename)
+    return model, extra
+""", count=1),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -133,6 +201,10 @@ model.load_state_dict(torch.load("model.pt", weights_only=True))
             return
         if _compat_fallback(node, ctx) or round_trip(node, ctx):
             return
+        if not runs_on_some(node, ctx, _risky_versions(floor)):
+            return  # under a version test that only lets torch >= 2.6 (or no supported torch) reach it
+        if _repeats_earlier_load(node, ctx):
+            return  # the same file was already unpickled by the load before it, which is the finding
         if ctx.is_test_file and not downloaded(node, ctx):
             return  # a test reads fixtures its own repository ships or writes: not untrusted input
         shown = ".".join(map(str, floor))
@@ -140,6 +212,70 @@ model.load_state_dict(torch.load("model.pt", weights_only=True))
             f"`torch.load` without `weights_only` fully unpickles the file on torch < 2.6 (this code "
             f"supports torch {shown}): a malicious checkpoint runs arbitrary code there"),
             subject=ctx.locator.source(node.func))  # type: ignore[attr-defined]
+
+
+def _risky_versions(floor: tuple[int, int]) -> list[tuple[int, int]]:
+    """The supported torch versions whose ``weights_only`` default is ``False``: floor to 2.5."""
+    out = [(1, m) for m in range(floor[1] if floor[0] == 1 else 14, 14)] if floor[0] <= 1 else []
+    start = floor[1] if floor[0] == 2 else 0
+    return out + [(2, m) for m in range(start, SAFE_DEFAULT_SINCE[1])]
+
+
+def _repeats_earlier_load(load: ast.Call, ctx: FileContext) -> bool:
+    """A load of the same path (the same expression, bound by the same definitions) that can only run
+    after an earlier ``torch.load`` of it in the same function started: the earlier one is in a
+    statement before it in a block that encloses it, or is the first statement of a ``try`` whose
+    handler holds it (``try: m.load_state_dict(torch.load(f)) except KeyError: ... torch.load(f)``)."""
+    path = load.args[0] if load.args else keyword(load, "f")
+    if path is None:
+        return False
+    text = ctx.locator.source(path)
+    scope = ctx.scope(load)
+    earlier = [n for n in ctx.walk_scope(scope.body if hasattr(scope, "body") else [])  # type: ignore[attr-defined]
+               if isinstance(n, ast.Call) and n is not load and ctx.call_name(n) in TORCH_LOAD
+               and (n.args[:1] or [keyword(n, "f")])[0] is not None
+               and ctx.locator.source((n.args[:1] or [keyword(n, "f")])[0]) == text]  # type: ignore[arg-type]
+    return any(_same_value(path, (e.args[:1] or [keyword(e, "f")])[0], ctx) and _runs_before(e, load, ctx)
+               for e in earlier)
+
+
+def _same_value(a: ast.AST, b: ast.AST, ctx: FileContext) -> bool:
+    names = [n for n in ast.walk(a) if isinstance(n, ast.Name)]
+    others = [n for n in ast.walk(b) if isinstance(n, ast.Name)]
+    return len(names) == len(others) and all(
+        {id(o) for o, _ in ctx.bindings(x)} == {id(o) for o, _ in ctx.bindings(y)} for x, y in zip(names, others))
+
+
+def _runs_before(first: ast.AST, then: ast.AST, ctx: FileContext) -> bool:
+    """Whether every path to ``then`` went through ``first`` (see ``_repeats_earlier_load``)."""
+    child: ast.AST = then
+    for anc in ctx.ancestors(then):
+        if isinstance(anc, (ast.Try, getattr(ast, "TryStar", ast.Try))) and child in anc.handlers:
+            if anc.body and _unconditionally_in(first, anc.body[0], ctx):
+                return True
+        for field in ("body", "orelse", "finalbody"):
+            block = getattr(anc, field, None)
+            if isinstance(block, list) and child in block:
+                before = block[:block.index(child)]
+                if any(_unconditionally_in(first, stmt, ctx) for stmt in before):
+                    return True
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            return False
+        child = anc
+    return False
+
+
+def _unconditionally_in(node: ast.AST, stmt: ast.AST, ctx: FileContext) -> bool:
+    """``node`` is ``stmt`` or runs whenever ``stmt`` runs to its end (not under a branch of it)."""
+    if node is stmt:
+        return True
+    for anc in ctx.ancestors(node):
+        if isinstance(anc, (ast.For, ast.AsyncFor, ast.While, ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda,
+                            ast.ClassDef)):
+            return False  # a loop body may run zero times; a definition runs nothing
+        if anc is stmt:
+            return not ctx.conditional(node, ctx.parent(stmt))
+    return False
 
 
 def _compat_fallback(load: ast.Call, ctx: FileContext) -> bool:
