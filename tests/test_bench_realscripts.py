@@ -85,7 +85,8 @@ def test_a_tarball_mirror_is_unpacked_and_its_script_runs_unmodified_with_the_st
     assert out.returncode == 0, out.stdout + out.stderr
     row = next(line for line in out.stdout.splitlines() if line.startswith("regression"))
     assert row.split()[1:5] == ["4", "0", "0", "0"]  # 4 steps, no finding
-    assert (tmp_path / "cache" / "torchpact" / f"pytorch-examples-{upstream.COMMIT[:12]}" / "regression" / "main.py").read_text() == script
+    cached = tmp_path / "cache" / "torchpact" / f"pytorch-examples-{upstream.COMMIT[:12]}" / "regression" / "main.py"
+    assert cached.read_text() == script
 
 
 def test_the_cart_pole_follows_the_equations_of_motion(standins):
@@ -96,7 +97,8 @@ def test_the_cart_pole_follows_the_equations_of_motion(standins):
     total = gymnasium.CART_MASS + gymnasium.POLE_MASS
     expected_angular = -(10.0 / total) / (gymnasium.HALF_LENGTH * (4 / 3 - gymnasium.POLE_MASS / total))
     assert angular == pytest.approx(expected_angular)
-    assert linear == pytest.approx(10.0 / total - gymnasium.POLE_MASS * gymnasium.HALF_LENGTH * expected_angular / total)
+    assert linear == pytest.approx(
+        10.0 / total - gymnasium.POLE_MASS * gymnasium.HALF_LENGTH * expected_angular / total)
     # a tilted pole falls further (the upright position is unstable)
     assert gymnasium.accelerations(0.1, 0.0, 0.0)[1] > 0 > gymnasium.accelerations(-0.1, 0.0, 0.0)[1]
     env = gymnasium.make("CartPole-v1")

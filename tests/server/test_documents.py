@@ -3,11 +3,9 @@
 
 from __future__ import annotations
 
-import textwrap
 
 from torchpact.config import Config
 from torchpact.findings import Finding
-from torchpact.lint.edits import Edit
 from torchpact.lint.project import EVAL, ZERO_GRAD, ProjectFacts, summarize
 from torchpact.server.documents import (Cell, Positions, encoded, lint_document, lint_notebook, noqa_edit,
                                         whole_text_edit)

@@ -73,7 +73,8 @@ def test_a_bug_arrives_with_its_range_and_code_and_goes_once_fixed(tmp_path):
             [d] = await ed.for_version(uri, 1)
             assert (d.code, d.source, d.severity) == ("TP401", "torchpact", lsp.DiagnosticSeverity.Information)
             # `opt.step()` on line 8 (0-based 7), columns 9-19 as lint reports them (0-based 8-18)
-            assert (d.range.start.line, d.range.start.character, d.range.end.line, d.range.end.character) == (7, 8, 7, 18)
+            r = d.range
+            assert (r.start.line, r.start.character, r.end.line, r.end.character) == (7, 8, 7, 18)
             assert "never clears gradients" in d.message
             # the fix typed in, as an editor sends it: an incremental insertion
             version = ed.edit(uri, (5, 0), (5, 0), "        opt.zero_grad()\n")
@@ -241,7 +242,8 @@ def test_positions_follow_the_encoding_the_client_prefers(tmp_path):
             [d] = await ed.for_version(uri, 1)
             line = text.splitlines()[4]
             start = len(line[:line.index("torch.log")].encode("utf-8"))
-            assert (d.range.start.line, d.range.start.character) == (4, start) and start == 22  # 20 characters, 22 bytes
+            # 20 characters, 22 bytes
+            assert (d.range.start.line, d.range.start.character) == (4, start) and start == 22
             assert d.range.end.character == start + len("torch.log(1 + x)")
 
     run(session())

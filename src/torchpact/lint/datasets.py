@@ -112,7 +112,7 @@ class _Held:
                     [node.target] if isinstance(node, (ast.AnnAssign, ast.AugAssign)) and node.value is not None else []
                 for t in targets:
                     if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                        self.attrs.setdefault(t.attr, []).append((method, node.value))  # type: ignore[union-attr]
+                        self.attrs.setdefault(t.attr, []).append((method, node.value))
                     elif isinstance(t, (ast.Tuple, ast.List)) and any(
                             isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self"
                             for e in t.elts):
@@ -136,7 +136,8 @@ class _Held:
 
     def source(self, expr: ast.AST, fn: ast.AST, depth: int = _DEPTH) -> bool:
         """What ``yield from`` / ``iter(...)`` walks: held data, or ``iter(held)``."""
-        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("iter", "zip") and expr.args:
+        if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id in ("iter", "zip")
+                and expr.args):
             return all(self.source(a, fn, depth - 1) for a in expr.args)
         return self.array(expr, fn, depth - 1)
 
@@ -172,7 +173,8 @@ class _Held:
                     last = name.rsplit(".", 1)[-1]
                     return not any(word in last for word in _NOT_IN_MEMORY)
             if isinstance(expr.func, ast.Attribute):  # ``rng.normal(...)``, ``x.astype(np.float32)``
-                return not any(w in expr.func.attr for w in _NOT_IN_MEMORY) and self.array(expr.func.value, fn, depth - 1)
+                return (not any(w in expr.func.attr for w in _NOT_IN_MEMORY)
+                        and self.array(expr.func.value, fn, depth - 1))
         return False
 
     def _comp_elt(self, comp: ast.ListComp | ast.GeneratorExp, fn: ast.AST, depth: int) -> bool:
@@ -188,7 +190,8 @@ class _Held:
         for node in _own_nodes(fn):
             if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name.id for t in node.targets):
                 values.append(node.value)
-            elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name) and node.target.id == name.id:
+            elif (isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name)
+                  and node.target.id == name.id):
                 values.append(_Element(node.iter))
             elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name.id:
                 if node.value is None:

@@ -121,14 +121,14 @@ def evaluate(expr: ast.AST, ctx: FileContext, version: tuple[int, int], depth: i
         values = [v for _, v in ctx.bindings(expr)]
         if not values or any(v is None for v in values):
             return UNKNOWN
-        found = [evaluate(v, ctx, version, d) for v in values]
+        found = [evaluate(v, ctx, version, d) if isinstance(v, ast.AST) else UNKNOWN for v in values]
         return found[0] if all(f is not UNKNOWN and f == found[0] for f in found) else UNKNOWN
     if isinstance(expr, ast.Subscript):
         base = evaluate(expr.value, ctx, version, d)
         index = _slice(expr.slice, ctx, version, d)
         if isinstance(base, (str, tuple, list)) and index is not UNKNOWN:
             try:
-                out = base[index]  # type: ignore[index]
+                out = base[index]  # type: ignore[index,call-overload]
             except (IndexError, TypeError):
                 return UNKNOWN
             return tuple(out) if isinstance(out, list) else out
@@ -184,8 +184,8 @@ def _sequence(expr: ast.AST, ctx: FileContext, version: tuple[int, int], depth: 
                 len(elt.args) == 1 and isinstance(elt.args[0], ast.Name) and elt.args[0].id == gen.target.id:
             return _ints(source)
         return UNKNOWN
-    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "map" and len(expr.args) == 2 \
-            and isinstance(expr.args[0], ast.Name) and expr.args[0].id == "int":
+    if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "map"
+            and len(expr.args) == 2 and isinstance(expr.args[0], ast.Name) and expr.args[0].id == "int"):
         return _ints(evaluate(expr.args[1], ctx, version, depth))
     value = evaluate(expr, ctx, version, depth)
     return tuple(value) if isinstance(value, (tuple, list)) else UNKNOWN
@@ -206,7 +206,7 @@ def _compare(expr: ast.Compare, ctx: FileContext, version: tuple[int, int], dept
     if left is UNKNOWN:
         return UNKNOWN
     result = True
-    for op, right_node in zip(expr.ops, expr.comparators):
+    for op, right_node in zip(expr.ops, expr.comparators, strict=True):
         right = evaluate(right_node, ctx, version, depth)
         fn = _OPS.get(type(op))
         if right is UNKNOWN or fn is None:

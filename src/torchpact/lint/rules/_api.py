@@ -10,7 +10,8 @@ dict, saved to patch ``torch.x`` and restore it, an ``isinstance`` test, an anno
 nothing and is not flagged, nor is an assignment to the name, nor code Python never evaluates
 (under ``if TYPE_CHECKING:``, annotations under ``from __future__ import annotations``, a local
 variable's annotation), nor code under a torch-version test that excludes torch 2.13
-(lint/torch_version.py: ``if tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 9):``). A rule about a private name (``references_count``) flags every reference:
+(lint/torch_version.py: ``if tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 9):``).
+A rule about a private name (``references_count``) flags every reference:
 the name itself may vanish. An import (``from torch.cuda.amp import autocast``) is flagged when the
 file runs the imported name, or does not use it at all (a re-export); bare uses of a name imported
 that way are not flagged a second time.

@@ -171,7 +171,9 @@ def _minus_inf_or_zero(expr: ast.AST | None) -> bool:
         if isinstance(inner, ast.Attribute) and inner.attr == "inf":
             return True  # -math.inf, -torch.inf, -np.inf
         if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "float":
-            return bool(inner.args) and isinstance(inner.args[0], ast.Constant) and str(inner.args[0].value).lower() in ("inf", "infinity")
+            return (bool(inner.args) and isinstance(inner.args[0], ast.Constant)
+                    and str(inner.args[0].value).lower() in ("inf", "infinity"))
     if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "float":
-        return bool(expr.args) and isinstance(expr.args[0], ast.Constant) and str(expr.args[0].value).lower() in ("-inf", "-infinity")
+        return (bool(expr.args) and isinstance(expr.args[0], ast.Constant)
+                and str(expr.args[0].value).lower() in ("-inf", "-infinity"))
     return False

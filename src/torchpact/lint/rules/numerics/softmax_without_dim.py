@@ -132,7 +132,8 @@ def _never_applied(module: ast.Call, ctx: FileContext) -> bool:
     for target in targets:
         if isinstance(target, ast.Name):
             scope = ctx.scope(parent)
-            if any(isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load) for n in ast.walk(scope)):
+            if any(isinstance(n, ast.Name) and n.id == target.id and isinstance(n.ctx, ast.Load)
+                   for n in ast.walk(scope)):
                 return False
         elif isinstance(target, ast.Attribute):
             # any read of an attribute of that name (``self.act(x)``, ``model.act``, ``getattr(m, "act")``)

@@ -127,7 +127,8 @@ def read(path):
     return torch.load(path, weights_only=True)
 
 def read_all(paths):
-    return [torch.load(p) for p in paths] if TORCH_MINOR >= (2, 6) else [torch.load(p, weights_only=True) for p in paths]
+    return ([torch.load(p) for p in paths] if TORCH_MINOR >= (2, 6)
+            else [torch.load(p, weights_only=True) for p in paths])
 """,
     ]
     # The examples run with the default configuration (torch 2.13): only a script's own metadata can
@@ -243,7 +244,8 @@ def _same_value(a: ast.AST, b: ast.AST, ctx: FileContext) -> bool:
     names = [n for n in ast.walk(a) if isinstance(n, ast.Name)]
     others = [n for n in ast.walk(b) if isinstance(n, ast.Name)]
     return len(names) == len(others) and all(
-        {id(o) for o, _ in ctx.bindings(x)} == {id(o) for o, _ in ctx.bindings(y)} for x, y in zip(names, others))
+        {id(o) for o, _ in ctx.bindings(x)} == {id(o) for o, _ in ctx.bindings(y)}
+        for x, y in zip(names, others, strict=True))
 
 
 def _runs_before(first: ast.AST, then: ast.AST, ctx: FileContext) -> bool:
