@@ -32,7 +32,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent))  # the tests' LSP client
 
-from corpus import corpus_dir  # noqa: E402
+from corpus import NoCorpus, corpus_dir  # noqa: E402
 from lint_split import TUNING  # noqa: E402
 from lsprotocol import types as lsp  # noqa: E402
 
@@ -151,12 +151,16 @@ def main() -> int:
     ap.add_argument("--file", help="the file to edit (default: the TUNING torch file closest to 2,000 lines)")
     ap.add_argument("--projects", help="comma-separated TUNING projects (default: all of them)")
     args = ap.parse_args()
-    corpus = corpus_dir()
     names = args.projects.split(",") if args.projects else list(TUNING)
     unknown = [n for n in names if n not in TUNING]
     if unknown:
         sys.exit(f"not TUNING projects (the blind ones are never read here): {', '.join(unknown)}")
-    folders = [corpus / n for n in names if (corpus / n).is_dir()]
+    try:
+        corpus, names = corpus_dir(names)
+    except NoCorpus as exc:
+        print(f"skipped: {exc}")
+        return 0
+    folders = [corpus / n for n in names]
     file = Path(args.file).resolve() if args.file else pick_file(folders)
     r = asyncio.run(measure(folders, file, args.changes))
     median = statistics.median(r["latencies"])
