@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Iterator
 
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import last_names
@@ -135,6 +136,23 @@ def _branch(node: ast.If | ast.IfExp, child: ast.AST) -> str:
     if child is node.test:
         return "test"
     return "body" if child in node.body else "orelse"
+
+
+def wrapped_names(inner: str | None, outer: set[str]) -> tuple[set[str], set[str]]:
+    """(roots, users) after ``outer = DDP(inner)``: the names the wrapped model goes by (the module, the
+    wrapper, ``wrapper.module``), and those that run it through the wrapper."""
+    roots = {r for r in (inner, *outer) if r} | {f"{o}.module" for o in outer}
+    return roots, outer | {r for r in roots if r != inner}
+
+
+def method_calls_after(ctx: FileContext, scope: ast.AST, anchor: ast.AST) -> Iterator[tuple[ast.Call, str]]:
+    """Each method call ``receiver.m(...)`` of ``scope`` after the statement ``anchor``, with the receiver's
+    dotted name (calls on other receivers, such as a call's result, left out)."""
+    for sub in ctx.walk_scope(scope):
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and after(sub, anchor):
+            receiver = dotted_name(sub.func.value)
+            if receiver is not None:
+                yield sub, receiver
 
 
 def rooted_in(receiver: str, roots: set[str]) -> bool:

@@ -6,8 +6,9 @@ from typing import Iterator
 from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext, argument, is_torch_nn_class, keyword
 from torchpact.lint.rule import Hit, Invalid, Rule
-from torchpact.lint.rules.distributed._util import (DDP_CALLEES, after, dotted_name, exclusive_branches, is_ddp_call,
-                                                    rooted_in, target_names, trained_after)
+from torchpact.lint.rules.distributed._util import (DDP_CALLEES, dotted_name, exclusive_branches, is_ddp_call,
+                                                    method_calls_after, rooted_in, target_names, trained_after,
+                                                    wrapped_names)
 
 _MOVES = frozenset({"to", "cuda", "xpu", "mps", "to_empty"})
 _CPU_KEEPING = frozenset({"train", "eval", "float", "double", "half", "bfloat16", "requires_grad_", "cpu"})
@@ -243,18 +244,14 @@ def worker(rank, loader):
                 yield self.hit(call, subject=inner, evidence=Evidence.MUST)
                 return
             outer |= target_names(ctx, call)
-        roots = {r for r in (inner, *outer) if r} | {f"{o}.module" for o in outer}
+        roots, users = wrapped_names(inner, outer)
         if not roots:
             return
         scope = ctx.scope(node)
         anchor = ctx.statement(node)
-        users = outer | {r for r in roots if r != inner}
-        for sub in ctx.walk_scope(scope):
-            if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr in _MOVES
-                    and after(sub, anchor)):
-                continue
-            receiver = dotted_name(sub.func.value)
-            if receiver is None or receiver not in roots or exclusive_branches(ctx, node, sub):
+        for sub, receiver in method_calls_after(ctx, scope, anchor):
+            assert isinstance(sub.func, ast.Attribute)
+            if sub.func.attr not in _MOVES or receiver not in roots or exclusive_branches(ctx, node, sub):
                 continue
             sure = _to_device(sub, ctx)
             if sure is None or not trained_after(ctx, scope, sub, users):

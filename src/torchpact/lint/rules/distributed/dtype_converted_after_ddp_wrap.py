@@ -6,8 +6,9 @@ from typing import Iterator
 from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext, argument
 from torchpact.lint.rule import Hit, Invalid, Rule
-from torchpact.lint.rules.distributed._util import (DDP_CALLEES, after, dotted_name, exclusive_branches, is_ddp_call,
-                                                    rooted_in, target_names, trained_after)
+from torchpact.lint.rules.distributed._util import (DDP_CALLEES, dotted_name, exclusive_branches, is_ddp_call,
+                                                    method_calls_after, rooted_in, target_names, trained_after,
+                                                    wrapped_names)
 
 CONVERTING_METHODS = {"half", "double", "bfloat16"}
 # dtypes that change a float32 model's parameters (float32 itself is a no-op on a float32 model)
@@ -163,17 +164,13 @@ def train(model, loader, args):
             if _changes_dtype(call, ctx):
                 yield self.hit(call, subject=inner, evidence=Evidence.MUST)
             outer |= target_names(ctx, call)
-        roots = {r for r in (inner, *outer) if r} | {f"{o}.module" for o in outer}
+        roots, users = wrapped_names(inner, outer)
         if not roots:
             return
         scope = ctx.scope(node)
         anchor = ctx.statement(node)
-        users = outer | {r for r in roots if r != inner}
-        for sub in ctx.walk_scope(scope):
-            if not (isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and after(sub, anchor)):
-                continue
-            receiver = dotted_name(sub.func.value)
-            if receiver is None or not rooted_in(receiver, roots) or not _changes_dtype(sub, ctx):
+        for sub, receiver in method_calls_after(ctx, scope, anchor):
+            if not rooted_in(receiver, roots) or not _changes_dtype(sub, ctx):
                 continue
             if exclusive_branches(ctx, node, sub):
                 continue  # `if distributed: DDP(model) else: model.half()`
