@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 
 from torchpact.findings import Severity
-from torchpact.lint.preview import BARS, DATA_FILE, MIN_JUDGED
+from torchpact.lint.preview import DATA_FILE, Measure, stable
 
 COLUMNS = ("project", "path", "line", "code", "severity", "verdict", "reason")
 VERDICTS = ("true", "false", "debatable")
@@ -87,10 +87,9 @@ def table(measured: dict[str, dict[str, dict]]) -> list[str]:
     for code, by_severity in sorted(measured.items()):
         for severity, m in sorted(by_severity.items()):
             precision = m["true"] / m["judged"] if m["judged"] else 0.0
-            stable = precision >= BARS[Severity(severity)] and (
-                severity == Severity.INFO.value or m["judged"] >= MIN_JUDGED)
+            on = stable(Severity(severity), Measure(m["true"], m["judged"], (), "", ""))
             lines.append(f"{code:<5}  {severity:<8}  {str(m['true']) + '/' + str(m['judged']):>11}  {precision:>9.0%}  "
-                         f"{'on' if stable else 'preview'}")
+                         f"{'on' if on else 'preview'}")
     return lines
 
 

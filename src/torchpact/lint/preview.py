@@ -84,14 +84,19 @@ def measure(code: str, severity: Severity) -> Measure | None:
     return measured().get(code, {}).get(severity)
 
 
+def stable(severity: Severity, m: Measure) -> bool:
+    """Whether a measurement reaches its severity's bar (an error or warning also needs ``MIN_JUDGED`` judged)."""
+    return m.precision >= BARS[severity] and (severity is Severity.INFO or m.judged >= MIN_JUDGED)
+
+
 def is_preview(code: str, severity: Severity) -> bool:
     """Whether findings of ``code`` at ``severity`` are hidden unless preview is on or the code is named."""
     if code in NEVER_GATED:
         return False
     m = measure(code, severity)
     if severity is Severity.INFO:
-        return m is not None and m.precision < BARS[Severity.INFO]
-    return m is None or m.judged < MIN_JUDGED or m.precision < BARS[severity]
+        return m is not None and not stable(severity, m)
+    return m is None or not stable(severity, m)
 
 
 def status(code: str, severity: Severity) -> str:
