@@ -128,15 +128,16 @@ class Parked:
     def __init__(self) -> None:
         import torch.nn.modules.module as m
 
-        self._tables = (m._global_forward_pre_hooks, m._global_forward_hooks, m._global_forward_hooks_always_called,
-                        m._global_forward_hooks_with_kwargs, m._global_backward_pre_hooks, m._global_backward_hooks)
+        self._hooks = (m._global_forward_pre_hooks, m._global_forward_hooks, m._global_backward_pre_hooks,
+                       m._global_backward_hooks)
+        self._tables = (*self._hooks, m._global_forward_hooks_always_called, m._global_forward_hooks_with_kwargs)
         self._taken: list[tuple[dict, int, Any]] = []
 
     def take(self, ids: frozenset[int]) -> bool:
         """Takes out the hooks of handle ``ids``; False (nothing taken) when another global hook is there."""
         # Only the tables of hooks count: the flag tables (always_called, with_kwargs) keep the ids of removed
         # hooks on torch 2.13 (a with_kwargs hook's handle does not clear its flag), which are no hooks at all.
-        for table in (self._tables[0], self._tables[1], self._tables[4], self._tables[5]):
+        for table in self._hooks:
             for key in table:
                 if key not in ids:
                     return False
