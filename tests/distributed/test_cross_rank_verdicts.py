@@ -91,7 +91,7 @@ def _codes(report: dict) -> list[str]:
 @pytest.mark.parametrize("name", ["first_rank_late", "other_rank_late"])
 def test_drifting_replicas_are_found_whichever_rank_is_late(reports, name):
     code, stderr, report = reports[name]
-    assert code == 1, stderr[-3000:]
+    assert code == 1, (report["findings"], report.get("ranks"), stderr[-3000:])
     assert _codes(report) == ["TP602"], report["findings"]
     [bypass] = report["findings"]
     assert "`ddp.module(...)`" in bypass["message"] and bypass["extra"]["ranks"] == [1]

@@ -212,6 +212,7 @@ class DdpSyncWatcher(Watcher):
         self._unwrapped: set[int] = set()               # roots known not to be the inner module of a DDP
         self._grads_step = -1
         self._pending: list[tuple[_Model, str, int, dict, bool]] = []
+        self._unsent: list[tuple[str, str]] = []        # the leader's values the store did not take yet
         self._dropped: dict[str, int] = {}              # model key -> check steps dropped beyond MAX_PENDING
         self._every = _every()
         self._last_check = -1
@@ -272,6 +273,9 @@ class DdpSyncWatcher(Watcher):
             self._publish("final", self.session.step)
         exchange = Exchange.get()
         if exchange is not None:
+            for key, value in self._unsent:
+                exchange.put(key, value)
+            self._unsent = []
             exchange.close(self.name)  # published all it will: the ranks waiting for it may stop
         self._resolve(final=True)
 
@@ -400,12 +404,18 @@ class DdpSyncWatcher(Watcher):
 
     # ------------------------------------------------------------------ checksums across ranks
     def _publish(self, tag: str, step: int) -> None:
-        exchange = Exchange.get()
-        if exchange is None:
+        where = world()
+        if where is None:
             return
+        rank = where[0]
+        exchange = Exchange.get()
+        # Without the store (it could not be opened) a follower still keeps its values: the comparison it
+        # cannot make is reported at the end (TP658), never dropped; the leader sends what it holds later.
+        if exchange is not None:
+            self._unsent = [(key, value) for key, value in self._unsent if not exchange.put(key, value)]
         for model in list(self._models.values()):
             ddp = model.ref()
-            if ddp is None or len(model.group) < 2 or exchange.rank not in model.group:
+            if ddp is None or len(model.group) < 2 or rank not in model.group:
                 continue
             params = [p for _, p in ddp.module.named_parameters()]
             payload = {"step": step, "p": bit_checksums(params), "pn": norms(params),
@@ -413,8 +423,9 @@ class DdpSyncWatcher(Watcher):
                        "g": model.grads if self._grads_step == step else None,
                        "gn": model.grad_norms if self._grads_step == step else None}
             key = f"sync/{model.key}/{tag}"
-            if exchange.rank == model.leader:
-                exchange.put(key, json.dumps(payload))
+            if rank == model.leader:
+                if exchange is None or not exchange.put(key, json.dumps(payload)):
+                    self._unsent.append((key, json.dumps(payload)))
             else:
                 self._pending.append((model, key, step, payload, tag == "final"))
 
