@@ -2,7 +2,8 @@
 
 Each project is linted from its own folder, as its users would run it, with every rule on
 (``--preview``), no cache, JSON out. The CSV has one row per finding
-(``project,path,line,column,code,severity,message,evidence``) and is the population the judge reads and
+(``project,path,line,column,code,severity,message,evidence,cell``; ``cell`` is the notebook cell, 1-based, that
+``line`` counts in, empty for a module) and is the population the judge reads and
 samples; the summary printed here is counts only, so that whoever runs this need not read a finding.
 
 Usage: python bench/lint_blind/lint_round.py --round 2 --root /path/to/corpus-round2
@@ -25,7 +26,7 @@ sys.path.insert(0, str(HERE.parent))
 from lint_split import BLIND_ROUND1, BLIND_ROUND2, BLIND_ROUND3  # noqa: E402
 
 ROUNDS = {1: BLIND_ROUND1, 2: BLIND_ROUND2, 3: BLIND_ROUND3}
-COLUMNS = ("project", "path", "line", "column", "code", "severity", "message", "evidence")
+COLUMNS = ("project", "path", "line", "column", "code", "severity", "message", "evidence", "cell")
 
 
 def lint_project(folder: Path) -> list[dict]:
@@ -53,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"project": project, "path": os.path.relpath(f["path"], folder) if os.path.isabs(f["path"])
                          else f["path"], "line": f["line"], "column": f.get("column", 0), "code": f["code"],
                          "severity": f["severity"], "message": f["message"],
-                         "evidence": f.get("evidence") or ""})
+                         "evidence": f.get("evidence") or "", "cell": f.get("cell") or ""})
         print(f"{project}: {sum(r['project'] == project for r in rows)} findings", flush=True)
     with open(out, "w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=COLUMNS)
