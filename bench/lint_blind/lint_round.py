@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, required=True, help="folder holding one folder per project")
     parser.add_argument("--default", action="store_true", help="lint without --preview (the default rule set)")
     parser.add_argument("--out", type=Path,
-                        help="default: roundN_findings.csv (roundN_default_findings.csv with --default) beside this file")
+                        help="default: roundN[_default]_findings.csv beside this file")
     args = parser.parse_args(argv)
     out = args.out or HERE / f"round{args.round}{'_default' if args.default else ''}_findings.csv"
     rows = []
