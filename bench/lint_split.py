@@ -7,7 +7,13 @@ Rule, fixed on 2026-12-05 before any rule was changed for it:
   3rd, ...) join the tuning part, even positions (2nd, 4th, ...) are **blind round 1**;
 - **blind round 2** is eight further projects from the package index that are in no corpus here
   (``bench/lint_blind/fetch_round2.sh``), unpacked and never linted or read until the final build of
-  this round is measured on them.
+  this round is measured on them;
+- **blind round 3** (fixed on 2026-12-06, after the round-2 fixes and before linting it) is eight more
+  projects from the package index that are in none of the lists above and under neither
+  ``/work/corpus`` nor ``/work/corpus-round2`` (``bench/lint_blind/fetch_round3.sh``, pinned releases),
+  chosen from the candidates issue 30's round-3 brief named, mixing libraries (peft, pytorch-ignite,
+  timm), training recipes (trl), RL (tianshou) and domain packages (pykeen, sbi, torchgeo); they are
+  linted once with main 29ef462 and read only for that measurement.
 
 Rules are tuned on TUNING only. A blind part is measured once (every error and warning read), its
 verdicts recorded in ``bench/lint_blind/``; after what it taught is fixed it is spent, and says so.
@@ -25,7 +31,8 @@ BLIND_ROUND1 = tuple(sorted(NEW)[1::2])
 TUNING = tuple(sorted(READ_BEFORE + tuple(sorted(NEW)[0::2])))
 BLIND_ROUND2 = ("accelerate", "captum", "diffusers", "kornia", "monai", "pytorch-metric-learning",
                 "speechbrain", "torchmetrics")
+BLIND_ROUND3 = ("peft", "pykeen", "pytorch-ignite", "sbi", "tianshou", "timm", "torchgeo", "trl")
 
 if __name__ == "__main__":
-    for name in ("TUNING", "BLIND_ROUND1", "BLIND_ROUND2"):
+    for name in ("TUNING", "BLIND_ROUND1", "BLIND_ROUND2", "BLIND_ROUND3"):
         print(f"{name}: {' '.join(globals()[name])}")

@@ -60,6 +60,9 @@ def test_the_package_measurements_are_what_gate_writes_from_the_committed_blind_
     out.write_text(Path(preview.DATA_FILE).read_text())
     assert gate.main([str(blind / "round2_verdicts.csv"), "--commit", "a10c47f", "--date", "2026-12-06", "--out",
                       str(out)]) == 0
+    # round 3 measures the later build: its (code, severity) replace round 2's, the others keep round 2's
+    assert gate.main([str(blind / "round3_verdicts.csv"), "--commit", "29ef462", "--date", "2026-12-06", "--projects",
+                      "peft,pykeen,pytorch-ignite,sbi,tianshou,timm,torchgeo,trl", "--merge", "--out", str(out)]) == 0
     assert json.loads(out.read_text()) == json.loads(Path(preview.DATA_FILE).read_text())
 
 

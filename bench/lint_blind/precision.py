@@ -8,6 +8,10 @@ counts against) and true / (true + false) (debatable left out).
 
     python bench/lint_blind/precision.py --round 1
     python bench/lint_blind/precision.py path/to/verdicts.csv [--findings path/to/findings.csv]
+    python bench/lint_blind/precision.py --round 3 --within round3_default_findings.csv
+
+``--within FINDINGS`` restricts both the findings and the verdicts to the rows of FINDINGS (matched on
+project, path, line, code and severity): the precision of a subset, such as the default rule set's findings.
 
 Standard library only.
 """
@@ -45,6 +49,10 @@ def read_findings(path: Path) -> list[dict[str, str]]:
     if rows and not {"code", "severity"} <= set(rows[0]):
         raise BadInput(f"{path}: expected at least the columns code,severity")
     return rows
+
+
+def finding_key(row: dict[str, str]) -> tuple[str, ...]:
+    return tuple(row.get(c, "") for c in ("project", "path", "line", "code", "severity"))
 
 
 def _read_csv(path: Path) -> list[dict[str, str]]:
@@ -102,11 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("verdicts", nargs="?", type=Path, help="a verdicts CSV (or use --round)")
     parser.add_argument("--round", type=int, help="read roundN_verdicts.csv (and roundN_findings.csv) here")
     parser.add_argument("--findings", type=Path, help="the round's findings CSV, for the 'findings' column")
+    parser.add_argument("--within", type=Path, help="a findings CSV: count only its rows and the verdicts on them")
     args = parser.parse_args(argv)
     if (args.verdicts is None) == (args.round is None):
         parser.error("give either a verdicts CSV or --round N")
     verdicts_path = args.verdicts or HERE / f"round{args.round}_verdicts.csv"
-    findings_path = args.findings
+    findings_path = args.findings or args.within
     if findings_path is None and args.round is not None:
         candidate = HERE / f"round{args.round}_findings.csv"
         findings_path = candidate if candidate.exists() else None
@@ -116,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
     except BadInput as e:
         print(f"precision: {e}", file=sys.stderr)
         return 2
+    if args.within is not None and findings is not None:
+        kept = {finding_key(row) for row in findings}
+        verdicts = [row for row in verdicts if finding_key(row) in kept]
     print(render(verdicts, findings))
     return 0
 
