@@ -161,6 +161,21 @@ def _fit(model, x, opt):
     return out.numpy()
 _fit(nn.Linear(4, 2).requires_grad_(False), torch.randn(3, 4), None)
 """,
+        """
+import torch
+import torch.nn as nn
+class Mish(nn.Module):
+    def forward(self, t):
+        return t * torch.tanh(nn.functional.softplus(t))
+class ScaledMish(Mish):
+    def __init__(self, scale=2.0):
+        super().__init__()
+        self.offset = -1.0
+    def forward(self, t):
+        return super().forward(t) + self.offset
+grid = torch.arange(-4.0, 4.0, 0.5)
+curve = ScaledMish()(grid).numpy()
+""",
     ]
     invalid = [
         Invalid(
@@ -394,6 +409,39 @@ def main():
         opt.step()
         return out.detach().numpy()
     step(torch.compile(nn.Linear(4, 2)), torch.randn(3, 4), None)
+""",
+            evidence=Evidence.MUST,
+        ),
+        Invalid(
+            """
+import torch
+import torch.nn as nn
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.ones(1))
+    def forward(self, t):
+        return t * torch.sigmoid(self.alpha * t)
+class SharpGate(Gate):
+    def forward(self, t):
+        return super().forward(2 * t)
+grid = torch.linspace(-4.0, 4.0, 17)
+curve = SharpGate()(grid).numpy()
+""",
+            fixed="""
+import torch
+import torch.nn as nn
+class Gate(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.alpha = nn.Parameter(torch.ones(1))
+    def forward(self, t):
+        return t * torch.sigmoid(self.alpha * t)
+class SharpGate(Gate):
+    def forward(self, t):
+        return super().forward(2 * t)
+grid = torch.linspace(-4.0, 4.0, 17)
+curve = SharpGate()(grid).detach().numpy()
 """,
             evidence=Evidence.MUST,
         ),
