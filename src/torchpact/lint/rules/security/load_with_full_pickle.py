@@ -36,7 +36,10 @@ class LoadWithFullPickle(Rule):
     hold pickled objects that only full unpickling restores (a config, a Namespace, a whole module):
     there the option is the format's need, and no finding. Nor is a load of a file the same function
     has just written with `torch.save` (directly, through `with open(path, "wb")` or through a
-    helper of the file).
+    helper of the file), nor a load in the `except TypeError` (or `except Exception`) handler of a
+    `try` whose body makes the same call with `weights_only=True`: that handler runs only on a torch
+    whose loader has no `weights_only` (before 1.13), where no safer call exists; on torch 2.13 the
+    call in the `try` succeeds.
 
     Where the same code fetched the file from the network — its path or bytes come from
     `hf_hub_download`, `cached_path`, `urlretrieve`, `requests.get`, a URL, or
@@ -166,8 +169,26 @@ def test_fixture(tmp_path):
     write_fixture(path, 4)
     assert torch.load(path, weights_only=False).shape == (4,)
 """,
+        """
+from torch.hub import load_state_dict_from_url
+
+def fetch_weights(url):
+    try:
+        return load_state_dict_from_url(url, map_location="cpu", progress=False, weights_only=True)
+    except TypeError:  # torch < 1.13 has no weights_only
+        return load_state_dict_from_url(url, map_location="cpu", progress=False)
+""",
     ]
     invalid = [
+        Invalid("""
+from torch.hub import load_state_dict_from_url
+
+def fetch_weights(url):
+    try:
+        return load_state_dict_from_url(url, map_location="cpu", progress=False, weights_only=True)
+    except KeyError:
+        return load_state_dict_from_url(url, map_location="cpu", progress=False)
+"""),
         Invalid("""
 import torch
 
@@ -241,6 +262,8 @@ def fetch(url, dst):
         assert isinstance(node, ast.Call)
         if any(k.arg is None for k in node.keywords):
             return  # **kwargs may carry weights_only
+        if _old_torch_fallback(node, name, ctx):
+            return
         weights_only = keyword(node, "weights_only")
         if weights_only is None and name in LOAD_FROM_URL and len(node.args) >= 7:
             weights_only = node.args[6]
@@ -271,6 +294,25 @@ def fetch(url, dst):
                 "unpickled and a malicious one runs arbitrary code the moment it is loaded"),
                 fix_hint=("drop `pickle_module` and pass `weights_only=True` (torch refuses the two together: "
                           "\"Can not safely load weights when explicit pickle_module is specified\")"))
+
+
+def _old_torch_fallback(load: ast.Call, name: str, ctx: FileContext) -> bool:
+    """The load sits in an ``except TypeError`` / ``except Exception`` handler of a ``try`` whose body makes the
+    same call with ``weights_only=True``: reached only where the loader lacks the keyword."""
+    for node in ctx.ancestors(load):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            return False
+        if isinstance(node, ast.ExceptHandler):
+            caught = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
+            names = {ctx.resolve(t) or (t.id if isinstance(t, ast.Name) else None) for t in caught if t is not None}
+            try_ = ctx.parent(node)
+            if (node.type is None or names & {"TypeError", "Exception", "builtins.TypeError", "builtins.Exception"}) \
+                    and isinstance(try_, ast.Try) and any(
+                        isinstance(n, ast.Call) and ctx.call_name(n) == name
+                        and is_const(keyword(n, "weights_only"), True)
+                        for stmt in try_.body for n in ast.walk(stmt)):
+                return True
+    return False
 
 
 def _outside_weights(load: ast.Call, ctx: FileContext) -> bool:
