@@ -21,7 +21,6 @@ from torchpact.lint.noqa import UNUSED_NOQA, unused
 from torchpact.lint.registry import RuleSpec, declared_codes, rule_specs
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.source import Source, SourceError, read_source, source_from_bytes
-from torchpact.lint.tree_index import index_tree
 
 MAX_FIX_PASSES = 4
 # CPU seconds one rule may spend on one file; past it the rule stops there with a TP002 warning
@@ -131,7 +130,7 @@ def check_syntax(source: Source) -> None:
 
 def index(ctx: FileContext) -> None:
     """The single walk of the file (``tree_index.index_tree``): parents and a by-type index."""
-    ctx.by_type = index_tree(ctx.tree, ctx._parents)
+    ctx.index()
 
 
 def callee_name(call: ast.Call, aliases: dict[str, str]) -> str | None:
@@ -364,7 +363,7 @@ def lint_source(source: Source, config: Config, rules: Sequence[Rule | RuleSpec]
     ctx = FileContext(source, tree, config, project)
     index(ctx)
     if summarize:
-        notes["summary"] = summarize_tree(tree, ctx.by_type, ctx._parents).to_json()  # type: ignore[index]
+        notes["summary"] = summarize_tree(tree, ctx.by_type, ctx.navigation.parents).to_json()  # type: ignore[index]
     findings: list[Finding] = []
     edits: list[Edit] = []
     names = NameIndex(ctx)
@@ -419,7 +418,7 @@ def lint_source(source: Source, config: Config, rules: Sequence[Rule | RuleSpec]
                 f"rule {rule.code} failed on this file ({exc.__class__.__name__}: {str(exc)[:200]}); "
                 "other rules still ran — please report this"))
         finally:
-            ctx.deadline = None
+            ctx.budget.deadline = None
     if noqa:
         more, noqa_edits = _noqa_findings(source, config, rules, used, findings)
         findings += more
@@ -443,7 +442,7 @@ def lint_file(path: str, config: Config, fix: bool = False, display_path: str | 
     shown = display_path or path
     result = FileResult(path=shown)
     gc_was_enabled = gc.isenabled()
-    gc.disable()  # ASTs hold no cycles (see FileContext._parents); GC passes only cost time here
+    gc.disable()  # ASTs hold no cycles (see lint/analysis/navigation.py); GC passes only cost time here
     try:
         try:
             source = read_source(path) if data is None else source_from_bytes(path, data)

@@ -337,10 +337,10 @@ def kinds_of(ctx: FileContext, expr: ast.AST | None, hints: bool = True) -> Kind
     if expr is None:
         return EMPTY
     key = (id(expr), hints)
-    memo = ctx._kinds_memo.get(key)
+    memo = ctx.value_kinds.computed.get(key)
     if memo is not None:
         return memo
-    active = ctx._kinds_active
+    active = ctx.value_kinds.active
     if key in active or len(active) > 40:
         return EMPTY  # a loop-carried ``x = x.to(device)``, or absurdly deep nesting
     ctx.tick()
@@ -349,7 +349,7 @@ def kinds_of(ctx: FileContext, expr: ast.AST | None, hints: bool = True) -> Kind
         result = _kinds(ctx, expr, hints)
     finally:
         active.discard(key)
-    ctx._kinds_memo[key] = result
+    ctx.value_kinds.computed[key] = result
     return result
 
 
