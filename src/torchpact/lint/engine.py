@@ -64,20 +64,27 @@ class FileResult:
     fixes: list[tuple[Finding, tuple[Edit, ...], bool]] = field(default_factory=list)
 
 
-# (select, ignore) -> the rules they enable, for configurations without per-file ignores.
-_ENABLED: dict[tuple[Any, ...], list[RuleSpec]] = {}
+class RuleSelection:
+    """The rules each configuration enables, worked out once per (select, ignore) for configurations
+    without per-file ignores; owned by the lint run that uses it (one per run, and per worker)."""
+
+    def __init__(self) -> None:
+        self._enabled: dict[tuple[Any, ...], list[RuleSpec]] = {}
+
+    def enabled(self, config: Config, path: str) -> list[RuleSpec]:
+        if config.per_file_ignores:
+            return enabled_rules(config, path)
+        key = (tuple(config.select), tuple(config.ignore))
+        specs = self._enabled.get(key)
+        if specs is None:
+            specs = self._enabled[key] = enabled_rules(config, path)
+        return specs
 
 
 def enabled_rules(config: Config, path: str) -> list[RuleSpec]:
     """The rules ``config`` enables for ``path``, as the manifest has them: a rule's module is
     imported, and the rule made, only once a file gives it nodes to check (``lint_source``)."""
-    if config.per_file_ignores:
-        return [r for r in rule_specs() if config.is_enabled(r.code, r.category.value, path)]
-    key = (tuple(config.select), tuple(config.ignore))
-    specs = _ENABLED.get(key)
-    if specs is None:
-        specs = _ENABLED[key] = [r for r in rule_specs() if config.is_enabled(r.code, r.category.value)]
-    return specs
+    return [r for r in rule_specs() if config.is_enabled(r.code, r.category.value, path)]
 
 
 def parse(source: Source) -> ast.Module:
@@ -436,9 +443,10 @@ def _input_finding(path: str, exc: SourceError) -> Finding:
 
 
 def lint_file(path: str, config: Config, fix: bool = False, display_path: str | None = None,
-              project: ProjectFacts | None = None, data: bytes | None = None) -> FileResult:
+              project: ProjectFacts | None = None, data: bytes | None = None,
+              selection: RuleSelection | None = None) -> FileResult:
     """Lint one file (with ``data``, those bytes as its content: standard input); never raises for bad
-    input (it becomes a finding)."""
+    input (it becomes a finding). A run over many files passes its ``selection`` of rules."""
     shown = display_path or path
     result = FileResult(path=shown)
     gc_was_enabled = gc.isenabled()
@@ -452,7 +460,7 @@ def lint_file(path: str, config: Config, fix: bool = False, display_path: str | 
         source.path = shown
         result.original = source.file_text
         result.lines = source.text.count("\n") + 1
-        rules = enabled_rules(config, shown)
+        rules = selection.enabled(config, shown) if selection is not None else enabled_rules(config, shown)
         bad_cells = [_input_finding(shown, exc) for exc in source.errors]
         for attempt in range(MAX_FIX_PASSES if fix else 1):
             notes: dict[str, Any] = {}
