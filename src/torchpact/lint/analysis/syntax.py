@@ -31,3 +31,12 @@ def keyword_is_true(call: ast.Call, name: str) -> bool:
 def is_const(node: ast.AST | None, value: object) -> bool:
     return isinstance(node, ast.Constant) and node.value is value if isinstance(value, bool) or value is None else (
         isinstance(node, ast.Constant) and node.value == value)
+
+
+def mentions_grad(expr: ast.AST) -> bool:
+    """Whether an attribute or subscript chain goes through ``.grad`` (``p.grad``, ``p.grad[0]``, ``p.grad.data``)."""
+    while isinstance(expr, (ast.Attribute, ast.Subscript)):
+        if isinstance(expr, ast.Attribute) and expr.attr == "grad":
+            return True
+        expr = expr.value
+    return False
