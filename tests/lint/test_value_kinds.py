@@ -39,3 +39,10 @@ def test_unnoted_drops_the_reasons_noted_inside():
 
     assert kinds.unnoted(compute) == 1
     assert kinds.recorder.reasons == [] and kinds.recorder.level == MUST
+
+
+def test_a_kind_is_its_string_in_sets_dicts_and_text():
+    from torchpact.lint.kind_tables import LOSS, PHRASE, Kind
+
+    assert LOSS is Kind.LOSS and LOSS == "loss" and "loss" in frozenset({LOSS}) and hash(LOSS) == hash("loss")
+    assert f"{LOSS}" == str(LOSS) == "loss" and PHRASE["loss"] == "a loss"

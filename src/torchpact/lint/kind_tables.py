@@ -4,23 +4,41 @@ methods that keep or cut a graph)."""
 
 from __future__ import annotations
 
-# Kinds a value can have (strings so rules read naturally: ``"loss" in ctx.kinds(x)``).
-MODULE = "module"          # an nn.Module instance (a model, a layer, a DDP wrapper)
-DDP = "ddp"                # a DistributedDataParallel / DataParallel / FSDP wrapper
-LOSS_FN = "loss_fn"        # a loss module such as nn.CrossEntropyLoss()
-LOSS = "loss"              # a loss value (result of a loss call, or what .backward() is called on)
-OUTPUT = "output"          # the output of calling a module
-GRAPH = "graph"            # a tensor attached to an autograd graph (computed with grad enabled)
-GRAD_LEAF = "grad_leaf"    # a leaf tensor that requires grad (requires_grad=True, nn.Parameter)
-TENSOR = "tensor"
-OPTIMIZER = "optimizer"
-SCHEDULER = "scheduler"
-SCALER = "scaler"          # torch.amp.GradScaler
-LOADER = "loader"          # torch.utils.data.DataLoader
-SAMPLER = "sampler"        # DistributedSampler
-DIST_SAMPLER = "dist_sampler"
-BATCH = "batch"            # what iterating a loader yields
-NUMBER = "number"          # a Python number (e.g. from .item())
+from enum import Enum
+
+
+class Kind(str, Enum):
+    """A kind a value can have. Each is also its string (``"loss" in ctx.kinds(x)`` reads the same as
+    ``LOSS in ctx.kinds(x)``), with the same hash, so sets of kinds keep their order."""
+
+    MODULE = "module"          # an nn.Module instance (a model, a layer, a DDP wrapper)
+    DDP = "ddp"                # a DistributedDataParallel / DataParallel / FSDP wrapper
+    LOSS_FN = "loss_fn"        # a loss module such as nn.CrossEntropyLoss()
+    LOSS = "loss"              # a loss value (result of a loss call, or what .backward() is called on)
+    OUTPUT = "output"          # the output of calling a module
+    GRAPH = "graph"            # a tensor attached to an autograd graph (computed with grad enabled)
+    GRAD_LEAF = "grad_leaf"    # a leaf tensor that requires grad (requires_grad=True, nn.Parameter)
+    TENSOR = "tensor"
+    OPTIMIZER = "optimizer"
+    SCHEDULER = "scheduler"
+    SCALER = "scaler"          # torch.amp.GradScaler
+    LOADER = "loader"          # torch.utils.data.DataLoader
+    SAMPLER = "sampler"        # DistributedSampler
+    DIST_SAMPLER = "dist_sampler"
+    BATCH = "batch"            # what iterating a loader yields
+    NUMBER = "number"          # a Python number (e.g. from .item())
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+MODULE, DDP, LOSS_FN, LOSS, OUTPUT, GRAPH, GRAD_LEAF, TENSOR = (
+    Kind.MODULE, Kind.DDP, Kind.LOSS_FN, Kind.LOSS, Kind.OUTPUT, Kind.GRAPH, Kind.GRAD_LEAF, Kind.TENSOR)
+OPTIMIZER, SCHEDULER, SCALER, LOADER, SAMPLER, DIST_SAMPLER, BATCH, NUMBER = (
+    Kind.OPTIMIZER, Kind.SCHEDULER, Kind.SCALER, Kind.LOADER, Kind.SAMPLER, Kind.DIST_SAMPLER, Kind.BATCH, Kind.NUMBER)
 
 # How a kind reads in a reason ("`model` is taken for a module by its name").
 PHRASE = {
