@@ -50,7 +50,7 @@ class ScopeFlow:
             for a in [*args.posonlyargs, *args.args, *args.kwonlyargs,
                       *([args.vararg] if args.vararg else []), *([args.kwarg] if args.kwarg else [])]:
                 self._define(state, a.arg, a, None, 0)
-            body = scope.body if isinstance(scope.body, list) else [ast.Expr(scope.body)]
+            body: list[ast.stmt] = scope.body if isinstance(scope.body, list) else [ast.Expr(scope.body)]
         else:
             body = getattr(scope, "body", [])
         self._block(body, state)
@@ -312,7 +312,7 @@ class ScopeFlow:
         if isinstance(loop, (ast.For, ast.AsyncFor)):
             add_target(loop.target, loop, self._element(loop))
         stack: list[ast.AST] = [*loop.body, *loop.orelse] if isinstance(loop, (ast.For, ast.AsyncFor)) else (
-            [loop.test, *loop.body, *loop.orelse])
+            [loop.test, *loop.body, *loop.orelse] if isinstance(loop, ast.While) else [])
         while stack:
             node = stack.pop()
             if isinstance(node, LOOPS) and node is not loop:
