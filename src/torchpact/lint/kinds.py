@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from torchpact.lint.callsites import parameter_sources, passed_values
 from torchpact.lint.dataflow import _Iterated, _Unpacked
@@ -188,7 +188,7 @@ def _parameter_kinds(ctx: FileContext, arg: ast.arg, hints: bool) -> Kinds:
     alternatives = []
     for value in sources.values:
         k = kinds_of(ctx, value, hints) if value is not None else EMPTY
-        if GRAPH in k and ctx.grad_disabled(value):
+        if GRAPH in k and value is not None and ctx.grad_disabled(value):
             k = pick(k, k - {GRAPH})
         alternatives.append(k)
     out = join(alternatives, arg.arg, WHY_CALLERS) if len(alternatives) > 1 else alternatives[0]
@@ -282,7 +282,7 @@ def _call_kinds(ctx: FileContext, call: ast.Call, hints: bool) -> Kinds:
 def _parameter_free(ctx: FileContext, module: ast.AST) -> bool:
     """Whether every value ``module`` may hold is one of PARAMETER_FREE_MODULES, built here (for a
     parameter: what this file's calls of its function pass)."""
-    values = [module] if isinstance(module, ast.Call) else passed_values(ctx, module) or [
+    values: Sequence[ast.AST | None] = [module] if isinstance(module, ast.Call) else passed_values(ctx, module) or [
         v for _, v in ctx.bindings(module)]
     return bool(values) and all(isinstance(v, ast.Call) and ctx.call_name(v) in PARAMETER_FREE_MODULES
                                 for v in values)
