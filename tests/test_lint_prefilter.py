@@ -117,6 +117,6 @@ def test_project_facts_from_the_index_are_those_of_a_walk():
     tree = ast.parse(code)
     ctx = FileContext(Source(path="f.py", text=code), tree)
     index(ctx)
-    summary = summarize_tree(tree, ctx.by_type, ctx._parents)
+    summary = summarize_tree(tree, ctx.by_type, ctx.navigation.parents)
     assert summary == summarize_tree(tree)
     assert summary.facts == {"train": ["set_epoch", "zero_grad"], "method": ["save"]}

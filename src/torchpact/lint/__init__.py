@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from torchpact.config import Config, Settings
 from torchpact.findings import INPUT_CODE, Finding
-from torchpact.lint.engine import FileResult, lint_file
+from torchpact.lint.engine import FileResult, RuleSelection, lint_file
 from torchpact.lint.files import discover, excluded_by
 from torchpact.lint.project import FileSummary, ProjectFacts
 from torchpact.lint.registry import all_rules, declared_codes
@@ -49,21 +49,38 @@ class LintResult:
         return sum(r.hidden for r in self.files)
 
 
-_WORKER_FIX = False
-_WORKER_PROJECT: ProjectFacts | None = None
+@dataclass
+class FilePass:
+    """One pass of a lint run over its files: whether fixes are made, the project's facts the rules may
+    ask about (the second pass), and the rules each configuration enables, worked out once per pass
+    (and per worker process)."""
+
+    fix: bool
+    project: ProjectFacts | None = None
+    selection: RuleSelection = field(default_factory=RuleSelection)
+
+    def lint(self, job: tuple[str, Config]) -> FileResult:
+        result = lint_file(job[0], job[1], fix=self.fix, project=self.project, selection=self.selection)
+        if not self.fix:
+            result.original = None  # the file's text goes back to the parent only to be fixed or diffed
+        result.fixes = []  # per-finding edits are for an editor's code actions, not for a run over files
+        return result
 
 
-def _init_worker(fix: bool, project: ProjectFacts | None = None) -> None:
-    global _WORKER_FIX, _WORKER_PROJECT
-    _WORKER_FIX, _WORKER_PROJECT = fix, project
+# The pass a worker process runs: set by the pool's initializer in each worker, never in the parent
+# (a fork-started worker begins with the parent's None). What a top-level function run by the pool
+# can reach without pickling the pass, and its project facts, again for each chunk of files.
+_worker_pass: FilePass | None = None
+
+
+def _start_worker(file_pass: FilePass) -> None:
+    global _worker_pass
+    _worker_pass = file_pass
 
 
 def _lint_in_worker(job: tuple[str, Config]) -> FileResult:
-    result = lint_file(job[0], job[1], fix=_WORKER_FIX, project=_WORKER_PROJECT)
-    if not _WORKER_FIX:
-        result.original = None  # the file's text goes back to the parent only to be fixed or diffed
-    result.fixes = []  # per-finding edits are for an editor's code actions, not for a run over files
-    return result
+    assert _worker_pass is not None, "run by a pool whose initializer is _start_worker"
+    return _worker_pass.lint(job)
 
 
 def rule_codes() -> set[str]:
@@ -72,9 +89,10 @@ def rule_codes() -> set[str]:
     return declared_codes() | {INPUT_CODE, "TP002", "TP005"}
 
 
-def _map(fn, items: list, jobs: int, initargs: tuple | None = None, initializer=None) -> list:
+def _map(file_pass: FilePass, items: list[tuple[str, Config]], jobs: int) -> list[FileResult]:
+    """``file_pass`` over ``items``, in order: in worker processes when there are enough of them."""
     if not items:
-        return []  # nothing to lint: no pool, and no rule imported by the initializer
+        return []  # nothing to lint: no pool, and no rule imported
     if jobs > 1 and len(items) >= PARALLEL_MIN_FILES:
         import multiprocessing  # here: a run of a few files starts no pool, and loads none of it
         from concurrent.futures import ProcessPoolExecutor
@@ -86,14 +104,12 @@ def _map(fn, items: list, jobs: int, initargs: tuple | None = None, initializer=
         # pages in each worker; about 8% of a cold run's CPU time.
         gc.freeze()
         try:
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=initializer,
-                                     initargs=initargs or ()) as pool:
-                return list(pool.map(fn, items, chunksize=max(1, len(items) // (jobs * 16))))
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_start_worker,
+                                     initargs=(file_pass,)) as pool:
+                return list(pool.map(_lint_in_worker, items, chunksize=max(1, len(items) // (jobs * 16))))
         finally:
             gc.unfreeze()
-    if initializer is not None:
-        initializer(*(initargs or ()))
-    return [fn(p) for p in items]
+    return [file_pass.lint(job) for job in items]
 
 
 def lint_stdin(data: bytes, path: str, config: Config, fix: bool = False) -> LintResult:
@@ -159,8 +175,7 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
                                         summary=entry.get("summary") or {},
                                         asked=[tuple(a) for a in entry.get("asked") or []])
     # _map returns one result per item, in order
-    for p, r in zip(todo, _map(_lint_in_worker, [(p, configs[p]) for p in todo], jobs, (fix, None), _init_worker),
-                    strict=True):
+    for p, r in zip(todo, _map(FilePass(fix), [(p, configs[p]) for p in todo], jobs), strict=True):
         results[p] = r
         # a rule that failed or ran out of time (TP002) may not next time: not cached
         if store is not None and keys[p] and not any(f.code == "TP002" for f in r.findings):
@@ -176,8 +191,7 @@ def lint_paths(paths: list[str] | None = None, config: Config | None = None, *, 
             if cached is not None:
                 results[p] = FileResult(path=p, findings=cached[0], lines=cached[1], hidden=cached[2])
                 again.remove(p)
-    for p, r in zip(again, _map(_lint_in_worker, [(p, configs[p]) for p in again], jobs, (fix, project), _init_worker),
-                    strict=True):
+    for p, r in zip(again, _map(FilePass(fix, project), [(p, configs[p]) for p in again], jobs), strict=True):
         results[p] = r
         if store is not None and keys[p]:
             store.put(p, with_facts={"key": key(keys[p], project.fingerprint), "lines": r.lines,

@@ -50,7 +50,7 @@ class ScopeFlow:
             for a in [*args.posonlyargs, *args.args, *args.kwonlyargs,
                       *([args.vararg] if args.vararg else []), *([args.kwarg] if args.kwarg else [])]:
                 self._define(state, a.arg, a, None, 0)
-            body = scope.body if isinstance(scope.body, list) else [ast.Expr(scope.body)]
+            body: list[ast.stmt] = scope.body if isinstance(scope.body, list) else [ast.Expr(scope.body)]
         else:
             body = getattr(scope, "body", [])
         self._block(body, state)
@@ -133,114 +133,137 @@ class ScopeFlow:
             state = self._stmt(stmt, state)
         return state
 
-    def _stmt(self, stmt: ast.stmt, state: State) -> State | None:  # noqa: C901 - one branch per statement kind
+    def _stmt(self, stmt: ast.stmt, state: State) -> State | None:
+        """The definitions that hold after ``stmt`` (None: no path goes on past it)."""
         self.visits += 1
-        if isinstance(stmt, ast.Assign):
-            self._uses(stmt.value, state)
-            for t in stmt.targets:
-                self._target_uses(t, state)
-                self._bind_target(state, t, stmt, stmt.value)
-            return state
-        if isinstance(stmt, ast.AnnAssign):
-            self._uses(stmt.value, state)
-            self._target_uses(stmt.target, state)
-            if stmt.value is not None or isinstance(stmt.target, ast.Name):
-                self._bind_target(state if stmt.value is not None else None, stmt.target, stmt, stmt.value)
-            return state
-        if isinstance(stmt, ast.AugAssign):
-            # ``total += loss`` reads and keeps the old value: it is not a reset, and not a new source
-            self._uses(stmt.value, state)
-            if isinstance(stmt.target, ast.Name):
-                key = id(stmt.target)
-                self._reach[key] = self._reach.get(key, frozenset()) | state.get(stmt.target.id, frozenset())
-            else:
-                self._uses(stmt.target, state)
-            return state
-        if isinstance(stmt, (ast.For, ast.AsyncFor)):
-            self._uses(stmt.iter, state)
-            element = self._element(stmt)
-            return self._loop(stmt, state, lambda s: self._bind_target(s, stmt.target, stmt, element))
-        if isinstance(stmt, ast.While):
-            self._uses(stmt.test, state)
-            return self._loop(stmt, state, lambda s: self._uses(stmt.test, s))
-        if isinstance(stmt, ast.If):
-            self._uses(stmt.test, state)
-            a = self._block(stmt.body, dict(state))
-            b = self._block(stmt.orelse, dict(state))
-            return self._join([a, b])
-        if isinstance(stmt, (ast.With, ast.AsyncWith)):
-            for item in stmt.items:
-                self._uses(item.context_expr, state)
-                if item.optional_vars is not None:
-                    self._bind_target(state, item.optional_vars, item, item.context_expr)
-            return self._block(stmt.body, state)
-        if isinstance(stmt, (ast.Try, getattr(ast, "TryStar", ast.Try))):
-            before = dict(state)
-            after_body = self._block(stmt.body, dict(state))
-            # a handler may start anywhere in the body: what held before it or after it
-            entry = self._join([before, after_body])
-            ends = []
-            for h in stmt.handlers:
-                hs = dict(entry) if entry is not None else dict(before)
-                self._uses(h.type, hs)
-                if h.name:
-                    self._define(hs, h.name, h, None, 0)
-                ends.append(self._block(h.body, hs))
-            ends.append(self._block(stmt.orelse, after_body) if after_body is not None else None)
-            out = self._join(ends)
-            if stmt.finalbody:
-                fin = self._block(stmt.finalbody, out if out is not None else dict(entry or before))
-                return fin if out is not None else None
-            return out
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            for d in stmt.decorator_list:
+        return _STATEMENTS.get(type(stmt), ScopeFlow._expressions)(self, stmt, state)
+
+    # One method per statement type (``_STATEMENTS`` below maps each type to its own); each takes the
+    # state before the statement, which it may update in place, and returns the state after it.
+    def _assign(self, stmt: ast.Assign, state: State) -> State | None:
+        self._uses(stmt.value, state)
+        for t in stmt.targets:
+            self._target_uses(t, state)
+            self._bind_target(state, t, stmt, stmt.value)
+        return state
+
+    def _ann_assign(self, stmt: ast.AnnAssign, state: State) -> State | None:
+        self._uses(stmt.value, state)
+        self._target_uses(stmt.target, state)
+        if stmt.value is not None or isinstance(stmt.target, ast.Name):
+            self._bind_target(state if stmt.value is not None else None, stmt.target, stmt, stmt.value)
+        return state
+
+    def _aug_assign(self, stmt: ast.AugAssign, state: State) -> State | None:
+        # ``total += loss`` reads and keeps the old value: it is not a reset, and not a new source
+        self._uses(stmt.value, state)
+        if isinstance(stmt.target, ast.Name):
+            key = id(stmt.target)
+            self._reach[key] = self._reach.get(key, frozenset()) | state.get(stmt.target.id, frozenset())
+        else:
+            self._uses(stmt.target, state)
+        return state
+
+    def _for(self, stmt: ast.For | ast.AsyncFor, state: State) -> State | None:
+        self._uses(stmt.iter, state)
+        element = self._element(stmt)
+        return self._loop(stmt, state, lambda s: self._bind_target(s, stmt.target, stmt, element))
+
+    def _while(self, stmt: ast.While, state: State) -> State | None:
+        self._uses(stmt.test, state)
+        return self._loop(stmt, state, lambda s: self._uses(stmt.test, s))
+
+    def _if(self, stmt: ast.If, state: State) -> State | None:
+        self._uses(stmt.test, state)
+        a = self._block(stmt.body, dict(state))
+        b = self._block(stmt.orelse, dict(state))
+        return self._join([a, b])
+
+    def _with(self, stmt: ast.With | ast.AsyncWith, state: State) -> State | None:
+        for item in stmt.items:
+            self._uses(item.context_expr, state)
+            if item.optional_vars is not None:
+                self._bind_target(state, item.optional_vars, item, item.context_expr)
+        return self._block(stmt.body, state)
+
+    def _try(self, stmt: ast.Try, state: State) -> State | None:
+        before = dict(state)
+        after_body = self._block(stmt.body, dict(state))
+        # a handler may start anywhere in the body: what held before it or after it
+        entry = self._join([before, after_body])
+        ends = []
+        for h in stmt.handlers:
+            hs = dict(entry) if entry is not None else dict(before)
+            self._uses(h.type, hs)
+            if h.name:
+                self._define(hs, h.name, h, None, 0)
+            ends.append(self._block(h.body, hs))
+        ends.append(self._block(stmt.orelse, after_body) if after_body is not None else None)
+        out = self._join(ends)
+        if stmt.finalbody:
+            fin = self._block(stmt.finalbody, out if out is not None else dict(entry or before))
+            return fin if out is not None else None
+        return out
+
+    def _definition(self, stmt: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef,
+                    state: State) -> State | None:
+        for d in stmt.decorator_list:
+            self._uses(d, state)
+        if not isinstance(stmt, ast.ClassDef):
+            for d in [*stmt.args.defaults, *[k for k in stmt.args.kw_defaults if k is not None]]:
                 self._uses(d, state)
-            if not isinstance(stmt, ast.ClassDef):
-                for d in [*stmt.args.defaults, *[k for k in stmt.args.kw_defaults if k is not None]]:
-                    self._uses(d, state)
+        else:
+            for b in stmt.bases:
+                self._uses(b, state)
+        self._define(state, stmt.name, stmt, None, 0)
+        return state
+
+    def _import(self, stmt: ast.Import | ast.ImportFrom, state: State) -> State | None:
+        for a in stmt.names:
+            name = a.asname or a.name.split(".")[0]
+            if name != "*":
+                self._define(state, name, stmt, None, 0)
+        return state
+
+    def _delete(self, stmt: ast.Delete, state: State) -> State | None:
+        for t in stmt.targets:
+            if isinstance(t, ast.Name):
+                state.pop(t.id, None)
             else:
-                for b in stmt.bases:
-                    self._uses(b, state)
-            self._define(state, stmt.name, stmt, None, 0)
-            return state
-        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
-            for a in stmt.names:
-                name = a.asname or a.name.split(".")[0]
-                if name != "*":
-                    self._define(state, name, stmt, None, 0)
-            return state
-        if isinstance(stmt, ast.Delete):
-            for t in stmt.targets:
-                if isinstance(t, ast.Name):
-                    state.pop(t.id, None)
-                else:
-                    self._uses(t, state)
-            return state
-        if isinstance(stmt, (ast.Return, ast.Raise)):
-            for child in ast.iter_child_nodes(stmt):
-                self._uses(child, state)
-            return None
-        if isinstance(stmt, ast.Break):
-            if self._loops:
-                self._loops[-1][0].append(dict(state))
-            return None
-        if isinstance(stmt, ast.Continue):
-            if self._loops:
-                self._loops[-1][1].append(dict(state))
-            return None
-        if isinstance(stmt, ast.Match):
-            self._uses(stmt.subject, state)
-            ends = []
-            for case in stmt.cases:
-                cs = dict(state)
-                for node in ast.walk(case.pattern):
-                    name = getattr(node, "name", None)
-                    if isinstance(name, str):
-                        self._define(cs, name, node, None, 0)
-                self._uses(case.guard, cs)
-                ends.append(self._block(case.body, cs))
-            ends.append(state)
-            return self._join(ends)
+                self._uses(t, state)
+        return state
+
+    def _exit(self, stmt: ast.Return | ast.Raise, state: State) -> State | None:
+        for child in ast.iter_child_nodes(stmt):
+            self._uses(child, state)
+        return None
+
+    def _break(self, stmt: ast.Break, state: State) -> State | None:
+        if self._loops:
+            self._loops[-1][0].append(dict(state))
+        return None
+
+    def _continue(self, stmt: ast.Continue, state: State) -> State | None:
+        if self._loops:
+            self._loops[-1][1].append(dict(state))
+        return None
+
+    def _match(self, stmt: ast.Match, state: State) -> State | None:
+        self._uses(stmt.subject, state)
+        ends = []
+        for case in stmt.cases:
+            cs = dict(state)
+            for node in ast.walk(case.pattern):
+                name = getattr(node, "name", None)
+                if isinstance(name, str):
+                    self._define(cs, name, node, None, 0)
+            self._uses(case.guard, cs)
+            ends.append(self._block(case.body, cs))
+        ends.append(state)
+        return self._join(ends)
+
+    def _expressions(self, stmt: ast.stmt, state: State) -> State | None:
+        """Any other statement (an expression, ``assert``, ``global``, ``pass``...): it only reads."""
         for child in ast.iter_child_nodes(stmt):
             self._uses(child, state)
         return state
@@ -289,7 +312,7 @@ class ScopeFlow:
         if isinstance(loop, (ast.For, ast.AsyncFor)):
             add_target(loop.target, loop, self._element(loop))
         stack: list[ast.AST] = [*loop.body, *loop.orelse] if isinstance(loop, (ast.For, ast.AsyncFor)) else (
-            [loop.test, *loop.body, *loop.orelse])
+            [loop.test, *loop.body, *loop.orelse] if isinstance(loop, ast.While) else [])
         while stack:
             node = stack.pop()
             if isinstance(node, LOOPS) and node is not loop:
@@ -349,6 +372,20 @@ def bound_names(target: ast.AST, value: ast.AST | None) -> list[tuple[str, ast.A
         return out
     return []
 
+
+
+# The statement types ``ScopeFlow._stmt`` dispatches on; every other statement only reads.
+_STATEMENTS: dict[type, Callable[..., State | None]] = {
+    ast.Assign: ScopeFlow._assign, ast.AnnAssign: ScopeFlow._ann_assign, ast.AugAssign: ScopeFlow._aug_assign,
+    ast.For: ScopeFlow._for, ast.AsyncFor: ScopeFlow._for, ast.While: ScopeFlow._while, ast.If: ScopeFlow._if,
+    ast.With: ScopeFlow._with, ast.AsyncWith: ScopeFlow._with, ast.Try: ScopeFlow._try,
+    ast.FunctionDef: ScopeFlow._definition, ast.AsyncFunctionDef: ScopeFlow._definition,
+    ast.ClassDef: ScopeFlow._definition, ast.Import: ScopeFlow._import, ast.ImportFrom: ScopeFlow._import,
+    ast.Delete: ScopeFlow._delete, ast.Return: ScopeFlow._exit, ast.Raise: ScopeFlow._exit,
+    ast.Break: ScopeFlow._break, ast.Continue: ScopeFlow._continue, ast.Match: ScopeFlow._match,
+}
+if hasattr(ast, "TryStar"):  # Python 3.11+: ``except*``
+    _STATEMENTS[ast.TryStar] = ScopeFlow._try
 
 class _Iterated(ast.AST):
     """Stands for 'an element of this iterable' as the value bound by a for loop."""

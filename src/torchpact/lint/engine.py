@@ -21,7 +21,6 @@ from torchpact.lint.noqa import UNUSED_NOQA, unused
 from torchpact.lint.registry import RuleSpec, declared_codes, rule_specs
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.source import Source, SourceError, read_source, source_from_bytes
-from torchpact.lint.tree_index import index_tree
 
 MAX_FIX_PASSES = 4
 # CPU seconds one rule may spend on one file; past it the rule stops there with a TP002 warning
@@ -65,20 +64,27 @@ class FileResult:
     fixes: list[tuple[Finding, tuple[Edit, ...], bool]] = field(default_factory=list)
 
 
-# (select, ignore) -> the rules they enable, for configurations without per-file ignores.
-_ENABLED: dict[tuple[Any, ...], list[RuleSpec]] = {}
+class RuleSelection:
+    """The rules each configuration enables, worked out once per (select, ignore) for configurations
+    without per-file ignores; owned by the lint run that uses it (one per run, and per worker)."""
+
+    def __init__(self) -> None:
+        self._enabled: dict[tuple[Any, ...], list[RuleSpec]] = {}
+
+    def enabled(self, config: Config, path: str) -> list[RuleSpec]:
+        if config.per_file_ignores:
+            return enabled_rules(config, path)
+        key = (tuple(config.select), tuple(config.ignore))
+        specs = self._enabled.get(key)
+        if specs is None:
+            specs = self._enabled[key] = enabled_rules(config, path)
+        return specs
 
 
 def enabled_rules(config: Config, path: str) -> list[RuleSpec]:
     """The rules ``config`` enables for ``path``, as the manifest has them: a rule's module is
     imported, and the rule made, only once a file gives it nodes to check (``lint_source``)."""
-    if config.per_file_ignores:
-        return [r for r in rule_specs() if config.is_enabled(r.code, r.category.value, path)]
-    key = (tuple(config.select), tuple(config.ignore))
-    specs = _ENABLED.get(key)
-    if specs is None:
-        specs = _ENABLED[key] = [r for r in rule_specs() if config.is_enabled(r.code, r.category.value)]
-    return specs
+    return [r for r in rule_specs() if config.is_enabled(r.code, r.category.value, path)]
 
 
 def parse(source: Source) -> ast.Module:
@@ -131,7 +137,7 @@ def check_syntax(source: Source) -> None:
 
 def index(ctx: FileContext) -> None:
     """The single walk of the file (``tree_index.index_tree``): parents and a by-type index."""
-    ctx.by_type = index_tree(ctx.tree, ctx._parents)
+    ctx.index()
 
 
 def callee_name(call: ast.Call, aliases: dict[str, str]) -> str | None:
@@ -364,7 +370,7 @@ def lint_source(source: Source, config: Config, rules: Sequence[Rule | RuleSpec]
     ctx = FileContext(source, tree, config, project)
     index(ctx)
     if summarize:
-        notes["summary"] = summarize_tree(tree, ctx.by_type, ctx._parents).to_json()  # type: ignore[index]
+        notes["summary"] = summarize_tree(tree, ctx.by_type, ctx.navigation.parents).to_json()  # type: ignore[index]
     findings: list[Finding] = []
     edits: list[Edit] = []
     names = NameIndex(ctx)
@@ -419,7 +425,7 @@ def lint_source(source: Source, config: Config, rules: Sequence[Rule | RuleSpec]
                 f"rule {rule.code} failed on this file ({exc.__class__.__name__}: {str(exc)[:200]}); "
                 "other rules still ran — please report this"))
         finally:
-            ctx.deadline = None
+            ctx.budget.deadline = None
     if noqa:
         more, noqa_edits = _noqa_findings(source, config, rules, used, findings)
         findings += more
@@ -437,13 +443,14 @@ def _input_finding(path: str, exc: SourceError) -> Finding:
 
 
 def lint_file(path: str, config: Config, fix: bool = False, display_path: str | None = None,
-              project: ProjectFacts | None = None, data: bytes | None = None) -> FileResult:
+              project: ProjectFacts | None = None, data: bytes | None = None,
+              selection: RuleSelection | None = None) -> FileResult:
     """Lint one file (with ``data``, those bytes as its content: standard input); never raises for bad
-    input (it becomes a finding)."""
+    input (it becomes a finding). A run over many files passes its ``selection`` of rules."""
     shown = display_path or path
     result = FileResult(path=shown)
     gc_was_enabled = gc.isenabled()
-    gc.disable()  # ASTs hold no cycles (see FileContext._parents); GC passes only cost time here
+    gc.disable()  # ASTs hold no cycles (see lint/analysis/navigation.py); GC passes only cost time here
     try:
         try:
             source = read_source(path) if data is None else source_from_bytes(path, data)
@@ -453,7 +460,7 @@ def lint_file(path: str, config: Config, fix: bool = False, display_path: str | 
         source.path = shown
         result.original = source.file_text
         result.lines = source.text.count("\n") + 1
-        rules = enabled_rules(config, shown)
+        rules = selection.enabled(config, shown) if selection is not None else enabled_rules(config, shown)
         bad_cells = [_input_finding(shown, exc) for exc in source.errors]
         for attempt in range(MAX_FIX_PASSES if fix else 1):
             notes: dict[str, Any] = {}

@@ -19,96 +19,44 @@ asks (``MODULE in kinds``, ``kinds & {LOSS, OUTPUT}`` as a truth value) notes th
 into the per-check :class:`Recorder`, which the engine reads at each hit. A "no" notes nothing: a
 rule that fires because a value is *not* something says what that rests on with ``ctx.note``.
 
-No object here refers to the file's context, so the context, its memo and these sets form no
-reference cycle (lint runs with the cyclic garbage collector off).
+The kinds and torch's names for them are in lint/kind_tables.py, the levels, ``Kinds``, ``Noted`` and
+``Recorder`` in lint/kind_levels.py; this module re-exports both. No object here refers to the file's
+context, so the context, its memo and these sets form no reference cycle (lint runs with the cyclic
+garbage collector off).
 """
 
 from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Sequence
 
 from torchpact.lint.callsites import parameter_sources, passed_values
 from torchpact.lint.dataflow import _Iterated, _Unpacked
+from torchpact.lint.kind_levels import (  # noqa: F401 - re-exported: rules and tests import them from here
+    EMPTY, MAY, MUST, SURE, UNRESOLVED, WHY_BACKWARD, WHY_BRANCH, WHY_CALLERS, WHY_FIELD, WHY_HINT, WHY_INPUT,
+    WHY_OPEN, WHY_OPTIONAL, WHY_PATHS, at_most, each, join, make, merge, noted, of, pick, reason, strongest,
+    weaker, Entry, Kinds, Noted, Recorder,
+)
+from torchpact.lint.kind_tables import (  # noqa: F401 - re-exported: rules and tests import them from here
+    BATCH, DDP, DDP_WRAPPERS, DIST_SAMPLER, FUNCTIONAL_LOSSES, GRAD_LEAF, GRAPH, GRAPH_CUTTING_METHODS,
+    GRAPH_PRESERVING_METHODS, LOADER, LOSS, LOSS_FN, MODULE, MODULE_RETURNING_METHODS, NN_MODULE_BASES,
+    NUMBER, OPTIMIZER, OUTPUT, PARAMETER_FREE_MODULES, PHRASE, SAMPLER, SCALER, SCHEDULER, TENSOR,
+    is_torch_nn_class,
+)
 
 if TYPE_CHECKING:
     from torchpact.lint.context import FileContext
 
-# Kinds a value can have (strings so rules read naturally: ``"loss" in ctx.kinds(x)``).
-MODULE = "module"          # an nn.Module instance (a model, a layer, a DDP wrapper)
-DDP = "ddp"                # a DistributedDataParallel / DataParallel / FSDP wrapper
-LOSS_FN = "loss_fn"        # a loss module such as nn.CrossEntropyLoss()
-LOSS = "loss"              # a loss value (result of a loss call, or what .backward() is called on)
-OUTPUT = "output"          # the output of calling a module
-GRAPH = "graph"            # a tensor attached to an autograd graph (computed with grad enabled)
-GRAD_LEAF = "grad_leaf"    # a leaf tensor that requires grad (requires_grad=True, nn.Parameter)
-TENSOR = "tensor"
-OPTIMIZER = "optimizer"
-SCHEDULER = "scheduler"
-SCALER = "scaler"          # torch.amp.GradScaler
-LOADER = "loader"          # torch.utils.data.DataLoader
-SAMPLER = "sampler"        # DistributedSampler
-DIST_SAMPLER = "dist_sampler"
-BATCH = "batch"            # what iterating a loader yields
-NUMBER = "number"          # a Python number (e.g. from .item())
-
-# How a kind reads in a reason ("`model` is taken for a module by its name").
-_PHRASE = {
-    MODULE: "a module", DDP: "a DDP/FSDP wrapper", LOSS_FN: "a loss function", LOSS: "a loss",
-    OUTPUT: "a model output", GRAPH: "a graph-attached tensor", GRAD_LEAF: "a tensor that requires grad",
-    TENSOR: "a tensor", OPTIMIZER: "an optimizer", SCHEDULER: "an LR scheduler", SCALER: "a GradScaler",
-    LOADER: "a DataLoader", SAMPLER: "a sampler", DIST_SAMPLER: "a DistributedSampler", BATCH: "a batch",
-    NUMBER: "a number",
-}
-
-NN_MODULE_BASES = {
-    "torch.nn.Module",
-    "torch.nn.modules.module.Module",
-    "pytorch_lightning.LightningModule",
-    "lightning.LightningModule",
-    "lightning.pytorch.LightningModule",
-    "transformers.PreTrainedModel",
-    "transformers.modeling_utils.PreTrainedModel",
-}
-DDP_WRAPPERS = {
-    "torch.nn.parallel.DistributedDataParallel",
-    "torch.nn.parallel.distributed.DistributedDataParallel",
-    "torch.nn.DataParallel",
-    "torch.nn.parallel.DataParallel",
-    "torch.distributed.fsdp.FullyShardedDataParallel",
-}
-FUNCTIONAL_LOSSES = {
-    "cross_entropy", "nll_loss", "binary_cross_entropy", "binary_cross_entropy_with_logits",
-    "kl_div", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "ctc_loss",
-    "poisson_nll_loss", "gaussian_nll_loss", "cosine_embedding_loss", "margin_ranking_loss",
-    "hinge_embedding_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss",
-    "multi_margin_loss", "soft_margin_loss", "triplet_margin_loss",
-    "triplet_margin_with_distance_loss",
-}
-# nn modules without parameters (default arguments): their output is attached to a graph only when
-# their input is (tests/proofs/test_autograd_api.py builds each one).
-PARAMETER_FREE_MODULES = frozenset(f"torch.nn.{name}" for name in (
-    "ReLU", "ReLU6", "LeakyReLU", "RReLU", "ELU", "CELU", "SELU", "GELU", "SiLU", "Mish", "GLU", "Sigmoid",
-    "Tanh", "Softmax", "Softmax2d", "Softmin", "LogSoftmax", "LogSigmoid", "Softplus", "Softsign",
-    "Softshrink", "Hardshrink", "Hardtanh", "Hardswish", "Hardsigmoid", "Tanhshrink", "Threshold",
-    "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout",
-    "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "LPPool1d", "LPPool2d",
-    "AdaptiveAvgPool1d", "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d",
-    "AdaptiveMaxPool3d", "Flatten", "Unflatten", "Identity", "Upsample", "UpsamplingNearest2d",
-    "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d",
-    "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d",
-    "CosineSimilarity", "PairwiseDistance", "Fold", "Unfold", "LocalResponseNorm",
-))
-# Methods that return a tensor still attached to the graph of their receiver.
-GRAPH_PRESERVING_METHODS = {
-    "to", "cuda", "cpu", "float", "double", "half", "bfloat16", "mean", "sum", "view", "reshape",
-    "squeeze", "unsqueeze", "flatten", "contiguous", "clone", "abs", "pow", "sqrt", "exp", "log",
-    "transpose", "permute", "max", "min", "norm", "type_as", "expand", "mul", "div", "add", "sub",
-}
-GRAPH_CUTTING_METHODS = {"detach", "item", "tolist", "numpy", "detach_", "requires_grad_"}
-MODULE_RETURNING_METHODS = {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train",
-                            "eval", "requires_grad_", "type", "share_memory", "to_empty"}
+__all__ = [
+    "BATCH", "DDP", "DDP_WRAPPERS", "DIST_SAMPLER", "EMPTY", "Entry", "FUNCTIONAL_LOSSES", "GRAD_LEAF",
+    "GRAPH", "GRAPH_CUTTING_METHODS", "GRAPH_PRESERVING_METHODS", "Kinds", "LOADER", "LOSS", "LOSS_FN", "MAY",
+    "MODULE", "MODULE_RETURNING_METHODS", "MUST", "NN_MODULE_BASES", "NUMBER", "Noted", "OPTIMIZER", "OUTPUT",
+    "PARAMETER_FREE_MODULES", "PHRASE", "Recorder", "SAMPLER", "SCALER", "SCHEDULER", "SURE", "TENSOR",
+    "UNRESOLVED", "WHY_BACKWARD", "WHY_BRANCH", "WHY_CALLERS", "WHY_FIELD", "WHY_HINT", "WHY_INPUT",
+    "WHY_OPEN", "WHY_OPTIONAL", "WHY_PATHS", "annotation_kinds", "at_most", "each", "is_torch_nn_class",
+    "join", "kinds_of", "make", "merge", "noted", "of", "pick", "reason", "strongest", "weaker",
+]
 
 _NAME_HINTS: list[tuple[re.Pattern[str], frozenset[str]]] = [
     (re.compile(r"^(model|net|network|ddp_model|student|teacher)$|_model$"), frozenset({MODULE})),
@@ -123,212 +71,9 @@ _NAME_HINTS: list[tuple[re.Pattern[str], frozenset[str]]] = [
 _FACTORY_NAME = re.compile(r"^(get|build|create|make|load|init|prepare|wrap|unwrap|setup|convert|"
                            r"instantiate|construct|apply|freeze|from|to|save|export|compile|train|evaluate)_")
 
-# ------------------------------------------------------------------ levels
-UNRESOLVED, MAY, MUST = 0, 1, 2
-# A kind's entry: (level, why). ``why`` is None for MUST, else (format, name, kind) rendered by ``reason``.
-Entry = tuple
-SURE: Entry = (MUST, None)
 
-_PATHS = "`{name}` holds {kind} on some paths only"
-_BRANCH = "{kind} on one side of a conditional expression only"
-_HINT = "`{name}` is taken for {kind} by its name"
-_FIELD = "`.{name}` is taken for {kind} by its name"
-_BACKWARD = "`{name}` is taken for {kind} because `.backward()` is called on it"
-_INPUT = "the input of `{name}` is not resolved to {kind}"
-_OPTIONAL = "an Optional annotation allows None instead of {kind}"
-_CALLERS = "`{name}` receives {kind} from some of this file's calls only"
-_OPEN = "`{name}` is called here with {kind}, and other modules may call it with something else"
-
-
-def reason(why: object) -> str:
-    """A reason noted for a level below MUST, as the finding shows it."""
-    if isinstance(why, tuple):
-        fmt, name, kind = why
-        return fmt.format(name=name, kind=_PHRASE.get(kind, kind))
-    return str(why)
-
-
-class Kinds(frozenset):
-    """A value's kinds, each with its level: ``levels[kind] = (level, why)``. Asking it a question
-    notes nothing (the analysis itself works on these)."""
-
-    __slots__ = ("levels",)
-    levels: dict[str, Entry]
-
-
-def _make(levels: dict[str, Entry]) -> Kinds:
-    k = frozenset.__new__(Kinds, levels)
-    k.levels = levels
-    return k
-
-
-def of(kinds: Iterable[str], entry: Entry = SURE) -> Kinds:
-    """These kinds, all at one level."""
-    return _make(dict.fromkeys(kinds, entry))
-
-
-EMPTY = of(())
 _MODULE, _LOSS_FN_MODULE, _DDP = of({MODULE}), of({MODULE, LOSS_FN}), of({MODULE, DDP})
 _NUMBER, _TENSOR = of({NUMBER}), of({TENSOR})
-
-
-def _each(kinds: Iterable[str], level: int, fmt: str, name: str, said: str | None = None) -> Kinds:
-    """These kinds at ``level``, each with its reason (one reason for all when ``said`` names the kind
-    the reason speaks of)."""
-    if said is not None:
-        return of(kinds, (level, (fmt, name, said)))
-    return _make({k: (level, (fmt, name, k)) for k in kinds})
-
-
-def pick(src: Kinds, keep: Iterable[str]) -> Kinds:
-    """The kinds of ``src`` that are in ``keep``, at their levels."""
-    levels = src.levels
-    return _make({k: levels[k] for k in keep if k in levels})
-
-
-def merge(*parts: Kinds) -> Kinds:
-    """Every kind any part has, at the strongest level a part gives it (several facts for one value)."""
-    parts = tuple(p for p in parts if p)
-    if len(parts) < 2:
-        return parts[0] if parts else EMPTY
-    out = dict(parts[0].levels)
-    for p in parts[1:]:
-        for k, e in p.levels.items():
-            have = out.get(k)
-            if have is None or e[0] > have[0]:
-                out[k] = e
-    return _make(out)
-
-
-def join(alternatives: list[Kinds], name: str, fmt: str = _PATHS) -> Kinds:
-    """The kinds over alternative paths: MUST where every path has the kind at MUST; MAY where some
-    path has it (at MAY or better) and another lacks it or is less sure; UNRESOLVED otherwise."""
-    live = [a for a in alternatives if a is not alternatives[0]]
-    if not live:
-        return alternatives[0] if alternatives else EMPTY
-    present: set[str] = set()
-    for a in alternatives:
-        present.update(a)
-    out: dict[str, Entry] = {}
-    for k in present:
-        weakest = best = None
-        missing = False
-        for a in alternatives:
-            e = a.levels.get(k)
-            if e is None:
-                missing = True
-                continue
-            if weakest is None or e[0] < weakest[0]:
-                weakest = e
-            if best is None or e[0] > best[0]:
-                best = e
-        assert weakest is not None and best is not None
-        if not missing and weakest[0] == MUST:
-            out[k] = SURE
-        elif best[0] >= MAY:
-            out[k] = weakest if not missing and weakest[0] == MAY else (MAY, (fmt, name, k))
-        else:
-            out[k] = weakest
-    return _make(out)
-
-
-def _at_most(kinds: Iterable[str], entry: Entry | None) -> Kinds:
-    """New kinds derived from a fact with ``entry``: they inherit its level."""
-    return of(kinds, entry or SURE)
-
-
-def _strongest(src: Kinds, among: Iterable[str]) -> Entry | None:
-    best = None
-    for k in among:
-        e = src.levels.get(k)
-        if e is not None and (best is None or e[0] > best[0]):
-            best = e
-    return best
-
-
-def _weaker(a: Entry, b: Entry) -> Entry:
-    return a if a[0] <= b[0] else b
-
-
-# ------------------------------------------------------------------ what rules get
-class Recorder:
-    """The evidence noted while one rule checks one node: the weakest level of the answers it relied
-    on, and why. The engine resets it before each ``rule.check(node)`` and reads it at each hit."""
-
-    __slots__ = ("level", "reasons")
-
-    def __init__(self) -> None:
-        self.level = MUST
-        self.reasons: list[object] = []
-
-    def note(self, level: int, why: object = None) -> None:
-        if level < MUST:
-            if level < self.level:
-                self.level = level
-            if why is not None and why not in self.reasons:
-                self.reasons.append(why)
-
-    def reset(self) -> None:
-        self.level = MUST
-        self.reasons = []
-
-    def rendered(self) -> list[str]:
-        return [reason(w) for w in self.reasons]
-
-
-class Noted(Kinds):
-    """The kinds a rule gets from ``ctx.kinds``: a "yes" to a question notes its level."""
-
-    __slots__ = ("recorder",)
-
-    def __contains__(self, kind: object) -> bool:
-        e = self.levels.get(kind)  # type: ignore[arg-type]
-        if e is None:
-            return False
-        if e[0] < MUST:
-            self.recorder.note(e[0], e[1])
-        return True
-
-    def __bool__(self) -> bool:
-        levels = self.levels
-        if not levels:
-            return False
-        best = max(levels.values(), key=_level)
-        if best[0] < MUST:
-            self.recorder.note(best[0], best[1])
-        return True
-
-    def _view(self, kinds: Iterable[str]) -> "Noted":
-        levels = self.levels
-        return noted(_make({k: levels.get(k, SURE) for k in kinds}), self.recorder)
-
-    def __and__(self, other: object) -> "Noted":  # type: ignore[override]
-        return self._view(frozenset.__and__(self, other))  # type: ignore[operator]
-
-    __rand__ = __and__
-
-    def __sub__(self, other: object) -> "Noted":  # type: ignore[override]
-        return self._view(frozenset.__sub__(self, other))  # type: ignore[operator]
-
-    def __or__(self, other: object) -> "Noted":  # type: ignore[override]
-        return self._view(frozenset.__or__(self, other))  # type: ignore[operator]
-
-    __ror__ = __or__
-
-    def isdisjoint(self, other: Iterable[str]) -> bool:
-        return not self & frozenset(other)
-
-
-def _level(entry: Entry) -> int:
-    return entry[0]
-
-
-def noted(raw: Kinds, recorder: Recorder) -> Noted:
-    """``raw`` as rules see it: questions note into ``recorder``."""
-    k = frozenset.__new__(Noted, raw)
-    k.levels = raw.levels
-    k.recorder = recorder
-    return k
 
 
 # ------------------------------------------------------------------ the analysis
@@ -337,10 +82,10 @@ def kinds_of(ctx: FileContext, expr: ast.AST | None, hints: bool = True) -> Kind
     if expr is None:
         return EMPTY
     key = (id(expr), hints)
-    memo = ctx._kinds_memo.get(key)
+    memo = ctx.value_kinds.computed.get(key)
     if memo is not None:
         return memo
-    active = ctx._kinds_active
+    active = ctx.value_kinds.active
     if key in active or len(active) > 40:
         return EMPTY  # a loop-carried ``x = x.to(device)``, or absurdly deep nesting
     ctx.tick()
@@ -349,7 +94,7 @@ def kinds_of(ctx: FileContext, expr: ast.AST | None, hints: bool = True) -> Kind
         result = _kinds(ctx, expr, hints)
     finally:
         active.discard(key)
-    ctx._kinds_memo[key] = result
+    ctx.value_kinds.computed[key] = result
     return result
 
 
@@ -361,7 +106,7 @@ def _kinds(ctx: FileContext, expr: ast.AST, hints: bool) -> Kinds:
         return _call_kinds(ctx, expr, hints)  # type: ignore[arg-type]
     if t is _Iterated:
         inner = kinds_of(ctx, expr.iterable, hints)  # type: ignore[attr-defined]
-        return _at_most({BATCH, TENSOR}, inner.levels[LOADER]) if LOADER in inner else EMPTY
+        return at_most({BATCH, TENSOR}, inner.levels[LOADER]) if LOADER in inner else EMPTY
     if t is _Unpacked:
         return pick(kinds_of(ctx, expr.value, hints), (OUTPUT, GRAPH, TENSOR, BATCH))  # type: ignore[attr-defined]
     if t is ast.BinOp:
@@ -376,7 +121,7 @@ def _kinds(ctx: FileContext, expr: ast.AST, hints: bool) -> Kinds:
             return pick(inner, (OUTPUT, GRAPH, TENSOR, BATCH, LOSS))
         return pick(inner, (GRAPH, TENSOR))
     if t is ast.IfExp:
-        return join([kinds_of(ctx, expr.body, hints), kinds_of(ctx, expr.orelse, hints)], "", _BRANCH)  # type: ignore[attr-defined]
+        return join([kinds_of(ctx, expr.body, hints), kinds_of(ctx, expr.orelse, hints)], "", WHY_BRANCH)  # type: ignore[attr-defined]
     if t is ast.Await:
         return kinds_of(ctx, expr.value, hints)  # type: ignore[attr-defined]
     if t is ast.Constant and isinstance(expr.value, (int, float)):  # type: ignore[attr-defined]
@@ -388,7 +133,7 @@ def _arithmetic(both: Kinds) -> Kinds:
     """``a + b``, ``-a``: graph-attached where an operand is (a leaf requiring grad included)."""
     derived = pick(both, (LOSS, GRAPH, TENSOR, OUTPUT))
     leaf = both.levels.get(GRAD_LEAF)
-    return merge(derived, _at_most({GRAPH, TENSOR}, leaf)) if leaf is not None else derived
+    return merge(derived, at_most({GRAPH, TENSOR}, leaf)) if leaf is not None else derived
 
 
 def _name_kinds(ctx: FileContext, expr: ast.AST, hints: bool) -> Kinds:
@@ -413,12 +158,12 @@ def _name_kinds(ctx: FileContext, expr: ast.AST, hints: bool) -> Kinds:
     out = join(alternatives, name) if alternatives else EMPTY
     if name in ctx.backward_names(ctx.scope(expr)) and NUMBER not in out:
         # backward() only works on graph-attached tensors
-        out = merge(out, _each((LOSS, TENSOR, GRAPH), MAY, _BACKWARD, name, LOSS))
+        out = merge(out, each((LOSS, TENSOR, GRAPH), MAY, WHY_BACKWARD, name, LOSS))
     if isinstance(expr, ast.Attribute) and expr.attr == "loss" and not binds:
-        out = merge(out, _each((LOSS, TENSOR), UNRESOLVED, _FIELD, "loss", LOSS))
+        out = merge(out, each((LOSS, TENSOR), UNRESOLVED, WHY_FIELD, "loss", LOSS))
         if kinds_of(ctx, expr.value, hints) & {OUTPUT, GRAPH}:
             # ``outputs.loss`` of a model called with grad enabled
-            out = merge(out, _each((GRAPH,), UNRESOLVED, _FIELD, "loss", LOSS))
+            out = merge(out, each((GRAPH,), UNRESOLVED, WHY_FIELD, "loss", LOSS))
     if not (out - {TENSOR}):
         annotated = [_annotation_of(ctx, owner, value) for owner, value in binds]
         if any(annotated):
@@ -426,11 +171,11 @@ def _name_kinds(ctx: FileContext, expr: ast.AST, hints: bool) -> Kinds:
     if hints and not (out - {TENSOR}) and all(v is None for _, v in binds) and not _FACTORY_NAME.match(name):
         for pattern, kinds in _NAME_HINTS:
             if pattern.search(name):
-                out = merge(out, _each(kinds, UNRESOLVED, _HINT, name))
+                out = merge(out, each(kinds, UNRESOLVED, WHY_HINT, name))
     if isinstance(expr, ast.Attribute) and expr.attr == "module":
         ddp = kinds_of(ctx, expr.value, hints).levels.get(DDP)
         if ddp is not None:
-            out = merge(out, _at_most({MODULE}, ddp))
+            out = merge(out, at_most({MODULE}, ddp))
     return out
 
 
@@ -443,12 +188,12 @@ def _parameter_kinds(ctx: FileContext, arg: ast.arg, hints: bool) -> Kinds:
     alternatives = []
     for value in sources.values:
         k = kinds_of(ctx, value, hints) if value is not None else EMPTY
-        if GRAPH in k and ctx.grad_disabled(value):
+        if GRAPH in k and value is not None and ctx.grad_disabled(value):
             k = pick(k, k - {GRAPH})
         alternatives.append(k)
-    out = join(alternatives, arg.arg, _CALLERS) if len(alternatives) > 1 else alternatives[0]
+    out = join(alternatives, arg.arg, WHY_CALLERS) if len(alternatives) > 1 else alternatives[0]
     if not sources.closed and out:
-        out = _make({k: e if e[0] <= MAY else (MAY, (_OPEN, sources.function, k)) for k, e in out.levels.items()})
+        out = make({k: e if e[0] <= MAY else (MAY, (WHY_OPEN, sources.function, k)) for k, e in out.levels.items()})
     return out
 
 
@@ -491,7 +236,7 @@ def _call_kinds(ctx: FileContext, call: ast.Call, hints: bool) -> Kinds:
                 return of({TENSOR, GRAD_LEAF})
             graph = None
             for a in call.args:
-                e = _strongest(kinds_of(ctx, a, hints), (GRAPH, GRAD_LEAF))
+                e = strongest(kinds_of(ctx, a, hints), (GRAPH, GRAD_LEAF))
                 if e is not None and (graph is None or e[0] > graph[0]):
                     graph = e
                     if e[0] == MUST:
@@ -512,32 +257,32 @@ def _call_kinds(ctx: FileContext, call: ast.Call, hints: bool) -> Kinds:
         if attr in GRAPH_CUTTING_METHODS:
             if attr in ("item", "tolist"):
                 return _NUMBER
-            tensor = _strongest(recv, (TENSOR, GRAPH, LOSS, OUTPUT, GRAD_LEAF))
-            return _at_most({TENSOR}, tensor) if tensor is not None else EMPTY
+            tensor = strongest(recv, (TENSOR, GRAPH, LOSS, OUTPUT, GRAD_LEAF))
+            return at_most({TENSOR}, tensor) if tensor is not None else EMPTY
         if attr in GRAPH_PRESERVING_METHODS and recv & {GRAPH, LOSS, OUTPUT, GRAD_LEAF, TENSOR}:
             keep = pick(recv, (LOSS, OUTPUT, GRAPH, TENSOR))
             leaf = recv.levels.get(GRAD_LEAF)
-            return merge(keep, _at_most({GRAPH, TENSOR}, leaf)) if leaf is not None else keep
+            return merge(keep, at_most({GRAPH, TENSOR}, leaf)) if leaf is not None else keep
     callee = kinds_of(ctx, func, hints)
     loss_fn = callee.levels.get(LOSS_FN)
     if loss_fn is not None:
         graph = _input_graph(ctx, call, hints, _callee_text(func))
-        return merge(_at_most({LOSS, TENSOR}, loss_fn), of({GRAPH}, _weaker(loss_fn, graph)))
+        return merge(at_most({LOSS, TENSOR}, loss_fn), of({GRAPH}, weaker(loss_fn, graph)))
     module = callee.levels.get(MODULE)
     if module is not None:
         if _parameter_free(ctx, func):
             # no parameter: the output is on a graph only as surely as an input is
             graph = _attached_input(ctx, call, hints)
-            out = _at_most({OUTPUT, TENSOR}, module)
-            return merge(out, of({GRAPH}, _weaker(module, graph))) if graph is not None else out
-        return _at_most({OUTPUT, GRAPH, TENSOR}, module)
+            out = at_most({OUTPUT, TENSOR}, module)
+            return merge(out, of({GRAPH}, weaker(module, graph))) if graph is not None else out
+        return at_most({OUTPUT, GRAPH, TENSOR}, module)
     return EMPTY
 
 
 def _parameter_free(ctx: FileContext, module: ast.AST) -> bool:
     """Whether every value ``module`` may hold is one of PARAMETER_FREE_MODULES, built here (for a
     parameter: what this file's calls of its function pass)."""
-    values = [module] if isinstance(module, ast.Call) else passed_values(ctx, module) or [
+    values: Sequence[ast.AST | None] = [module] if isinstance(module, ast.Call) else passed_values(ctx, module) or [
         v for _, v in ctx.bindings(module)]
     return bool(values) and all(isinstance(v, ast.Call) and ctx.call_name(v) in PARAMETER_FREE_MODULES
                                 for v in values)
@@ -548,7 +293,7 @@ def _attached_input(ctx: FileContext, call: ast.Call, hints: bool) -> Entry | No
     None when no input is attached."""
     best = None
     for a in [*call.args, *(kw.value for kw in call.keywords)]:
-        e = _strongest(kinds_of(ctx, a, hints), (GRAPH, GRAD_LEAF))
+        e = strongest(kinds_of(ctx, a, hints), (GRAPH, GRAD_LEAF))
         if e is not None and (best is None or e[0] > best[0]):
             best = e
             if e[0] == MUST:
@@ -559,9 +304,9 @@ def _attached_input(ctx: FileContext, call: ast.Call, hints: bool) -> Entry | No
 def _input_graph(ctx: FileContext, call: ast.Call, hints: bool, name: str) -> Entry:
     """How surely a loss computed from ``call``'s inputs is graph-attached: as surely as its most
     surely graph-attached input, and at least UNRESOLVED (the loss is taken to be on the graph)."""
-    best: Entry = (UNRESOLVED, (_INPUT, name, GRAPH))
+    best: Entry = (UNRESOLVED, (WHY_INPUT, name, GRAPH))
     for a in [*call.args, *(kw.value for kw in call.keywords)]:
-        e = _strongest(kinds_of(ctx, a, hints), (GRAPH, GRAD_LEAF))
+        e = strongest(kinds_of(ctx, a, hints), (GRAPH, GRAD_LEAF))
         if e is not None and e[0] > best[0]:
             best = e
             if e[0] == MUST:
@@ -592,10 +337,10 @@ def annotation_kinds(ctx: FileContext, annotation: ast.AST) -> Kinds:
         except SyntaxError:
             return EMPTY
     if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
-        return join([annotation_kinds(ctx, annotation.left), annotation_kinds(ctx, annotation.right)], "", _OPTIONAL)
+        return join([annotation_kinds(ctx, annotation.left), annotation_kinds(ctx, annotation.right)], "", WHY_OPTIONAL)
     if isinstance(annotation, ast.Subscript):
         if (ctx.resolve(annotation.value) or "").rsplit(".", 1)[-1] == "Optional":
-            return join([annotation_kinds(ctx, annotation.slice), EMPTY], "", _OPTIONAL)
+            return join([annotation_kinds(ctx, annotation.slice), EMPTY], "", WHY_OPTIONAL)
         return EMPTY
     qn = ctx.resolve(annotation)
     if qn is None:
@@ -618,8 +363,3 @@ def annotation_kinds(ctx: FileContext, annotation: ast.AST) -> Kinds:
         return of({SAMPLER, DIST_SAMPLER})
     return EMPTY
 
-
-def is_torch_nn_class(qn: str) -> bool:
-    parts = qn.split(".")
-    return (len(parts) >= 3 and parts[0] == "torch" and parts[1] == "nn" and parts[-1][:1].isupper()
-            and parts[2] not in ("functional", "init", "utils"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from torchpact.lint.analysis.syntax import mentions_grad
 from torchpact.lint.datasets import in_memory_classes
 from torchpact.lint.tree_index import index_tree
 
@@ -122,7 +123,7 @@ def _call_facts(call: ast.Call, facts: set[str], calls: set[str], modules: set[s
     func = call.func
     if isinstance(func, ast.Attribute):
         attr = func.attr
-        if attr == "zero_grad" or (attr == "zero_" and _mentions_grad(func.value)):
+        if attr == "zero_grad" or (attr == "zero_" and mentions_grad(func.value)):
             facts.add(ZERO_GRAD)
         elif attr == "set_epoch":
             facts.add(SET_EPOCH)
@@ -134,14 +135,6 @@ def _call_facts(call: ast.Call, facts: set[str], calls: set[str], modules: set[s
             calls.add(attr)  # ``utils.helper(...)``; methods are not followed: ``x.step()`` could be anything
     elif isinstance(func, ast.Name):
         calls.add(func.id)
-
-
-def _mentions_grad(expr: ast.AST) -> bool:
-    while isinstance(expr, (ast.Attribute, ast.Subscript)):
-        if isinstance(expr, ast.Attribute) and expr.attr == "grad":
-            return True
-        expr = expr.value
-    return False
 
 
 class ProjectFacts:

@@ -3,14 +3,15 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.lint.context import GRAPH, LOSS, OUTPUT, FileContext
+from torchpact.lint.context import FileContext
 from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.rules.memory._container_lifetime import differentiated_names, handed_to_caller, reset_inside
+from torchpact.lint.rules.memory._container_stores import (
+    ADDERS, carries_graph, container_root, detached, is_bounded, is_container, local_and_kept, root_name, stored,
+    varies_per_iteration,
+)
 from torchpact.lint.rules.memory._training_loops import step_loops
-
-_ADDERS = {"append", "extend", "insert", "appendleft", "add"}
-_SHRINKERS = {"clear", "pop", "popleft", "popitem", "remove"}
-_DIFFERENTIATORS = {"backward", "manual_backward", "grad"}
 
 
 class GraphKeptInContainer(Rule):
@@ -70,7 +71,7 @@ class GraphKeptInContainer(Rule):
                "stays alive and memory grows every step")
     fix_hint = "store `value.detach()` (or `value.item()` for a number)"
     nodes = (ast.Call, ast.Assign, ast.AugAssign)
-    calls = frozenset(_ADDERS)  # for the calls only: ``c.append(v)``...
+    calls = frozenset(ADDERS)  # for the calls only: ``c.append(v)``...
     fixable = True
     facts = ("graph-kept-by-container",)
 
@@ -721,311 +722,29 @@ def main(batches, opt):
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
-        found = self._stored(node)
+        found = stored(node)
         if found is None:
             return
         container, values = found
-        root = _root(container)
+        root = container_root(container)
         if root is None:
             return
         loops = step_loops(node, ctx)
         if not loops or ctx.grad_disabled(node):
             return
         outer = loops[-1]
-        if isinstance(node, ast.Assign) and not _varies_per_iteration(node.targets[0], loops[0], ctx):
+        if isinstance(node, ast.Assign) and not varies_per_iteration(node.targets[0], loops[0], ctx):
             return  # metrics["loss"] = loss overwrites one slot: one graph kept, not one per step
-        if _reset_inside(container, root, outer, node, ctx):
+        if reset_inside(container, root, outer, node, ctx):
             return
-        if not _is_container(root, ctx) or _is_bounded(root, ctx):
+        if not is_container(root, ctx) or is_bounded(root, ctx):
             return
         scope = ctx.scope(node)
-        if _root_name(root) in _differentiated_names(scope, ctx) or _handed_to_caller(root, scope, ctx):
+        if root_name(root) in differentiated_names(scope, ctx) or handed_to_caller(root, scope, ctx):
             return
-        graph_values = [v for v in values if _carries_graph(v, ctx)]
+        graph_values = [v for v in values if carries_graph(v, ctx)]
         if not graph_values:
             return
-        fixable = isinstance(root, ast.Name) and _local_and_kept(root.id, scope, ctx)
-        edits = [ctx.locator.replace(v, _detached(v, ctx)) for v in graph_values] if fixable else []
+        fixable = isinstance(root, ast.Name) and local_and_kept(root.id, scope, ctx)
+        edits = [ctx.locator.replace(v, detached(v, ctx)) for v in graph_values] if fixable else []
         yield self.hit(node, subject=ctx.locator.source(container), edits=edits)
-
-    # ------------------------------------------------------------------ what is stored where
-    @staticmethod
-    def _stored(node: ast.AST) -> tuple[ast.expr, list[ast.expr]] | None:
-        """(container, values stored) for ``c.append(v)``, ``c[i] = v``, ``c += [v]``."""
-        if isinstance(node, ast.Call):
-            func = node.func
-            if not isinstance(func, ast.Attribute) or func.attr not in _ADDERS or not node.args:
-                return None
-            value = node.args[-1] if func.attr == "insert" else node.args[0]
-            if len(node.args) != (2 if func.attr == "insert" else 1) or node.keywords:
-                return None
-            if func.attr == "extend":
-                return func.value, _elements(value) if isinstance(value, (ast.List, ast.Tuple)) else [value]
-            return func.value, _elements(value)
-        if isinstance(node, ast.Assign):
-            if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Subscript):
-                return None
-            return node.targets[0].value, _elements(node.value)
-        if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
-            if isinstance(node.value, (ast.List, ast.Tuple)):
-                return node.target, [e for elt in node.value.elts for e in _elements(elt)]
-        return None
-
-
-def _elements(value: ast.expr) -> list[ast.expr]:
-    """The tensors a stored value is made of: the elements of a tuple/list/dict literal, else itself."""
-    if isinstance(value, (ast.Tuple, ast.List, ast.Set)):
-        return [e for elt in value.elts for e in _elements(elt.value if isinstance(elt, ast.Starred) else elt)]
-    if isinstance(value, ast.Dict):
-        return [e for v in value.values for e in _elements(v)]
-    return [value]
-
-
-def _root(container: ast.expr) -> ast.expr | None:
-    """``losses`` / ``self.losses`` for ``losses``, ``self.losses``, ``history["loss"]``."""
-    while isinstance(container, ast.Subscript):
-        if not isinstance(container.slice, ast.Constant):
-            return None
-        container = container.value
-    if isinstance(container, ast.Name):
-        return container
-    if isinstance(container, ast.Attribute) and isinstance(container.value, ast.Name):
-        return container
-    return None
-
-
-def _root_name(root: ast.expr) -> str:
-    return root.id if isinstance(root, ast.Name) else root.attr  # type: ignore[union-attr]
-
-
-def _carries_graph(value: ast.expr, ctx: FileContext) -> bool:
-    kinds = ctx.kinds(value)
-    if GRAPH in kinds and kinds & {LOSS, OUTPUT}:
-        return True
-    # a field of a model's output object (``outputs.loss``, ``outputs.logits``), directly or by name
-    fields = [value] if isinstance(value, ast.Attribute) else [
-        v for owner, v in ctx.bindings(value) if isinstance(v, ast.Attribute) and not ctx.grad_disabled(owner)
-    ] if isinstance(value, ast.Name) else []
-    for f in fields:
-        base = ctx.kinds(f.value)  # type: ignore[union-attr]
-        if OUTPUT in base and GRAPH in base:
-            return True
-    return False
-
-
-def _detached(value: ast.expr, ctx: FileContext) -> str:
-    text = ctx.locator.source(value)
-    simple = isinstance(value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
-    return f"{text}.detach()" if simple else f"({text}).detach()"
-
-
-def _varies_per_iteration(target: ast.Subscript, loop: ast.AST, ctx: FileContext) -> bool:
-    """Whether ``c[key] = v`` writes a new slot on each iteration: the key uses a name the loop binds
-    or changes (``outs[i]``, ``outs[step]`` with ``step += 1``)."""
-    names = {n.id for n in ast.walk(target.slice) if isinstance(n, ast.Name)}
-    if not names:
-        return False
-    changed = set()
-    if isinstance(loop, (ast.For, ast.AsyncFor)):
-        changed |= {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
-    for node in ctx.walk_scope(loop.body):  # type: ignore[attr-defined]
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-            node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr)) else []
-        for t in targets:
-            changed |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
-    return bool(names & changed)
-
-
-def _same(a: ast.AST, b: ast.AST) -> bool:
-    """The same name or attribute chain, read or written (``losses`` = ``losses = []``'s target)."""
-    while isinstance(a, (ast.Attribute, ast.Subscript)) and type(a) is type(b):
-        if isinstance(a, ast.Attribute) and a.attr != b.attr:  # type: ignore[attr-defined]
-            return False
-        if isinstance(a, ast.Subscript) and ast.dump(a.slice) != ast.dump(b.slice):  # type: ignore[attr-defined]
-            return False
-        a, b = a.value, b.value  # type: ignore[attr-defined]
-    if isinstance(a, ast.Name) and isinstance(b, ast.Name):
-        return a.id == b.id
-    return False
-
-
-def _reset_inside(container: ast.expr, root: ast.expr, loop: ast.AST, node: ast.AST, ctx: FileContext) -> bool:
-    """Whether the container is re-created, emptied or trimmed on some path inside the training
-    loop: in the loop itself, or in a helper of this file the loop calls (a method that resets
-    ``self.<name>``, a function given the container that empties it, one that re-binds it ``global``)."""
-    if _resets(ctx.walk_scope(loop.body), (container, root), node, rebinding=True):  # type: ignore[attr-defined]
-        return True
-    for call in ctx.walk_scope(loop.body):  # type: ignore[attr-defined]
-        if isinstance(call, ast.Call):
-            for fn, forms, rebinding in _helpers_given(call, root, ctx):
-                if _resets(ctx.walk_scope(fn.body), forms, None, rebinding):
-                    return True
-    return False
-
-
-def _resets(nodes, forms: tuple[ast.AST, ...], node: ast.AST | None, rebinding: bool) -> bool:
-    """Whether one of ``nodes`` re-binds (when ``rebinding``), deletes, slice-assigns or shrinks one of
-    ``forms`` (``losses = []``, ``del losses[:]``, ``losses[:] = []``, ``losses.clear()``)."""
-    for other in nodes:
-        if other is node:
-            continue
-        targets: list[ast.AST] = []
-        if isinstance(other, ast.Assign):
-            targets = [t.value if _whole_slice(t) else t for t in other.targets]
-        elif isinstance(other, (ast.AnnAssign, ast.NamedExpr)):
-            targets = [other.target]
-        elif isinstance(other, (ast.For, ast.AsyncFor)):
-            targets = [other.target]
-        elif isinstance(other, ast.withitem) and other.optional_vars is not None:
-            targets = [other.optional_vars]
-        elif isinstance(other, ast.Delete):
-            targets = [t.value if isinstance(t, ast.Subscript) else t for t in other.targets]
-        elif isinstance(other, ast.Call) and isinstance(other.func, ast.Attribute) and other.func.attr in _SHRINKERS:
-            targets = [other.func.value]
-        mutation = isinstance(other, (ast.Delete, ast.Call)) or (
-            isinstance(other, ast.Assign) and any(_whole_slice(t) for t in other.targets))
-        if not (rebinding or mutation):
-            continue
-        for t in targets:
-            for part in ast.walk(t) if isinstance(t, (ast.Tuple, ast.List)) else [t]:
-                if any(_same(part, form) for form in forms):
-                    return True
-    return False
-
-
-def _whole_slice(target: ast.AST) -> bool:
-    return isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Slice)
-
-
-def _helpers_given(call: ast.Call, root: ast.expr, ctx: FileContext):
-    """(function, forms the container has in it, whether re-binding it there resets it) for a call
-    to a local helper that can reach the container."""
-    func = call.func
-    if isinstance(root, ast.Attribute) and isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
-            and isinstance(root.value, ast.Name) and func.value.id == root.value.id == "self":
-        cls = ctx.enclosing_class(call)
-        method = ctx.method(cls, func.attr) if cls is not None else None
-        if method is not None:
-            yield method, (root,), True
-        return
-    if not isinstance(func, ast.Name):
-        return
-    for fn in ctx.functions.get(func.id, []):
-        params = [a.arg for a in [*fn.args.posonlyargs, *fn.args.args]]
-        for i, arg in enumerate(call.args):
-            if i < len(params) and _same(arg, root):
-                yield fn, (ast.Name(id=params[i], ctx=ast.Load()),), False
-        for kw in call.keywords:
-            if kw.arg and _same(kw.value, root):
-                yield fn, (ast.Name(id=kw.arg, ctx=ast.Load()),), False
-        if isinstance(root, ast.Name) and any(isinstance(n, ast.Global) and root.id in n.names for n in ast.walk(fn)):
-            yield fn, (root,), True
-
-
-_CONTAINER_FACTORIES = {"list", "dict", "set", "deque", "defaultdict", "OrderedDict"}
-
-
-def _is_container(root: ast.expr, ctx: FileContext) -> bool:
-    """Whether the name is bound to a list / dict / set / deque (a literal or a constructor call)."""
-    for value in ctx.values(root):
-        if isinstance(value, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp)):
-            return True
-        if isinstance(value, ast.Call):
-            func = value.func
-            name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-            if name in _CONTAINER_FACTORIES:
-                return True
-    return False
-
-
-def _is_bounded(root: ast.expr, ctx: FileContext) -> bool:
-    """``collections.deque(maxlen=...)`` keeps a fixed number of entries."""
-    for value in ctx.values(root):
-        if isinstance(value, ast.Call) and any(k.arg == "maxlen" for k in value.keywords):
-            return True
-        if isinstance(value, ast.Call) and len(value.args) >= 2 and (ctx.call_name(value) or "").endswith("deque"):
-            return True
-    return False
-
-
-def _differentiated_names(scope: ast.AST, ctx: FileContext) -> set[str]:
-    """Names whose values reach a ``backward()`` / ``autograd.grad()`` in ``scope``, following
-    assignments backwards (``total = sum(losses); total.backward()`` gives ``losses``)."""
-    cached = getattr(scope, "_tp_differentiated", None)
-    if cached is not None:
-        return cached
-    body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]
-    names: set[str] = set()
-    assigns: list[ast.Assign] = []
-    for node in ctx.walk_scope(body):
-        if isinstance(node, ast.Assign):
-            assigns.append(node)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _DIFFERENTIATORS:
-            for part in [node.func.value, *node.args, *(k.value for k in node.keywords)]:
-                names |= _mentioned(part)
-    for _ in range(3):
-        before = len(names)
-        for a in assigns:
-            if any(_mentioned(t) & names for t in a.targets):
-                names |= _mentioned(a.value)
-        if len(names) == before:
-            break
-    scope._tp_differentiated = names  # type: ignore[attr-defined]
-    return names
-
-
-def _handed_to_caller(root: ast.expr, scope: ast.AST, ctx: FileContext) -> bool:
-    """A container this function creates and returns (``return sum(losses)``): it lives for one call
-    and the caller back-propagates or drops it, so nothing accumulates across training steps here."""
-    if not isinstance(root, ast.Name) or not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
-        return False
-    binds = ctx.assignments(scope).get(root.id, [])
-    if not binds or any(isinstance(owner, ast.arg) for owner, _ in binds):
-        return False
-    returned: set[str] = set()
-    assigns: list[ast.Assign] = []
-    for node in ctx.walk_scope(scope.body):
-        if isinstance(node, ast.Return) and node.value is not None:
-            returned |= _mentioned(node.value)
-        elif isinstance(node, ast.Assign):
-            assigns.append(node)
-    for _ in range(3):  # ``loss = sum(losses); return loss``
-        before = len(returned)
-        for a in assigns:
-            if any(_mentioned(t) & returned for t in a.targets):
-                returned |= _mentioned(a.value)
-        if len(returned) == before:
-            break
-    return root.id in returned
-
-
-def _mentioned(expr: ast.AST) -> set[str]:
-    out = set()
-    for n in ast.walk(expr):
-        if isinstance(n, ast.Name):
-            out.add(n.id)
-        elif isinstance(n, ast.Attribute):
-            out.add(n.attr)
-    return out
-
-
-def _local_and_kept(name: str, scope: ast.AST, ctx: FileContext) -> bool:
-    """The name is bound in this function (not a parameter, global or nonlocal) and does not leave it."""
-    binds = ctx.assignments(scope).get(name, [])
-    if not binds or any(isinstance(owner, ast.arg) for owner, _ in binds):
-        return False
-    body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]
-    for node in ctx.walk_scope(body):
-        if isinstance(node, (ast.Global, ast.Nonlocal)) and name in node.names:
-            return False
-        if (isinstance(node, (ast.Return, ast.Yield, ast.YieldFrom)) and node.value is not None
-                and name in _mentioned(node.value)):
-            return False
-    if scope is ctx.tree:
-        return True
-    # a nested function could read it later; a closure reference means it leaves this frame
-    for node in ast.walk(scope):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and node is not scope:
-            if name in _mentioned(node):
-                return False
-    return True

@@ -16,6 +16,7 @@ from torchpact.lint.context import (
     is_const,
     keyword,
 )
+from torchpact.lint.analysis.syntax import mentions_grad
 from torchpact.lint.project import ZERO_GRAD
 from torchpact.lint.rules.memory._model_loops import iterates_models
 
@@ -80,21 +81,13 @@ def zeroes_grads(ctx: FileContext, node: ast.AST) -> bool:
         if name == "zero_grad" or _ZERO_HELPER.search(name) or ctx.calls_project_function_that(node, ZERO_GRAD):
             return True
         if isinstance(func, ast.Attribute) and func.attr in ("zero_", "fill_", "mul_", "detach_", "requires_grad_"):
-            return _mentions_grad(func.value)
+            return mentions_grad(func.value)
         return ctx.call_name(node) == "torch._foreach_zero_"
     if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         return any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in targets)
     if isinstance(node, ast.Delete):
         return any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets)
-    return False
-
-
-def _mentions_grad(expr: ast.AST) -> bool:
-    while isinstance(expr, (ast.Attribute, ast.Subscript)):
-        if isinstance(expr, ast.Attribute) and expr.attr == "grad":
-            return True
-        expr = expr.value
     return False
 
 

@@ -1,0 +1,111 @@
+"""This file's own functions and classes: by name, which classes are nn.Modules, their methods, and
+what calls to them reach."""
+
+from __future__ import annotations
+
+import ast
+from functools import cached_property
+from typing import Callable, Iterable
+
+from torchpact.lint.analysis.bindings import Bindings
+from torchpact.lint.analysis.imports import Imports
+from torchpact.lint.analysis.navigation import FUNCTION_TYPES, Navigation
+from torchpact.lint.kinds import MODULE_RETURNING_METHODS, NN_MODULE_BASES, is_torch_nn_class
+
+Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+class Definitions:
+    """The functions and classes defined in one file."""
+
+    def __init__(self, navigation: Navigation, imports: Imports, bindings: Bindings):
+        self._navigation = navigation
+        self._imports = imports
+        self._bindings = bindings
+        self._module_class_memo: dict[int, ast.ClassDef | None] = {}
+
+    @cached_property
+    def functions(self) -> dict[str, list[Function]]:
+        """Functions and methods defined in the file, by bare name."""
+        out: dict[str, list[Function]] = {}
+        for node in self._navigation.nodes(ast.FunctionDef, ast.AsyncFunctionDef):
+            out.setdefault(node.name, []).append(node)  # type: ignore[attr-defined, arg-type]
+        return out
+
+    @cached_property
+    def classes(self) -> dict[str, ast.ClassDef]:
+        return {n.name: n for n in self._navigation.nodes(ast.ClassDef)}  # type: ignore[attr-defined, misc]
+
+    @cached_property
+    def module_classes(self) -> dict[str, ast.ClassDef]:
+        """Classes in this file that are nn.Modules (directly, or through another such class)."""
+        found: dict[str, ast.ClassDef] = {}
+        changed = True
+        while changed:
+            changed = False
+            for name, cls in self.classes.items():
+                if name in found:
+                    continue
+                for base in cls.bases:
+                    qn = self._imports.resolve(base)
+                    local = base.id if isinstance(base, ast.Name) else None
+                    if (qn and (qn in NN_MODULE_BASES or is_torch_nn_class(qn))) or (local in found):
+                        found[name] = cls
+                        changed = True
+                        break
+        return found
+
+    def method(self, cls: ast.ClassDef, name: str) -> Function | None:
+        for stmt in cls.body:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)) and stmt.name == name:
+                return stmt
+        for base in cls.bases:
+            if isinstance(base, ast.Name) and base.id in self.classes and base.id != cls.name:
+                found = self.method(self.classes[base.id], name)
+                if found is not None:
+                    return found
+        return None
+
+    def local_module_class(self, expr: ast.AST) -> ast.ClassDef | None:
+        """The local nn.Module class an expression is an instance of, when it can be told."""
+        key = id(expr)
+        if key in self._module_class_memo:
+            return self._module_class_memo[key]  # None while in progress: ``model = model.to(rank)``
+        self._module_class_memo[key] = None
+        found = None
+        for value in self._bindings.values(expr):
+            if isinstance(value, ast.Call):
+                func = value.func
+                if isinstance(func, ast.Name) and func.id in self.module_classes:
+                    found = self.module_classes[func.id]
+                elif isinstance(func, ast.Attribute) and func.attr in MODULE_RETURNING_METHODS:
+                    found = self.local_module_class(func.value)
+                if found is not None:
+                    break
+        self._module_class_memo[key] = found
+        return found
+
+    def reaches(self, roots: Iterable[ast.AST], predicate: Callable[[ast.AST], bool],
+                depth: int = 3) -> ast.AST | None:
+        """First node under ``roots`` matching ``predicate``, following calls to functions of this file."""
+        seen: set[int] = set()
+        frontier = list(roots)
+        walk = self._navigation.walk_scope_once
+        for _ in range(depth + 1):
+            nxt: list[ast.AST] = []
+            for root in frontier:
+                for node in walk(root if not isinstance(root, FUNCTION_TYPES) else root.body):
+                    if predicate(node):
+                        return node
+                    if isinstance(node, ast.Call):
+                        name = node.func.id if isinstance(node.func, ast.Name) else (
+                            node.func.attr if isinstance(node.func, ast.Attribute)
+                            and isinstance(node.func.value, ast.Name) and node.func.value.id == "self" else None)
+                        for fn in self.functions.get(name or "", []):
+                            if id(fn) not in seen:
+                                seen.add(id(fn))
+                                nxt.append(fn)
+            frontier = nxt
+            if not frontier:
+                break
+        return None
