@@ -93,9 +93,9 @@ def join(alternatives: list[Kinds], name: str, fmt: str = WHY_PATHS) -> Kinds:
     live = [a for a in alternatives if a is not alternatives[0]]
     if not live:
         return alternatives[0] if alternatives else EMPTY
-    present: set[str] = set()
+    present: dict[str, None] = {}  # in the order the paths name them, not a set's (which varies per process)
     for a in alternatives:
-        present.update(a)
+        present.update(dict.fromkeys(a.levels))
     out: dict[str, Entry] = {}
     for k in present:
         weakest = best = None
@@ -181,7 +181,9 @@ class Noted(Kinds):
         levels = self.levels
         if not levels:
             return False
-        best = max(levels.values(), key=_level)
+        # Ties broken by the kind's name: the levels' order can come from a set's, which differs per process
+        # (string hash randomisation), and the reason noted here is the one a message quotes.
+        _, best = max(levels.items(), key=_level_then_kind)
         if best[0] < MUST:
             self.recorder.note(best[0], best[1])
         return True
@@ -207,8 +209,8 @@ class Noted(Kinds):
         return not self & frozenset(other)
 
 
-def _level(entry: Entry) -> int:
-    return entry[0]
+def _level_then_kind(item: tuple[str, Entry]) -> tuple[int, str]:
+    return item[1][0], item[0]
 
 
 def noted(raw: Kinds, recorder: Recorder) -> Noted:
