@@ -194,7 +194,7 @@ class GradHealth(Watcher):
         found_inf = getattr(optimizer, "found_inf", None)
         grad_scale = getattr(optimizer, "grad_scale", None)
         with torch.no_grad():
-            norms = grad_norms(grads, self.session.shared)
+            norms = grad_norms(grads, self.session.cache)
             extra = []
             if found_inf is not None and grad_scale is not None:  # a GradScaler-aware optimizer, still scaled
                 extra = [found_inf.float().reshape(()).to(norms.device), grad_scale.float().reshape(()).to(norms.device)]

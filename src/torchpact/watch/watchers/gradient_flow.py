@@ -292,7 +292,7 @@ class GradientFlowWatcher(Watcher):
                     continue
                 with_grad.append((rec, g))
         if with_grad:
-            for (rec, _), zero in zip(with_grad, all_zero([g for _, g in with_grad], self.session.shared)):
+            for (rec, _), zero in zip(with_grad, all_zero([g for _, g in with_grad], self.session.cache)):
                 if zero:
                     if rec.zero_streak == 0:
                         rec.zero_since = step
