@@ -41,6 +41,7 @@ from torchpact.watch.sampling import Sampler, Sampling, Schedule
 from torchpact.watch.step_cache import StepCache
 from torchpact.watch.tracing import traced
 from torchpact.watch.watcher import Watcher
+from torchpact.watch.watchers._sites import OptimizerSites
 
 __all__ = ["HANDOVER_STEPS", "INTERNAL_CODE", "Sampler", "Session"]
 
@@ -74,6 +75,8 @@ class Session:
         # What watchers compute from the same tensors in one step callback delivery (the gradients' norms,
         # read by three watchers in the step pre-hook): kept for that delivery only.
         self.cache = StepCache()
+        # where the script created its optimizers, recorded once a watcher asks for it (``_sites.SiteWatcher``)
+        self.optimizer_sites = OptimizerSites()
         self.names = Names()
         self.step = 0
         self.closed = False
@@ -230,6 +233,7 @@ class Session:
             self.closed = True
             for w in self._routes.subscribers.get("on_close", []):  # let watchers undo what attach() set up
                 self._call(w, "on_close")
+            self.optimizer_sites.remove()
             raise
         self._arrange_module_hooks()
         return self
@@ -242,6 +246,7 @@ class Session:
         self.closed = True
         for w in self._routes.subscribers.get("on_close", []):
             self._call(w, "on_close")
+        self.optimizer_sites.remove()  # after on_close: watchers name optimizers in what they report there
         self._flush()
 
     def _flush(self) -> None:
