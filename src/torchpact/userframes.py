@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sysconfig
+from typing import Any, Callable, TypeVar
 
 _TORCHPACT_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKIP_PREFIXES: tuple[str, ...] | None = None
@@ -42,7 +43,10 @@ def is_user_file(filename: str) -> bool:
 PASS_THROUGH: set = set()
 
 
-def passes_through(fn):
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def passes_through(fn: _F) -> _F:
     """Mark ``fn`` as one that only passes a call of the script on; returns ``fn``."""
     code = getattr(fn, "__code__", None)
     if code is not None:

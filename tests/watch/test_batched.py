@@ -43,22 +43,23 @@ def test_grad_norms_are_the_per_tensor_norms_whatever_the_dtypes():
     got = grad_norms(tensors)
     assert got.dtype == torch.float64  # one float64 gradient: its finite norm must not read as inf
     want = [torch.linalg.vector_norm(t.double() if t.dtype == torch.float64 else t.float()).item() for t in tensors]
-    for g, w in zip(got.tolist(), want):
+    for g, w in zip(got.tolist(), want, strict=True):
         assert (g != g and w != w) or g == pytest.approx(w, rel=1e-3)
     assert grad_norms([torch.tensor([3e38, 3e38])]).item() == INF  # float32 gradients: float32 norms
 
 
-def test_shared_grad_norms_are_reused_only_for_the_same_tensors_at_the_same_version():
+def test_cached_grad_norms_are_reused_only_for_the_same_tensors_at_the_same_version():
+    from torchpact.watch.step_cache import StepCache
     from torchpact.watch.watchers._batched import grad_norms
 
     a, b, c = torch.tensor([3.0, 4.0]), torch.tensor([1.0, 0.0]), torch.tensor([0.0, 2.0])
-    shared: dict = {}
-    first = grad_norms([a, b, c], shared)
-    assert grad_norms([a, b, c], shared) is first                  # the same gradients: the same vector
-    assert grad_norms([c, a], shared).tolist() == [2.0, 5.0]       # a subset, in its own order
+    cache = StepCache()
+    first = grad_norms([a, b, c], cache)
+    assert grad_norms([a, b, c], cache) is first                   # the same gradients: the same vector
+    assert grad_norms([c, a], cache).tolist() == [2.0, 5.0]        # a subset, in its own order
     a.mul_(2)                                                       # written in place: measured again
-    assert grad_norms([a, b], shared).tolist() == [10.0, 1.0]
-    assert grad_norms([torch.tensor([3.0, 4.0])], shared).tolist() == [5.0]  # another tensor, same values
+    assert grad_norms([a, b], cache).tolist() == [10.0, 1.0]
+    assert grad_norms([torch.tensor([3.0, 4.0])], cache).tolist() == [5.0]  # another tensor, same values
 
 
 def _sampled_step_norm_ops(watchers: list[str]) -> int:
@@ -77,7 +78,7 @@ def _sampled_step_norm_ops(watchers: list[str]) -> int:
                 opt.zero_grad()
                 loss.backward()
                 opt.step()
-    assert session.shared == {}  # nothing is held past the hook that computed it
+    assert session.cache.grad_norms is None  # nothing is held past the hook that computed it
     return sum(e.count for e in prof.key_averages() if e.key == "aten::_foreach_norm")
 
 

@@ -3,6 +3,8 @@ and hooks that compiled code runs as no-ops."""
 
 from __future__ import annotations
 
+import inspect
+import os
 import sys
 
 import torch
@@ -446,3 +448,29 @@ def test_a_step_that_calls_its_parent_s_step_is_one_step():
             opt.step()
     assert session.step == 4
     assert counter.events == ["pre", "post", "pre", "pre", "post", "pre", "post", "pre", "post"]
+
+
+def test_optimizer_sites_are_the_sessions_and_the_wrapper_goes_at_close():
+    # the construction sites and the wrapper that records them belong to one session: another session does not
+    # see its optimizers, and torch's Optimizer.__init__ is back at close, also when the watcher failed
+    from torchpact.watch.watchers._sites import SiteWatcher
+
+    class Named(SiteWatcher):
+        name = "named"
+
+        def on_step_pre(self, optimizer):
+            raise RuntimeError("a watcher bug")  # switched off: its on_close is never called
+
+    init = torch.optim.Optimizer.__init__
+    named = Named()
+    with watch([named]) as session:
+        line = inspect.currentframe().f_lineno + 1
+        opt = torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+        assert named.creation_site(opt) == (__file__, line)
+        opt.step()
+    assert [f.code for f in session.findings] == ["TP002"]
+    assert torch.optim.Optimizer.__init__ is init
+    assert named.site_label(opt) == f"SGD created at {os.path.basename(__file__)}:{line}"  # readable after close
+    with watch([Named()]) as other:
+        torch.optim.SGD([torch.nn.Parameter(torch.ones(1))], lr=0.1)
+    assert other.optimizer_sites.site(opt) == (None, None)

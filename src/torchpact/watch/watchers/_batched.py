@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from torchpact.watch.step_cache import GradNorms, StepCache
+
 
 def by_device(tensors: list[Any]) -> list[list[int]]:
     """Positions of ``tensors`` grouped by device, in first-seen order."""
@@ -18,21 +20,21 @@ def by_device(tensors: list[Any]) -> list[list[int]]:
     return list(groups.values())
 
 
-def all_zero(tensors: list[Any], shared: dict | None = None) -> list[bool]:
+def all_zero(tensors: list[Any], cache: StepCache | None = None) -> list[bool]:
     """Whether each tensor is exactly zero everywhere (a NaN or an inf is not zero; compared in the
     tensor's own dtype, so a float64 gradient of 1e-200 is not zero although it is 0 as float32).
 
     The 2-norm screens first: it is one fused pass (on CPU ``_foreach_norm(inf)`` is 15x slower),
-    NaN and overflow keep it non-zero, and it is 0 for an all-zero tensor (with ``shared``, the norms
+    NaN and overflow keep it non-zero, and it is 0 for an all-zero tensor (with ``cache``, the norms
     another watcher took of the same gradients in this step pre-hook: see ``grad_norms``). Only a
     2-norm of 0 is not proof (tiny values may square to 0 where it is summed in float32, as on CUDA),
     so those tensors alone are confirmed with max |t|.
     """
     if not tensors:
         return []
-    zero = (grad_norms(tensors, shared) == 0).tolist()
+    zero = (grad_norms(tensors, cache) == 0).tolist()
     maybe = [i for i, z in enumerate(zero) if z]
-    for i, z in zip(maybe, _is_zero([tensors[i] for i in maybe], float("inf"))):
+    for i, z in zip(maybe, _is_zero([tensors[i] for i in maybe], float("inf")), strict=True):
         zero[i] = z
     return zero
 
@@ -44,31 +46,31 @@ def _is_zero(tensors: list[Any], order: float) -> list[bool]:
     with torch.no_grad():
         for idx in by_device(tensors):
             norms = torch._foreach_norm([tensors[i] for i in idx], order)
-            for i, z in zip(idx, (torch.stack(norms) == 0).tolist()):
+            for i, z in zip(idx, (torch.stack(norms) == 0).tolist(), strict=True):
                 out[i] = z
     return out
 
 
-def grad_norms(grads: list[Any], shared: dict | None = None) -> Any:
+def grad_norms(grads: list[Any], cache: StepCache | None = None) -> Any:
     """The 2-norm of each of ``grads`` as one vector on the first one's device, in order: one
     ``_foreach_norm`` per device (accumulated in float32 for half-precision gradients; float64 when a
     gradient is, so a finite float64 norm never reads as inf).
 
-    With ``shared`` (``Session.shared``, emptied after each step callback delivery) the norms are computed
+    With ``cache`` (``Session.cache``, emptied after each step callback delivery) the norms are computed
     once per step pre-hook: nonfinite, grad_health and gradient_flow all read the same gradients there,
     and on a small GPT each ``_foreach_norm`` over them is 0.2 ms of a sampled step. A gradient is only
     reused if it is the very tensor, at the very version, that was measured.
     """
-    if shared is not None:
-        got = shared.get("grad_norms")
+    if cache is not None:
+        got = cache.grad_norms
         if got is not None:
-            reused = _reuse(grads, *got)
+            reused = _reuse(grads, got)
             if reused is not None:
                 return reused
     norms = _norms(grads)
-    if shared is not None:
-        shared["grad_norms"] = ({id(g): i for i, g in enumerate(grads)}, list(grads),
-                                [_version(g) for g in grads], norms)
+    if cache is not None:
+        cache.grad_norms = GradNorms({id(g): i for i, g in enumerate(grads)}, list(grads),
+                                     [_version(g) for g in grads], norms)
     return norms
 
 
@@ -102,9 +104,10 @@ def surely_finite(tensors: list[Any]) -> bool:
     return math.isfinite(total.item())
 
 
-def _reuse(grads: list[Any], position: dict[int, int], seen: list[Any], versions: list[Any], norms: Any) -> Any:
+def _reuse(grads: list[Any], measured: GradNorms) -> Any:
+    position, seen, versions, norms = measured
     idx = [position.get(id(g), -1) for g in grads]
-    for i, g in zip(idx, grads):
+    for i, g in zip(idx, grads, strict=True):
         if i < 0 or seen[i] is not g or versions[i] != _version(g):
             return None
     if len(idx) == len(seen) and idx == list(range(len(seen))):
@@ -134,7 +137,8 @@ def _norms(grads: list[Any]) -> Any:
             torch._C._set_grad_enabled(False)
         try:
             low = first.dtype in low_precision
-            return torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float32) if low else torch._foreach_norm(grads))
+            norms = torch._foreach_norm(grads, 2, dtype=torch.float32) if low else torch._foreach_norm(grads)
+            return torch.stack(norms)
         finally:
             if enabled:
                 torch._C._set_grad_enabled(True)

@@ -1,7 +1,12 @@
-"""Where the script created each optimizer: the user's line that called the constructor."""
+"""Where the script created each optimizer: the user's line that called the constructor.
+
+Recorded by a wrapper around ``torch.optim.Optimizer.__init__`` that the session owns (``OptimizerSites``):
+put in when the first watcher that names optimizers attaches, taken out when the session closes; the sites
+stay readable after, for the reports watchers make at close."""
 
 from __future__ import annotations
 
+import os
 import weakref
 from typing import Any
 
@@ -9,66 +14,84 @@ from torchpact.watch.frames import user_frames
 from torchpact.watch.watcher import Watcher
 from torchpact.watch.watchers._patch import Patch
 
-_SITES: weakref.WeakKeyDictionary[Any, tuple[str, int]] = weakref.WeakKeyDictionary()
-_users = 0
-_patch: Patch | None = None
+# The sites of the sessions running now, for ``creation_site()`` callers that have no session at hand
+# (watchers/optimizer.py's per-optimizer state): each session's recorder adds itself while it records.
+_RECORDING: list[OptimizerSites] = []
 
 
-def _recording(init: Any) -> Any:
-    def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        if self in _SITES:
-            return  # a subclass's __init__ already called this one
-        for frame in user_frames(2):
-            if frame.f_locals.get("self") is not self:  # a user-defined subclass's own __init__
-                _SITES[self] = (frame.f_code.co_filename, frame.f_lineno)
-                return
-    return __init__
+class OptimizerSites:
+    """The construction sites of the optimizers created while recording, one per session."""
 
+    def __init__(self) -> None:
+        self._sites: weakref.WeakKeyDictionary[Any, tuple[str, int]] = weakref.WeakKeyDictionary()
+        self._patch: Patch | None = None
 
-def install() -> None:
-    """Start recording optimizer constructions (reference counted across watchers)."""
-    global _users, _patch
-    _users += 1
-    if _patch is None:
-        import torch
+    def install(self) -> None:
+        """Start recording optimizer constructions (once per session)."""
+        if self._patch is None:
+            import torch
 
-        _patch = Patch(torch.optim.Optimizer, "__init__", _recording)
+            self._patch = Patch(torch.optim.Optimizer, "__init__", self._recording)
+            _RECORDING.append(self)
 
+    def remove(self) -> None:
+        """Stop recording; what was recorded stays."""
+        if self._patch is not None:
+            self._patch.remove()
+            self._patch = None
+            _RECORDING.remove(self)
 
-def uninstall() -> None:
-    global _users, _patch
-    _users = max(0, _users - 1)
-    if _users == 0 and _patch is not None:
-        _patch.remove()
-        _patch = None
+    def _recording(self, init: Any) -> Any:
+        sites = self._sites
+
+        def __init__(optimizer: Any, *args: Any, **kwargs: Any) -> None:
+            init(optimizer, *args, **kwargs)
+            if optimizer in sites:
+                return  # a subclass's __init__ already called this one
+            for frame in user_frames(2):
+                if frame.f_locals.get("self") is not optimizer:  # a user-defined subclass's own __init__
+                    sites[optimizer] = (frame.f_code.co_filename, frame.f_lineno)
+                    return
+        return __init__
+
+    def site(self, optimizer: Any) -> tuple[str | None, int | None]:
+        """(path, line) of the user's ``Optimizer(...)`` call, or (None, None) when not seen."""
+        try:
+            return self._sites.get(optimizer, (None, None))
+        except TypeError:
+            return (None, None)
+
+    def label(self, optimizer: Any) -> str:
+        """``Adam created at train.py:12`` or just the class name."""
+        path, line = self.site(optimizer)
+        kind = type(optimizer).__name__
+        if path and line:
+            return f"{kind} created at {os.path.basename(path)}:{line}"
+        return kind
 
 
 def creation_site(optimizer: Any) -> tuple[str | None, int | None]:
-    """(path, line) of the user's ``Optimizer(...)`` call, or (None, None) when not seen."""
-    try:
-        return _SITES.get(optimizer, (None, None))
-    except TypeError:
-        return (None, None)
-
-
-def label(optimizer: Any) -> str:
-    """``Adam created at train.py:12`` or just the class name."""
-    path, line = creation_site(optimizer)
-    kind = type(optimizer).__name__
-    if path and line:
-        import os
-
-        return f"{kind} created at {os.path.basename(path)}:{line}"
-    return kind
+    """(path, line) of the user's ``Optimizer(...)`` call as a running session recorded it, or (None, None).
+    A watcher asks its session instead (``SiteWatcher.creation_site``)."""
+    for sites in reversed(_RECORDING):
+        found = sites.site(optimizer)
+        if found[0] is not None:
+            return found
+    return (None, None)
 
 
 class SiteWatcher(Watcher):
-    """A watcher that names optimizers by the line that created them: records constructions while attached."""
+    """A watcher that names optimizers by the line that created them: the session records constructions
+    from the moment one attaches."""
 
     def attach(self, session: Any) -> None:
         super().attach(session)
-        install()
+        session.optimizer_sites.install()
 
-    def on_close(self) -> None:
-        uninstall()
+    def creation_site(self, optimizer: Any) -> tuple[str | None, int | None]:
+        """(path, line) of the user's ``Optimizer(...)`` call, or (None, None) when not seen."""
+        return self.session.optimizer_sites.site(optimizer)
+
+    def site_label(self, optimizer: Any) -> str:
+        """``Adam created at train.py:12`` or just the class name."""
+        return self.session.optimizer_sites.label(optimizer)

@@ -32,7 +32,6 @@ from torchpact.findings import Category, Severity
 from torchpact.watch.watcher import Check
 
 _PREFIX = "torchpact/"
-_DDP: Any = None
 EXCHANGE_WAIT_S = 1800.0  # TORCHPACT_EXCHANGE_WAIT: as long as gloo's and NCCL's default collective timeout
 POLL_S = 0.25             # store.check between waits: store.wait's own timeouts log a warning each time
 
@@ -55,14 +54,12 @@ def world() -> tuple[int, int] | None:
 
 
 def ddp_class() -> Any:
-    global _DDP
-    if _DDP is None:
-        from torch.nn.parallel import DistributedDataParallel
+    from torch.nn.parallel import DistributedDataParallel  # (sys.modules keeps it: called once per class)
 
-        _DDP = DistributedDataParallel
-    return _DDP
+    return DistributedDataParallel
 
 
+# The one cache here outside a session: the answer is a fact of the class, the same in every session.
 _IS_DDP: dict[type, bool] = {}
 
 
@@ -151,7 +148,7 @@ def bit_checksums(tensors: Sequence[Any]) -> list[int | None]:
             bits = t.detach().view(view)
             by_device.setdefault(t.device, []).append((i, bits.sum(dtype=torch.int64)))
         for items in by_device.values():
-            for (i, _), value in zip(items, torch.stack([s for _, s in items]).tolist()):
+            for (i, _), value in zip(items, torch.stack([s for _, s in items]).tolist(), strict=True):
                 out[i] = value
     return out
 
@@ -168,7 +165,7 @@ def norms(tensors: Sequence[Any]) -> list[float]:
     with torch.no_grad():
         for idx in groups.values():
             values = torch._foreach_norm([tensors[i].detach() for i in idx])
-            for i, v in zip(idx, torch.stack([v.float() for v in values]).tolist()):
+            for i, v in zip(idx, torch.stack([v.float() for v in values]).tolist(), strict=True):
                 out[i] = v
     return out
 
@@ -249,7 +246,7 @@ class Exchange:
             try:
                 done = not closed or self.store.check(closed)  # first: a writer publishes, then closes
                 have = [k for k in keys if self.store.check([k])]
-                values = dict(zip(have, self.store.multi_get(have))) if have else {}
+                values = dict(zip(have, self.store.multi_get(have), strict=True)) if have else {}
             except Exception:
                 return {}, "gone"
             if len(have) == len(keys):

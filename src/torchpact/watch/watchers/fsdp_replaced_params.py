@@ -74,10 +74,10 @@ class FsdpReplacedParams(_sites.SiteWatcher):
             if name not in names:
                 names.append(name)
         listing = ", ".join(f"`{n}`" for n in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        path, line = _sites.creation_site(optimizer)
+        path, line = self.creation_site(optimizer)
         self.session.report(
             REPLACED,
-            f"{len(stale)} of the {len(held)} parameters the {_sites.label(optimizer)} holds were replaced by "
+            f"{len(stale)} of the {len(held)} parameters the {self.site_label(optimizer)} holds were replaced by "
             f"fully_shard() ({listing} now hold sharded DTensor parameters): the optimizer was created before "
             "fully_shard, its parameters never get a gradient and step() updates nothing",
             subject=names[0] if names else None, path=path, line=line, key=id(optimizer),

@@ -17,9 +17,9 @@ healthy runs (a GPT with AdamW and clipping, a ResNet with SGD and a step schedu
   consecutive checked steps, or ``GROWTH_STEPS`` consecutive checked steps each growing and
   ``JUMP``x in total, is reported — when the norm is also above ``ABOVE_PEAK`` times the largest
   the layer ever had: gradients that collapse early (a policy gradient while every action earns the
-  same reward) and then recover come back to their earlier level, which is no explosion. Comparing layers with each other does not show explosion: weight
-  gradients of a linear chain are equal across depth even when every one of them blows up, and
-  output heads are routinely 400x the median layer.
+  same reward) and then recover come back to their earlier level, which is no explosion. Comparing layers
+  with each other does not show explosion: weight gradients of a linear chain are equal across depth even
+  when every one of them blows up, and output heads are routinely 400x the median layer.
 - Vanishing (TP354): a layer's gradient compared with the median layer's, both per element (RMS)
   and in total (norm), so that sparse embeddings (low RMS, normal norm) and small LayerNorm / bias
   layers (low norm, normal RMS) are not mistaken for vanishing. Healthy runs stayed above 0.02x
@@ -98,7 +98,8 @@ VANISHING = Check(
     code="TP354",
     category=Category.NUMERICS,
     severity=Severity.WARNING, evidence=Evidence.INFERRED,
-    severity_note="`info` when the optimizer rescales each update (Adam-like) and its eps does not dominate: the layer still moves",
+    severity_note=("`info` when the optimizer rescales each update (Adam-like) and its eps does not dominate: "
+                   "the layer still moves"),
     summary="A layer's gradients are a thousandth or less of the median layer's, step after step.",
     doc="""## What it does
 On sampled steps, compares every layer's gradient with the median layer's, both per element (RMS)
@@ -194,10 +195,11 @@ class GradHealth(Watcher):
         found_inf = getattr(optimizer, "found_inf", None)
         grad_scale = getattr(optimizer, "grad_scale", None)
         with torch.no_grad():
-            norms = grad_norms(grads, self.session.shared)
+            norms = grad_norms(grads, self.session.cache)
             extra = []
             if found_inf is not None and grad_scale is not None:  # a GradScaler-aware optimizer, still scaled
-                extra = [found_inf.float().reshape(()).to(norms.device), grad_scale.float().reshape(()).to(norms.device)]
+                extra = [found_inf.float().reshape(()).to(norms.device),
+                         grad_scale.float().reshape(()).to(norms.device)]
             values = torch.cat([norms, torch.stack(extra)]).tolist() if extra else norms.tolist()
         if extra:
             inf, scale = values[-2], values[-1]
@@ -205,11 +207,11 @@ class GradHealth(Watcher):
                 return  # this step is skipped by the optimizer itself
             values = [v / scale for v in values[:-2]]
         sq = [0.0] * len(layout.layers)
-        for i, v in zip(layout.index, values):
+        for i, v in zip(layout.index, values, strict=True):
             sq[i] += v * v
         step = self.session.step
         self._gate(layout, sq)
-        for layer, s in zip(layout.layers, sq):
+        for layer, s in zip(layout.layers, sq, strict=True):
             norm = math.sqrt(s)
             self._record(layer, step, norm)
         self._check_vanishing(optimizer, layout, sq)
@@ -271,7 +273,7 @@ class GradHealth(Watcher):
     def _gate(self, layout: _Layout, sq: list[float]) -> None:
         """Mark the layers whose gradient is exactly zero while others' are not (behind a closed gate), and
         wake those whose gradient has reached ``AWAKE`` of the median layer's."""
-        pairs = list(zip(layout.layers, sq))
+        pairs = list(zip(layout.layers, sq, strict=True))
         if not any(s > 0 and math.isfinite(s) for _, s in pairs):
             return  # nothing flowed anywhere (a constant loss): no gate to tell apart
         median_rms, median_norm = self._medians(pairs)
@@ -311,7 +313,7 @@ class GradHealth(Watcher):
 
     # ------------------------------------------------------------------ checks
     def _check_vanishing(self, optimizer: Any, layout: _Layout, sq: list[float]) -> None:
-        pairs = list(zip(layout.layers, sq))
+        pairs = list(zip(layout.layers, sq, strict=True))
         if sum(1 for layer, s in pairs if s > 0 and math.isfinite(s) and not layer.gated) < 3:
             return
         median_rms, median_norm = self._medians(pairs)
@@ -395,7 +397,7 @@ class GradHealth(Watcher):
             return rising
         self._reported.add(key)
         factor, worst, how = max(hits, key=lambda hit: hit[0])
-        points = list(zip(worst.steps, worst.history))[-(GROWTH_STEPS + 1):]
+        points = list(zip(worst.steps, worst.history, strict=True))[-(GROWTH_STEPS + 1):]
         trend = ", ".join(f"{_fmt(n)} (step {s})" for s, n in points)
         share = len(hits) / len(layout.layers)
         scope = (f"; {len(hits)} of {len(layout.layers)} layers at once: the whole model is diverging"

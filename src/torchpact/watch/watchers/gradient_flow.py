@@ -246,7 +246,7 @@ class GradientFlowWatcher(Watcher):
             by_device.setdefault(flag.device, []).append((key, flag))
         self._pending = []
         for items in by_device.values():
-            for (key, _), nonzero in zip(items, torch.stack([f for _, f in items]).tolist()):
+            for (key, _), nonzero in zip(items, torch.stack([f for _, f in items]).tolist(), strict=True):
                 seen = self._outputs.setdefault(key, [0, 0])
                 seen[0] += 1
                 seen[1] += bool(nonzero)
@@ -292,7 +292,8 @@ class GradientFlowWatcher(Watcher):
                     continue
                 with_grad.append((rec, g))
         if with_grad:
-            for (rec, _), zero in zip(with_grad, all_zero([g for _, g in with_grad], self.session.shared)):
+            zeros = all_zero([g for _, g in with_grad], self.session.cache)
+            for (rec, _), zero in zip(with_grad, zeros, strict=True):
                 if zero:
                     if rec.zero_streak == 0:
                         rec.zero_since = step
@@ -509,8 +510,9 @@ class GradientFlowWatcher(Watcher):
                 message = (f"{zero}: every trainable parameter of the model gets a zero gradient, and its output has "
                            "a single column — cross_entropy over one class is always exactly 0 (the log-softmax of "
                            "a single logit is 0), so the loss is constant and the model learns nothing")
-                fix = ("for a binary task keep the one column and use F.binary_cross_entropy_with_logits(out.squeeze(1), "
-                       "target.float()) (nn.BCEWithLogitsLoss); for C classes give the output C columns")
+                fix = ("for a binary task keep the one column and use "
+                       "F.binary_cross_entropy_with_logits(out.squeeze(1), target.float()) (nn.BCEWithLogitsLoss); "
+                       "for C classes give the output C columns")
             elif dead is not None:
                 subject = names.module(dead)
                 path, line = self._order[id(dead)][2]

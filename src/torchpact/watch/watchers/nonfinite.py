@@ -204,7 +204,7 @@ class NonFinite(Watcher):
         if not self._recorded and not self.session.sampled and surely_finite(grads):
             return  # the usual unsampled step of a small model: no norm per gradient
         # on sampled steps grad_health and gradient_flow read the same norms in this hook
-        norms = grad_norms(grads, self.session.shared if self.session.sampled else None)
+        norms = grad_norms(grads, self.session.cache if self.session.sampled else None)
         step = self.session.step
         if not self._recorded and norms.device.type == "cuda":
             self._pending.append(Deferred(norms, step, params))  # read once ready: no sync per step

@@ -104,7 +104,7 @@ class OptimizerRecreated(_sites.SiteWatcher):
         if rec is not None and rec.ref() is optimizer:
             return
         params = {id(p): weakref.ref(p) for g in optimizer.param_groups for p in g["params"]}
-        rec = _Opt(weakref.ref(optimizer), params, _signature(optimizer), _sites.creation_site(optimizer))
+        rec = _Opt(weakref.ref(optimizer), params, _signature(optimizer), self.creation_site(optimizer))
         rec.replaces = [old for old in self._opts.values() if old.has_state and _shared(old, rec)]
         self._opts[id(optimizer)] = rec
         if rec.replaces:

@@ -105,8 +105,8 @@ fine-tuning) are never reported.
 
 ## Why is this bad?
 In a healthy run each step moves a weight matrix by about 0.1% of its norm (1e-3 is the usual rule
-of thumb, for SGD and Adam alike). Steps that change a tenth of the weights' norm or more, step after step, do not refine
-them, they overwrite them: the loss oscillates or plateaus high, and a learning rate meant for
+of thumb, for SGD and Adam alike). Steps that change a tenth of the weights' norm or more, step after step,
+do not refine them, they overwrite them: the loss oscillates or plateaus high, and a learning rate meant for
 another model size or optimizer is the usual cause. It is a heuristic, hence `info`.
 
 ## How to fix
@@ -132,19 +132,23 @@ def _head(t: Any) -> Any:
     return t.reshape(-1)[:SLICE]  # a view when ``t`` is contiguous
 
 
-_LENGTHS: dict[tuple, Any] = {}   # the same parameters every step: the same lengths tensor
+class Lengths:
+    """The segment lengths tensor of each group of slices, kept: the same parameters every step, the same
+    tensor (one per watcher, so one per session)."""
 
+    def __init__(self) -> None:
+        self._tensors: dict[tuple[Any, ...], Any] = {}
 
-def _lengths(part: list[Any]) -> Any:
-    import torch
+    def of(self, part: list[Any]) -> Any:
+        import torch
 
-    key = (part[0].device, *(t.numel() for t in part))
-    got = _LENGTHS.get(key)
-    if got is None:
-        if len(_LENGTHS) >= 8:  # parameters re-created over and over: keep it small
-            _LENGTHS.clear()
-        got = _LENGTHS[key] = torch.tensor(key[1:], device=part[0].device)
-    return got
+        key = (part[0].device, *(t.numel() for t in part))
+        got = self._tensors.get(key)
+        if got is None:
+            if len(self._tensors) >= 8:  # parameters re-created over and over: keep it small
+                self._tensors.clear()
+            got = self._tensors[key] = torch.tensor(key[1:], device=part[0].device)
+        return got
 
 
 def _max_abs(t: Any) -> float:
@@ -172,10 +176,11 @@ class Snapshot:
     ``cat`` promotes mixed dtypes exactly (bf16 to float32, float32 to float64): differences keep their
     meaning."""
 
-    def __init__(self, slices: list[Any]) -> None:
+    def __init__(self, slices: list[Any], lengths: Lengths | None = None) -> None:
         import torch
         from torch._utils import _flatten_dense_tensors
 
+        lengths = lengths or Lengths()
         self.count = len(slices)
         self.shapes = [(t.shape, t.dtype, t.device) for t in slices]
         self.groups = []
@@ -185,7 +190,7 @@ class Snapshot:
                 flat = _flatten_dense_tensors(part)
                 if len(part) == 1:  # one tensor is flattened as a view of itself, not copied
                     flat = flat.clone()
-                self.groups.append((idx, flat, _lengths(part)))
+                self.groups.append((idx, flat, lengths.of(part)))
 
     def changes(self, now: list[Any]) -> list[tuple[bool, float]]:
         """For each slice: whether ``now``'s differs from it (``!=`` in the slice's own dtype: inf == inf and
@@ -195,7 +200,8 @@ class Snapshot:
         import torch
         from torch._utils import _flatten_dense_tensors
 
-        same = [n is not None and (n.shape, n.dtype, n.device) == shape for n, shape in zip(now, self.shapes)]
+        same = [n is not None and (n.shape, n.dtype, n.device) == shape
+                for n, shape in zip(now, self.shapes, strict=True)]
         columns: list[Any] = [None] * self.count
         with torch.no_grad():
             for idx, before, lengths in self.groups:
@@ -205,7 +211,7 @@ class Snapshot:
                 diff = current - before
                 stats = torch.stack([torch.segment_reduce(diff.abs(), "max", lengths=lengths),
                                      _sum_sq(diff, lengths), _sum_sq(before, lengths)])
-                for i, column in zip(idx, zip(*stats.tolist())):  # one read per device
+                for i, column in zip(idx, zip(*stats.tolist(), strict=True), strict=True):  # one read per device
                     columns[i] = column
         out = []
         for i, (largest, moved, size) in enumerate(columns):
@@ -244,6 +250,7 @@ class UpdateHealth(_sites.SiteWatcher):
         self._high: dict[int, list[float]] = {}   # param id -> update/weight ratios, consecutive high ones
         self._steps: dict[int, int] = {}          # optimizer id -> steps it made, this one included
         self._largest: dict[int, float] = {}      # param id -> the largest update its last lost step computed
+        self._lengths = Lengths()
 
     def on_step_pre(self, optimizer: Any) -> None:
         self._check_zero_lr(optimizer)
@@ -276,11 +283,11 @@ class UpdateHealth(_sites.SiteWatcher):
         count = self._zero_lr.get(key, 0) + 1
         self._zero_lr[key] = count
         if count == ZERO_LR_STEPS:
-            path, line = _sites.creation_site(optimizer)
+            path, line = self.creation_site(optimizer)
             first = self.session.step - count + 1
             self.session.report(
                 ZERO_LR,
-                f"the learning rate of the {_sites.label(optimizer)} has been exactly 0 in every parameter group "
+                f"the learning rate of the {self.site_label(optimizer)} has been exactly 0 in every parameter group "
                 f"for {count} consecutive steps (since step {first}): these steps do not train at all",
                 subject=f"{type(optimizer).__name__}.lr", path=path, line=line, key=("zero_lr", key),
                 fix="check the schedule's factor (`step / warmup`, not `step // warmup`) and print "
@@ -304,12 +311,13 @@ class UpdateHealth(_sites.SiteWatcher):
                 chosen.append((weakref.ref(p), lr))
                 slices.append(_head(real_view(w)))  # complex: its real and imaginary parts, compared as such
         if chosen:
-            self._pending[id(optimizer)] = (weakref.ref(optimizer), chosen, Snapshot(slices))
+            self._pending[id(optimizer)] = (weakref.ref(optimizer), chosen, Snapshot(slices, self._lengths))
 
     def _compare(self, optimizer: Any, pending: list[tuple[weakref.ref, float]], before: Snapshot) -> None:
         params = [ref() for ref, _ in pending]
         changes = before.changes([_head(real_view(local(p))) if p is not None else None for p in params])
-        alive = [(p, lr, change) for p, (_, lr), change in zip(params, pending, changes) if p is not None]
+        alive = [(p, lr, change) for p, (_, lr), change in zip(params, pending, changes, strict=True)
+                 if p is not None]
         if not alive:
             return
         follow_up = self._check_ratios(optimizer, [(p, ratio) for p, _, (_, ratio) in alive if p.dim() >= 2])
@@ -371,10 +379,10 @@ class UpdateHealth(_sites.SiteWatcher):
                 continue
             name = names.param(p)
             module = name.rsplit(".", 1)[0] if "." in name else name
-            path, line = _sites.creation_site(optimizer)
+            path, line = self.creation_site(optimizer)
             self.session.report(
                 LARGE_UPDATES,
-                f"each of the last {RATIO_STEPS} sampled steps of the {_sites.label(optimizer)} changed `{name}` by "
+                f"each of the last {RATIO_STEPS} sampled steps of the {self.site_label(optimizer)} changed `{name}` by "
                 f"{min(seen):.0%}–{max(seen):.0%} of its norm (a healthy update is around 0.1%): the weights are "
                 "rewritten rather than refined, usually a learning rate far too high for this module",
                 subject=module, path=path, line=line, key=("ratio", module),
@@ -387,13 +395,15 @@ class UpdateHealth(_sites.SiteWatcher):
         lrs = sorted({lr for _, lr in stale})
         largest = max(self._largest.get(id(p), 0.0) for p, _ in stale)
         listing = ", ".join(f"`{n}`" for n in names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        path, line = _sites.creation_site(optimizer)
+        path, line = self.creation_site(optimizer)
         self.session.report(
             STALE_PARAMS,
             f"{len(names)} parameter(s) ({listing}) had a finite, non-zero gradient and lr={lrs[0]:g} but did not "
-            f"change across step() of the {_sites.label(optimizer)}, on {CONFIRM} sampled steps in a row (last: step "
+            f"change across step() of the {self.site_label(optimizer)}, on {CONFIRM} sampled steps in a row "
+            "(last: step "
             f"{self.session.step}), although the update it computed for them (up to {largest:.2g}) is larger than "
             "the float spacing of their values: the update never reaches these weights",
             subject=names[0], path=path, line=line, key=("stale", id(optimizer)),
-            fix="make sure the optimizer holds the model's own parameter objects (optimizer.param_groups[i]['params'][j] "
-                "is model.layer.weight) and that its step() updates them in place (p.add_(...), not p = p - ...)")
+            fix="make sure the optimizer holds the model's own parameter objects "
+                "(optimizer.param_groups[i]['params'][j] is model.layer.weight) and that its step() updates them "
+                "in place (p.add_(...), not p = p - ...)")

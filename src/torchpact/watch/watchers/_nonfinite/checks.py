@@ -81,10 +81,10 @@ make more than 16 model calls, such as an RL rollout calling its policy at every
 keeping them would slow training) or whose outputs differ from the step's (a forward that reads a counter or another
 generator, non-deterministic kernels) names no module: the finding says why. Nor does a replay whose
 gradient is already NaN/inf where it enters the model's output when that output could not be compared
-with the step's (changed in place after the call): the gradient is the step's, the forward the replay's. Module hooks are not run
-in the replay (the finding names the modules that have some); under `DistributedDataParallel` only this
-rank's calls are replayed. On CUDA the check is read after the update without a sync, so no replay is
-made; the fix names the `--sample-first` rerun that records that step.
+with the step's (changed in place after the call): the gradient is the step's, the forward the replay's.
+Module hooks are not run in the replay (the finding names the modules that have some); under
+`DistributedDataParallel` only this rank's calls are replayed. On CUDA the check is read after the update
+without a sync, so no replay is made; the fix names the `--sample-first` rerun that records that step.
 
 ## Why is this bad?
 The forward is finite, so the loss looks fine, but the update writes NaN into the parameters and

@@ -213,7 +213,8 @@ class Reporter:
     # -------------------------------------------------------------------------------- unrecorded steps
     def note_unlocated(self, step: int, params: list[str], why: str, replay: str) -> None:
         """A step whose gradients are non-finite and whose origin is not known: ``why`` (words that follow
-        "the modules of that step were not recorded"), ``replay`` ("failed", "finite", "differs", "unchecked", "none")."""
+        "the modules of that step were not recorded"), ``replay`` ("failed", "finite", "differs", "unchecked",
+        "none")."""
         if self.unlocated is None:
             self.unlocated = {"step": step, "params": params, "why": why, "replay": replay}
 
