@@ -32,7 +32,7 @@ def all_zero(tensors: list[Any], shared: dict | None = None) -> list[bool]:
         return []
     zero = (grad_norms(tensors, shared) == 0).tolist()
     maybe = [i for i, z in enumerate(zero) if z]
-    for i, z in zip(maybe, _is_zero([tensors[i] for i in maybe], float("inf"))):
+    for i, z in zip(maybe, _is_zero([tensors[i] for i in maybe], float("inf")), strict=True):
         zero[i] = z
     return zero
 
@@ -44,7 +44,7 @@ def _is_zero(tensors: list[Any], order: float) -> list[bool]:
     with torch.no_grad():
         for idx in by_device(tensors):
             norms = torch._foreach_norm([tensors[i] for i in idx], order)
-            for i, z in zip(idx, (torch.stack(norms) == 0).tolist()):
+            for i, z in zip(idx, (torch.stack(norms) == 0).tolist(), strict=True):
                 out[i] = z
     return out
 
@@ -104,7 +104,7 @@ def surely_finite(tensors: list[Any]) -> bool:
 
 def _reuse(grads: list[Any], position: dict[int, int], seen: list[Any], versions: list[Any], norms: Any) -> Any:
     idx = [position.get(id(g), -1) for g in grads]
-    for i, g in zip(idx, grads):
+    for i, g in zip(idx, grads, strict=True):
         if i < 0 or seen[i] is not g or versions[i] != _version(g):
             return None
     if len(idx) == len(seen) and idx == list(range(len(seen))):
@@ -134,7 +134,8 @@ def _norms(grads: list[Any]) -> Any:
             torch._C._set_grad_enabled(False)
         try:
             low = first.dtype in low_precision
-            return torch.stack(torch._foreach_norm(grads, 2, dtype=torch.float32) if low else torch._foreach_norm(grads))
+            norms = torch._foreach_norm(grads, 2, dtype=torch.float32) if low else torch._foreach_norm(grads)
+            return torch.stack(norms)
         finally:
             if enabled:
                 torch._C._set_grad_enabled(True)
