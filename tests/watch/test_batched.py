@@ -43,7 +43,7 @@ def test_grad_norms_are_the_per_tensor_norms_whatever_the_dtypes():
     got = grad_norms(tensors)
     assert got.dtype == torch.float64  # one float64 gradient: its finite norm must not read as inf
     want = [torch.linalg.vector_norm(t.double() if t.dtype == torch.float64 else t.float()).item() for t in tensors]
-    for g, w in zip(got.tolist(), want):
+    for g, w in zip(got.tolist(), want, strict=True):
         assert (g != g and w != w) or g == pytest.approx(w, rel=1e-3)
     assert grad_norms([torch.tensor([3e38, 3e38])]).item() == INF  # float32 gradients: float32 norms
 
