@@ -154,7 +154,7 @@ def main() -> None:
                     for name, p in exported["paths"].items() if p.get("latency_ms")})
     ratios = {who: max(eager["p50"], x) / min(eager["p50"], x) for who, x in figures.items()}
 
-    print(f"BERT (1 layer, 32 wide), example (2, 8), eager in a fresh process per command:")
+    print("BERT (1 layer, 32 wide), example (2, 8), eager in a fresh process per command:")
     print(f"  compile-check eager example {_lat(eager)} ({compile_s:.0f}s)")
     print(f"  export-check  eager example {_lat(exported['eager_latency_ms']['example'])} ({export_s:.0f}s)")
     for name, p in exported["paths"].items():

@@ -10,7 +10,8 @@ bench/corpus_judgement.csv (project, path, line, code, severity, verdict, reason
 `false`). Prints the findings per rule, then the targets (issue 10): error precision >= 95%, warning
 precision >= 80%, no unjudged error or warning, no TP001 for a file Python parses, no TP002.
 
-Usage: python bench/lint_corpus.py [--show CODE] [--projects a,b]  (a project not in the corpus: skipped with its reason)
+Usage: python bench/lint_corpus.py [--show CODE] [--projects a,b]
+(a project not in the corpus: skipped with its reason)
 """
 
 from __future__ import annotations

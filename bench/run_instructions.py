@@ -46,7 +46,8 @@ def instructions(cmd: list[str]) -> int:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), default=["mlp", "rl"],
-                    help="workloads (default: mlp rl; under callgrind: mlp ~5 min, rl ~10, hf ~12, gpt unfinished after 75)")
+                    help="workloads (default: mlp rl; under callgrind: mlp ~5 min, rl ~10, hf ~12, "
+                         "gpt unfinished after 75)")
     args = ap.parse_args()
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not on PATH")
@@ -55,7 +56,7 @@ def main() -> int:
                                  ("torchpact", [*TORCHPACT, str(WORKLOADS[name][0])]))}
     write_bytecode(args.only)
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
-        counts = dict(zip(jobs, pool.map(instructions, jobs.values())))
+        counts = dict(zip(jobs, pool.map(instructions, jobs.values()), strict=True))
     print("instructions executed (callgrind, whole main process, PYTHONHASHSEED=0)")
     print(f"{'workload':<9} {'plain':>14} {'torchpact':>14} {'extra':>13} {'ratio':>7} {'target':>7}")
     for name in args.only:

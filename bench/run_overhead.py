@@ -74,7 +74,8 @@ def measure(cmds: list[list[str]], env_extra: dict[str, str] | None = None, cwd:
             gc_out, err_path = os.path.join(tmp, f"gc{i}"), os.path.join(tmp, f"err{i}")
             extra = dict(env_extra or {})
             path = [str(HERE / "gc_count"), extra.pop("PYTHONPATH", None), os.environ.get("PYTHONPATH")]
-            env = dict(os.environ, **ENV, **extra, TP_BENCH_GC_OUT=gc_out, PYTHONPATH=os.pathsep.join(filter(None, path)))
+            env = dict(os.environ, **ENV, **extra, TP_BENCH_GC_OUT=gc_out,
+                       PYTHONPATH=os.pathsep.join(filter(None, path)))
             with open(err_path, "w") as err:
                 start = time.perf_counter()
                 proc = subprocess.Popen(cmds[i], env=env, stdout=subprocess.DEVNULL, stderr=err, cwd=cwd)
@@ -149,7 +150,7 @@ def main() -> int:
                 measured = measure([cmd for _, cmd in variants])
             else:
                 measured = [measure([cmd])[0] for _, cmd in variants]
-            for (variant, _), run in zip(variants, measured):
+            for (variant, _), run in zip(variants, measured, strict=True):
                 runs.setdefault((name, variant), []).append(run)
                 print(f"  {name} {variant}: {run.cpu:.2f} CPU-s, {run.wall:.2f} s, {run.full} full collections "
                       f"({run.gc_cpu:.2f} CPU-s)", file=sys.stderr, flush=True)
@@ -157,22 +158,22 @@ def main() -> int:
     print(f"median of {args.repeat} pairs of runs, the two variants of a pair {how}; CPU = process tree, user + "
           "system; paired = median of the ratios within pairs (both it and the ratio of the medians must meet the "
           "target); best = ratio of the fastest runs (the least disturbed; shown only)")
-    print(f"{'workload':<9} {'plain cpu':>9} {'tp cpu':>8} {'cpu ratio':>9} {'paired':>7} {'best':>7} {'plain wall':>10} "
-          f"{'tp wall':>8} {'wall ratio':>10} {'target':>7}")
+    print(f"{'workload':<9} {'plain cpu':>9} {'tp cpu':>8} {'cpu ratio':>9} {'paired':>7} {'best':>7} "
+          f"{'plain wall':>10} {'tp wall':>8} {'wall ratio':>10} {'target':>7}")
     ok = True
     intervals: dict[str, tuple[float, float]] = {}
     for name in names:
         plain, tp = runs[(name, "plain")], runs[(name, "torchpact")]
         pc, tc = (statistics.median(run.cpu for run in r) for r in (plain, tp))
         pw, tw = (statistics.median(run.wall for run in r) for r in (plain, tp))
-        ratios = [t.cpu / p.cpu for p, t in zip(plain, tp)]
+        ratios = [t.cpu / p.cpu for p, t in zip(plain, tp, strict=True)]
         paired = statistics.median(ratios)
         intervals[name] = median_interval(ratios)
         best = min(run.cpu for run in tp) / min(run.cpu for run in plain)
         target = WORKLOADS[name][1]
         ok &= max(tc / pc, paired) <= target
-        print(f"{name:<9} {pc:9.2f} {tc:8.2f} {tc / pc:8.3f}x {paired:6.3f}x {best:6.3f}x {pw:10.2f} {tw:8.2f} {tw / pw:9.3f}x "
-              f"{target:6.2f}x")
+        print(f"{name:<9} {pc:9.2f} {tc:8.2f} {tc / pc:8.3f}x {paired:6.3f}x {best:6.3f}x {pw:10.2f} {tw:8.2f} "
+              f"{tw / pw:9.3f}x {target:6.2f}x")
     print("interval of the paired ratio's median (distribution-free, >= 95% where the runs allow; the whole range "
           "below 6 runs): " + ", ".join(f"{name} {lo:.3f}-{hi:.3f}x" for name, (lo, hi) in intervals.items()))
     print("full garbage collections per run (median count, median CPU-s in them): with torch loaded each "

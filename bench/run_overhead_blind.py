@@ -228,7 +228,8 @@ def bring_repo(repo: tuple[str, str], dest: Path) -> str | None:
             f"{git} init -q --bare {local} && {git} --git-dir {local} fetch -q --depth 1 "
             f"https://github.com/{name} {commit}", shell=True, capture_output=True, text=True, timeout=300)
         if fetched.returncode:
-            return f"{name}: not in $TP_BLIND_REPOS and not fetched ({(fetched.stderr.strip().splitlines() or ['?'])[-1]})"
+            reason = (fetched.stderr.strip().splitlines() or ['?'])[-1]
+            return f"{name}: not in $TP_BLIND_REPOS and not fetched ({reason})"
     archive = subprocess.run(f"{git} --git-dir {local} archive {commit} | tar -x -C {dest}", shell=True,
                              capture_output=True, text=True)
     if archive.returncode:
@@ -339,7 +340,8 @@ def main() -> int:
                 print(f"skip {w.name}: {pip_reason if got.startswith('needs the pinned') and pip_reason else got}")
                 continue
             ready.append(got)
-        for r in [] if args.no_warmup else ready:  # one unmeasured run each: bytecode written, caches warm, the run known to work
+        # one unmeasured run each: bytecode written, caches warm, the run known to work
+        for r in [] if args.no_warmup else ready:
             warm = measure([[PY, *r.cmd]], r.env, r.cwd)[0]
             print(f"  {r.workload.name} warm-up: {warm.cpu:.2f} CPU-s", file=sys.stderr, flush=True)
         runs: dict[tuple[str, str], list[Run]] = {}
@@ -354,7 +356,7 @@ def main() -> int:
                     measured = measure_each([(cmd, env) for _, cmd, env in variants], r.cwd)
                 else:
                     measured = [measure_each([(cmd, env)], r.cwd)[0] for _, cmd, env in variants]
-                for (variant, _, _), run in zip(variants, measured):
+                for (variant, _, _), run in zip(variants, measured, strict=True):
                     runs.setdefault((r.workload.name, variant), []).append(run)
                     print(f"  {r.workload.name} {variant}: {run.cpu:.2f} CPU-s, {run.wall:.2f} s, {run.full} full "
                           f"collections", file=sys.stderr, flush=True)
@@ -370,14 +372,15 @@ def main() -> int:
     for r in ready:
         name = r.workload.name
         plain, tp = runs[(name, "plain")], runs[(name, "torchpact")]
-        ratios = [t.cpu / p.cpu for p, t in zip(plain, tp)]
+        base = runs.get((name, "baseline"), [])  # (only with --baseline)
+        ratios = [t.cpu / p.cpu for p, t in zip(plain, tp, strict=True)]
         paired = statistics.median(ratios)
         lo, hi = median_interval(ratios)
         ok &= paired <= TARGET
         gcs = f"{statistics.median(x.full for x in plain):g}/{statistics.median(x.full for x in tp):g}"
         print(f"{name:<18} {statistics.median(x.cpu for x in plain):9.2f} {statistics.median(x.cpu for x in tp):8.2f} "
               f"{paired:6.3f}x {lo:6.3f}-{hi:.3f}x {gcs:>11}"
-              + (f" {statistics.median(b.cpu / p.cpu for p, b in zip(plain, runs[(name, 'baseline')])):8.3f}x"
+              + (f" {statistics.median(b.cpu / p.cpu for p, b in zip(plain, base, strict=True)):8.3f}x"
                  if args.baseline else ""))
     print("PASS" if ok else "FAIL (CPU ratio above target)")
     return 0 if ok else 1

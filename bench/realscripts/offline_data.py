@@ -52,7 +52,7 @@ def wikitext(folder: Path, vocab: int = 400, counts=(8000, 1500, 1500), seed: in
     table = rng.dirichlet(np.full(vocab, 0.05), size=vocab)
     folder.mkdir(parents=True, exist_ok=True)
     word = 0
-    for name, count in zip(("train", "valid", "test"), counts):
+    for name, count in zip(("train", "valid", "test"), counts, strict=True):
         lines, line = [], []
         for _ in range(count):
             word = rng.choice(vocab, p=table[word])

@@ -55,8 +55,8 @@ SCRIPTS = (
     Script("gat", "gat/main.py", ("--epochs", "20", "--val-every", "10")),
     # Upstream bug, kept: F.cross_entropy over the single output of nn.Linear(20, 1) is exactly 0 for any
     # input, so every gradient is 0 and the model never learns. The script puts the model on cuda:0.
-    Script("ddp_tutorial_single_gpu", "distributed/ddp-tutorial-series/single_gpu.py", ("2", "5", "--batch_size", "128"),
-           expected=("TP252",)),
+    Script("ddp_tutorial_single_gpu", "distributed/ddp-tutorial-series/single_gpu.py",
+           ("2", "5", "--batch_size", "128"), expected=("TP252",)),
 )
 NEEDS_CUDA = {"ddp_tutorial_single_gpu"}
 

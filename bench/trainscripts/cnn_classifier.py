@@ -22,7 +22,7 @@ def make_images(count: int, patterns: torch.Tensor, gen: torch.Generator) -> Ten
     labels = torch.randint(0, CLASSES, (count,), generator=gen)
     shifts = torch.randint(-2, 3, (count, 2), generator=gen)
     images = torch.stack([torch.roll(patterns[c], (int(dy), int(dx)), dims=(0, 1))
-                          for c, (dy, dx) in zip(labels.tolist(), shifts)])
+                          for c, (dy, dx) in zip(labels.tolist(), shifts, strict=True)])
     images = (images + 0.3 * torch.randn(images.shape, generator=gen)).unsqueeze(1)
     return TensorDataset(images, labels)
 

@@ -76,7 +76,8 @@ def main() -> None:
     links, words, labels = block_model(args.nodes, 5, 120, gen)
     adjacency = normalised_adjacency(links)
     order = torch.randperm(args.nodes, generator=gen)
-    train_idx, val_idx, test_idx = order[: args.nodes // 2], order[args.nodes // 2: 3 * args.nodes // 4], order[3 * args.nodes // 4:]
+    half, three_quarters = args.nodes // 2, 3 * args.nodes // 4
+    train_idx, val_idx, test_idx = order[:half], order[half:three_quarters], order[three_quarters:]
 
     gcn = TwoLayerGCN(words.shape[1], 32, 5)
     adam = torch.optim.Adam(gcn.parameters(), lr=0.01, weight_decay=5e-4)

@@ -11,7 +11,7 @@ model = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(),
 opt = torch.optim.Adam(model.parameters(), lr=1e-2)
 x = torch.randn(256, 8)
 y = x.sum(dim=1, keepdim=True).sin()
-for step in range(int(os.environ.get("TP_BENCH_STEPS", "300"))):
+for _step in range(int(os.environ.get("TP_BENCH_STEPS", "300"))):
     opt.zero_grad()
     loss = nn.functional.mse_loss(model(x), y)
     loss.backward()

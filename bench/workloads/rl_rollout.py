@@ -41,10 +41,10 @@ class Policy(nn.Module):
 policy = Policy()
 opt = torch.optim.Adam(policy.parameters(), lr=3e-3)
 target = torch.randn(ACTIONS, OBS)
-for episode in range(int(os.environ.get("TP_BENCH_STEPS", "40"))):
+for _episode in range(int(os.environ.get("TP_BENCH_STEPS", "40"))):
     obs = torch.randn(1, OBS)
     log_probs, values, rewards = [], [], []
-    for t in range(HORIZON):
+    for _t in range(HORIZON):
         logits, value = policy(obs)
         dist = torch.distributions.Categorical(logits=logits)
         action = dist.sample()

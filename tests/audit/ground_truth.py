@@ -71,7 +71,7 @@ def _same(ref: Any, out: Any) -> bool:
     out_t = [torch.as_tensor(t) for t in _pytree.tree_leaves(out)]
     if len(ref_t) != len(out_t):
         return False
-    for r, o in zip(ref_t, out_t):
+    for r, o in zip(ref_t, out_t, strict=True):
         if r.shape != o.shape:
             return False
         if r.numel() and (r.double() - o.double()).abs().max() > 1e-5 + 1e-4 * r.double().abs().max():
@@ -99,7 +99,7 @@ def build(func: str, path: str) -> Any:
     run_options.log_severity_level = 4
 
     def run(*tensors: torch.Tensor) -> list[torch.Tensor]:
-        feed = {n: t.numpy() for n, t in zip(names, tensors)}
+        feed = {n: t.numpy() for n, t in zip(names, tensors, strict=False)}
         return [torch.from_numpy(a) for a in session.run(None, feed, run_options)]
 
     return run

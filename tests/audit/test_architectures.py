@@ -81,7 +81,7 @@ def _agrees(ref, out):
     out_t = [t for t in _pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
     if len(ref_t) != len(out_t):
         return False
-    for r, o in zip(ref_t, out_t):
+    for r, o in zip(ref_t, out_t, strict=True):
         o = torch.as_tensor(o)
         if r.shape != o.shape:
             return False

@@ -53,7 +53,8 @@ def test_export_check_sarif_knows_the_runtime_codes(capsys):
     from torchpact.audit.export import TRACE_BRANCH
 
     assert rules["TP701"]["shortDescription"]["text"] != doc["runs"][0]["results"][0]["message"]["text"]
-    assert "## At runtime" in rules["TP701"]["help"]["markdown"] and TRACE_BRANCH.summary in rules["TP701"]["help"]["markdown"]
+    help_text = rules["TP701"]["help"]["markdown"]
+    assert "## At runtime" in help_text and TRACE_BRANCH.summary in help_text
 
 
 def test_compile_check_json_report(capsys):

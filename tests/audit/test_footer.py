@@ -38,5 +38,6 @@ def test_export_footer_shows_the_clean_eager_figures_as_compile_check_does():
     summary = _export_summary({"artifact": 0.2, "eager": 1.5, "artifact_p99": 0.3, "eager_p99": 9.0})
     summary["eager_latency_ms"] = {"example": {"p50": 1.5, "p99": 9.0, "unstable": "p99 is 6.0x p50"}}
     lines = export_footer(summary, "m.py:f")
-    assert lines[1] == "  eager   example p50 1.5 ms p99 9 ms (unstable: p99 is 6.0x p50) (timed first, before any export)"
+    assert lines[1] == ("  eager   example p50 1.5 ms p99 9 ms (unstable: p99 is 6.0x p50) "
+                        "(timed first, before any export)")
     assert lines[2].lstrip().startswith("trace")

@@ -24,7 +24,8 @@ def test_shape_variants_repeat_the_example_and_keep_masks():
     mask = torch.ones(2, 8, dtype=torch.long)
     variants = {v.name: v for v in make_variants((ids,), {"attention_mask": mask})}
     long = variants["seq=17"]
-    assert long.kind == SHAPE and torch.equal(long.args[0][:, 8:16], ids) and torch.equal(long.args[0][:, 16], ids[:, 0])
+    assert long.kind == SHAPE
+    assert torch.equal(long.args[0][:, 8:16], ids) and torch.equal(long.args[0][:, 16], ids[:, 0])
     assert torch.equal(variants["batch=5"].args[0][2], ids[0])
     rand = variants["random values"]
     assert rand.kind == VALUE and torch.equal(rand.kwargs["attention_mask"], mask)  # masks keep their values

@@ -31,7 +31,8 @@ def test_bit_checksums_see_one_ulp_and_ignore_reduction_order():
 def test_describe_names_the_users_line_outside_any_collective():
     state = describe(sys._getframe())
     assert state["collective"] is None
-    assert state["path"] == __file__ and state["line"] == test_describe_names_the_users_line_outside_any_collective.__code__.co_firstlineno + 1
+    first_line = test_describe_names_the_users_line_outside_any_collective.__code__.co_firstlineno
+    assert state["path"] == __file__ and state["line"] == first_line + 1
 
 
 def test_plural():

@@ -148,7 +148,7 @@ def test_precise_bn_recompute_without_optimizer_step_is_silent():
         with torch.no_grad():
             for _ in range(3):
                 model(torch.randn(64, 8))
-        for bn, m in zip(bns, saved):
+        for bn, m in zip(bns, saved, strict=True):
             bn.momentum = m
         _train(model, steps=2)
 

@@ -143,7 +143,7 @@ def test_a_short_last_micro_batch_on_few_steps_is_at_most_info():
         model = LM()
         opt = torch.optim.Adam(model.parameters(), lr=1e-2)
         data = torch.randint(0, VOCAB, (70, 9))
-        for epoch in range(2):
+        for _epoch in range(2):
             for start in range(0, 70, 32):                   # 32, 32, 6 sequences: one short micro-batch
                 seq = data[start:start + 32]
                 loss = F.cross_entropy(model(seq[:, :-1]).reshape(-1, VOCAB), seq[:, 1:].reshape(-1))

@@ -276,7 +276,8 @@ def test_gradients_recovering_from_an_early_collapse_are_not_an_explosion():
 from tests.watch import _resolution_cases as cases  # noqa: E402
 
 
-@pytest.mark.parametrize("seed, momentum, start_factor", [(0, 0.9, 1e-4), (1, 0.0, 1e-4), (2, 0.9, 1e-3), (0, 0.0, 1e-2)])
+@pytest.mark.parametrize("seed, momentum, start_factor",
+                         [(0, 0.9, 1e-4), (1, 0.0, 1e-4), (2, 0.9, 1e-3), (0, 0.0, 1e-2)])
 def test_layers_behind_a_zero_initialised_residual_batchnorm_are_not_reported(seed, momentum, start_factor):
     _, train = cases.zero_init_resnet(seed, momentum=momentum, start_factor=start_factor, steps=60)
     findings, _ = run(train)

@@ -378,7 +378,7 @@ def test_training_is_bitwise_identical_under_the_watcher():
     _train(plain, steps=6)
     watchedm = make()
     watched(lambda: _train(watchedm, steps=6), WATCHER)
-    for (n, a), (_, b) in zip(plain.state_dict().items(), watchedm.state_dict().items()):
+    for (n, a), (_, b) in zip(plain.state_dict().items(), watchedm.state_dict().items(), strict=True):
         assert torch.equal(a, b), n
 
 

@@ -275,7 +275,7 @@ def test_cnn_with_accumulation_clipping_scheduler_and_eval_is_silent():
         sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10)
         for step in range(12):
             opt.zero_grad()
-            for micro in range(2):
+            for _micro in range(2):
                 loss = criterion(model(torch.randn(4, 3, 8, 8)), torch.randint(0, 10, (4,)))
                 (loss / 2).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -298,7 +298,7 @@ def test_transformer_with_frozen_embedding_two_optimizers_and_multilabel_head_is
         lm_head, tag_head = nn.Linear(32, 50), nn.Linear(32, 3)
         opt_a = torch.optim.AdamW(list(encoder.parameters()) + list(lm_head.parameters()), lr=1e-3)
         opt_b = torch.optim.SGD(tag_head.parameters(), lr=1e-2)
-        for step in range(8):
+        for _step in range(8):
             tokens = torch.randint(0, 50, (4, 12))
             h = encoder(emb(tokens))
             loss = F.cross_entropy(lm_head(h).flatten(0, 1), tokens.flatten(), ignore_index=0)
@@ -319,7 +319,7 @@ def _transformer_run():
     head = nn.Linear(16, 4)
     opt = torch.optim.Adam(list(layer.parameters()) + list(head.parameters()), lr=1e-2)
     evals = []
-    for step in range(8):
+    for _step in range(8):
         x = torch.randn(4, 6, 16)
         loss = F.cross_entropy(head(layer(x)[:, 0]), torch.randint(0, 4, (4,)))
         opt.zero_grad()
@@ -337,8 +337,8 @@ def test_training_and_inference_fast_path_are_bit_for_bit_identical_under_the_wa
     result = []
     watched(lambda: result.append(_transformer_run()), WATCHERS)
     params, evals = result[0]
-    assert all(torch.equal(a, b) for a, b in zip(plain[0], params))
-    assert all(torch.equal(a, b) for a, b in zip(plain[1], evals))
+    assert all(torch.equal(a, b) for a, b in zip(plain[0], params, strict=True))
+    assert all(torch.equal(a, b) for a, b in zip(plain[1], evals, strict=True))
 
 
 def test_the_scripts_own_function_modes_see_every_call_and_stay_as_they_were():
@@ -360,7 +360,7 @@ def test_the_scripts_own_function_modes_see_every_call_and_stay_as_they_were():
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         inner = Counting()
         with inner:
-            for step in range(7):
+            for _step in range(7):
                 loss = F.cross_entropy(F.softmax(model(torch.randn(5, 4)), 1), torch.randint(0, 3, (5,)))
                 opt.zero_grad()
                 loss.backward()
@@ -383,7 +383,7 @@ def test_set_default_device_inside_the_session_keeps_working():
         try:
             model = nn.Linear(4, 3)
             opt = torch.optim.SGD(model.parameters(), lr=0.1)
-            for step in range(7):
+            for _step in range(7):
                 loss = F.cross_entropy(model(torch.randn(5, 4)), torch.randint(0, 3, (5,)))
                 opt.zero_grad()
                 loss.backward()
@@ -410,7 +410,7 @@ def test_bf16_autocast_with_grad_scaler_is_silent_and_identical():
         model = nn.Sequential(nn.Linear(16, 64), nn.GELU(), nn.Linear(64, 7))
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
         scaler = torch.amp.GradScaler("cpu")
-        for step in range(8):
+        for _step in range(8):
             x, y = torch.randn(32, 16), torch.randint(0, 7, (32,))
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 logits = model(x)
@@ -424,7 +424,7 @@ def test_bf16_autocast_with_grad_scaler_is_silent_and_identical():
     plain = train()
     result = []
     assert watched(lambda: result.append(train()), WATCHERS) == []
-    assert all(torch.equal(a, b) for a, b in zip(plain, result[0]))
+    assert all(torch.equal(a, b) for a, b in zip(plain, result[0], strict=True))
 
 
 class _ProbabilitiesIntoCrossEntropy(torch.utils.data.Dataset):

@@ -198,9 +198,9 @@ def test_cnn_with_accumulation_clipping_and_scheduler_is_silent():
                               nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(8, 10))
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=5)
-        for step in range(25):
+        for _step in range(25):
             opt.zero_grad()
-            for micro in range(3):
+            for _micro in range(3):
                 loss = nn.functional.cross_entropy(model(torch.randn(4, 3, 8, 8)), torch.randint(0, 10, (4,)))
                 (loss / 3).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -220,7 +220,7 @@ def test_transformer_with_frozen_embedding_and_two_optimizers_is_silent():
         opt_body = torch.optim.AdamW(layer.parameters(), lr=1e-3)
         opt_head = torch.optim.SGD(head.parameters(), lr=1e-2)
         history = []
-        for step in range(25):
+        for _step in range(25):
             tokens = torch.randint(0, 50, (4, 12))
             logits = head(layer(emb(tokens)))
             loss = nn.functional.cross_entropy(logits.reshape(-1, 50), tokens.reshape(-1))
@@ -242,7 +242,7 @@ def test_gan_with_detached_fakes_is_silent():
         opt_g = torch.optim.Adam(gen.parameters(), lr=1e-3)
         opt_d = torch.optim.Adam(disc.parameters(), lr=1e-3)
         bce = nn.BCEWithLogitsLoss()
-        for step in range(25):
+        for _step in range(25):
             fake = gen(torch.randn(8, 4))
             d_loss = bce(disc(torch.randn(8, 8)), torch.ones(8, 1)) + bce(disc(fake.detach()), torch.zeros(8, 1))
             opt_d.zero_grad()
@@ -262,7 +262,7 @@ def test_training_is_bit_for_bit_identical_under_the_watcher():
         model = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 4))
         opt = torch.optim.Adam(model.parameters(), lr=1e-2)
         total = 0
-        for step in range(15):
+        for _step in range(15):
             loss = nn.functional.cross_entropy(model(torch.randn(8, 16)), torch.randint(0, 4, (8,)))
             opt.zero_grad()
             loss.backward()
@@ -276,7 +276,7 @@ def test_training_is_bit_for_bit_identical_under_the_watcher():
     assert codes(findings) == ["TP101"]
     watched_params, watched_total = result[0]
     assert watched_total == plain[1]
-    assert all(torch.equal(a, b) for a, b in zip(plain[0], watched_params))
+    assert all(torch.equal(a, b) for a, b in zip(plain[0], watched_params, strict=True))
 
 
 # ------------------------------------------------------------------------------------ CUDA
@@ -310,7 +310,7 @@ def test_cuda_clean_loop_is_silent():
     def train():
         model = nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 10)).cuda()
         opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-        for step in range(40):
+        for _step in range(40):
             loss = nn.functional.cross_entropy(model(torch.randn(64, 64, device="cuda")),
                                                torch.randint(0, 10, (64,), device="cuda"))
             opt.zero_grad()

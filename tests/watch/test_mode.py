@@ -126,7 +126,8 @@ def test_transformer_validation_in_train_mode_names_attention_dropout(tmp_path):
     assert outcome.exit_code == 0 and codes(outcome.findings) == ["TP453"]
     f = outcome.findings[0]
     assert f.line == 14 and f.path.endswith("train.py")
-    assert "2 MultiheadAttention layers with dropout" in f.message and "inference_mode()" in f.message and "Dropout layers" in f.message
+    assert "2 MultiheadAttention layers with dropout" in f.message and "inference_mode()" in f.message
+    assert "Dropout layers" in f.message
 
 
 # ---------------------------------------------------------------------------------------- clean loops
@@ -227,7 +228,7 @@ def test_training_is_bitwise_identical_under_the_watcher():
     plain, observed = _net(), _net()
     train(plain)
     watched(lambda: train(observed), WATCHER)
-    for (name, a), b in zip(plain.state_dict().items(), observed.state_dict().values()):
+    for (name, a), b in zip(plain.state_dict().items(), observed.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
 
 

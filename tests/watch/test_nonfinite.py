@@ -474,7 +474,7 @@ def test_rerun_of_a_module_with_dropout_and_batchnorm_changes_nothing():
     (f,) = only(findings, "TP351")
     assert f.subject == "1" and f.extra["op"] == "log" and f.step == 0
     assert torch.equal(plain_rng, watched_rng)
-    for (name, a), b in zip(plain_model.state_dict().items(), watched_model.state_dict().values()):
+    for (name, a), b in zip(plain_model.state_dict().items(), watched_model.state_dict().values(), strict=True):
         assert torch.equal(a, b) or torch.allclose(a, b, equal_nan=True) and a.isnan().eq(b.isnan()).all(), name
         assert a.dtype == b.dtype
 
@@ -512,7 +512,7 @@ def _transformer_training():
     opt = torch.optim.AdamW([*encoder.parameters(), *head.parameters()], lr=1e-3)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / 4))
     mask = nn.Transformer.generate_square_subsequent_mask(12)  # -inf above the diagonal
-    for step in range(8):
+    for _step in range(8):
         for _ in range(2):  # gradient accumulation
             tokens = torch.randint(0, 50, (4, 12))
             logits = head(encoder(emb(tokens), mask=mask, is_causal=True))
@@ -610,7 +610,7 @@ def test_clean_training_is_silent_and_bitwise_identical(train):
     plain = train()  # dropout, batch norm, GradScaler: every step is sampled, every tensor hooked
     result = {}
     assert watched(lambda: result.update(out=train()), WATCHER) == []
-    assert all(torch.equal(a, b) for a, b in zip(plain, result["out"]))
+    assert all(torch.equal(a, b) for a, b in zip(plain, result["out"], strict=True))
 
 
 def test_grad_scaler_really_skipped_steps():

@@ -385,7 +385,7 @@ def test_training_is_bitwise_identical_and_no_hook_is_left_behind():
         plain, observed = _mlp(), _mlp()
         train(plain, zero)
         watched(lambda m=observed, z=zero: train(m, z), WATCHER)
-        for (name, a), b in zip(plain.state_dict().items(), observed.state_dict().values()):
+        for (name, a), b in zip(plain.state_dict().items(), observed.state_dict().values(), strict=True):
             assert torch.equal(a, b), name
         for p in observed.parameters():
             assert p._post_accumulate_grad_hooks is None
@@ -420,6 +420,6 @@ def test_many_left_out_modules_of_one_class_are_one_finding():
     found = watched(run, WATCHER)
     assert [(f.code, f.subject) for f in found] == [("TP451", "BatchNorm1d modules")]
     message = found[0].message
-    assert message.startswith("5 `BatchNorm1d` modules (`blocks.0.1`, `blocks.1.1`, `blocks.2.1`, `blocks.3.1` and 1 more;"
-                              " 10 parameters in all) get gradients but are not in the optimizer")
+    assert message.startswith("5 `BatchNorm1d` modules (`blocks.0.1`, `blocks.1.1`, `blocks.2.1`, `blocks.3.1` "
+                              "and 1 more; 10 parameters in all) get gradients but are not in the optimizer")
     assert len(found[0].extra["parameters"]) == 10

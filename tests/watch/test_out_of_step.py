@@ -81,7 +81,7 @@ def test_a_copy_into_the_trained_network_every_iteration_is_traced_to_its_line()
         for _ in range(8):
             _step(online, opt)
             with torch.no_grad():
-                for p, tp in zip(online.parameters(), target.parameters()):
+                for p, tp in zip(online.parameters(), target.parameters(), strict=True):
                     p.data.copy_(tp.data)  # the bug: the target-network sync goes the wrong way
     found = [f for f in watched(run, ["out_of_step"]) if f.code == "TP456"]
     assert [f.severity.value for f in found] == ["warning"]
@@ -120,7 +120,7 @@ def test_deliberate_writes_and_other_models_are_silent():
             with torch.no_grad():
                 for p in critic.parameters():
                     p.clamp_(-0.05, 0.05)  # WGAN weight clipping
-                for e, p in zip(ema.parameters(), critic.parameters()):
+                for e, p in zip(ema.parameters(), critic.parameters(), strict=True):
                     e.mul_(0.9).add_(p, alpha=0.1)  # EMA model: in no optimizer
             if step == 12:
                 critic.load_state_dict(best)  # roll back to a checkpoint
@@ -275,14 +275,14 @@ def test_ema_weights_swapped_in_for_validation_and_restored_are_silent():
         for step in range(30):
             _step(model, opt)
             with torch.no_grad():
-                for s, p in zip(shadow, model.parameters()):
+                for s, p in zip(shadow, model.parameters(), strict=True):
                     s.lerp_(p, 0.1)
             if step % 8 == 7:
                 backup = [p.detach().clone() for p in model.parameters()]
                 with torch.no_grad():
-                    for s, p in zip(shadow, model.parameters()):
+                    for s, p in zip(shadow, model.parameters(), strict=True):
                         p.copy_(s)  # evaluate with the EMA weights
                     model(torch.randn(4, 8))
-                    for b, p in zip(backup, model.parameters()):
+                    for b, p in zip(backup, model.parameters(), strict=True):
                         p.data.copy_(b)  # and put the trained ones back
     assert codes(watched(run, ["out_of_step"])) == []

@@ -34,6 +34,7 @@ def test_reads_inside_the_dataloader_are_not_counted_as_syncs(tmp_path):
     outcome = run_script(str(script), [], watchers=[profiler], live=False)
     assert outcome.exit_code == 0, outcome.error
     steps = outcome.data["profile"]["steps"]
-    assert steps and all(s["syncs"] == 0 and s["scalar_reads"] == 0 for s in steps)  # 16 reads per batch, all in the loader
+    # 16 reads per batch, all in the loader
+    assert steps and all(s["syncs"] == 0 and s["scalar_reads"] == 0 for s in steps)
     assert all(s["phases"]["sync"] == 0 for s in steps)
     assert "TP912" not in {f.code for f in outcome.findings}

@@ -424,7 +424,8 @@ def test_the_traceback_is_the_one_python_prints(tmp_path, capsys, source):
     assert outcome.exit_code == plain.returncode == 1
     assert capsys.readouterr().err == plain.stderr  # no torchpact or runpy frames
     [crash] = [f for f in outcome.findings if f.code == "TP003"]
-    assert crash.path == str(script) and crash.line == (3 if "def f(:" in source else 7)  # the innermost line of the script
+    # the innermost line of the script
+    assert crash.path == str(script) and crash.line == (3 if "def f(:" in source else 7)
 
 
 def test_warnings_point_at_the_user_line_not_at_torchpact(tmp_path):

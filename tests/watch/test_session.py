@@ -195,7 +195,7 @@ def test_another_optimizer_takes_over_counting_steps_once_the_first_one_stops():
     layers = [nn.Linear(4, 4), nn.Linear(4, 4)]
     optimizers = [torch.optim.SGD(layer.parameters(), lr=0.01) for layer in layers]
     with watch([rec], sampler=Sampler(first=2, every=5, calls=None)) as session:
-        for layer, opt, steps in zip(layers, optimizers, (12, 40)):
+        for layer, opt, steps in zip(layers, optimizers, (12, 40), strict=True):
             for _ in range(steps):
                 opt.zero_grad()
                 layer(torch.randn(2, 4)).pow(2).mean().backward()
@@ -284,7 +284,8 @@ def test_step_with_a_closure_delivers_step_pre_after_the_closures_backward():
         opt = make()
         seen.grads.clear()
         with watch([seen]):
-            for call in (lambda: opt.step(closure), lambda: opt.step(closure=closure), lambda: opt.step(closure)):
+            for call in (lambda opt=opt: opt.step(closure), lambda opt=opt: opt.step(closure=closure),
+                         lambda opt=opt: opt.step(closure)):
                 first = len(grads)
                 call()
                 assert torch.equal(seen.grads[-1], grads[first])  # the first closure call's gradient

@@ -103,7 +103,7 @@ def test_ema_copy_made_at_initialisation_that_only_receives_parameters():
             g(x).pow(2).mean().backward()
             opt.step()
             with torch.no_grad():
-                for pe, p in zip(g_ema.parameters(), g.parameters()):
+                for pe, p in zip(g_ema.parameters(), g.parameters(), strict=True):
                     pe.lerp_(p, 0.1)
         with torch.no_grad():
             g_ema(x)

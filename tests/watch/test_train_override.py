@@ -276,7 +276,8 @@ def test_a_set_up_switched_off_by_the_configuration_or_already_made_is_silent():
     torch.manual_seed(0)
     assert watched(lambda: _train(Staged(), call_train=False), ["train_override"]) == []  # mmpretrain's defaults
     for cls in FREEZING:  # done in __init__ under an `if`: in effect all the same
-        assert watched(lambda: _train(cls(setup_in_init=True), call_train=False), ["train_override"]) == [], cls
+        assert watched(lambda cls=cls: _train(cls(setup_in_init=True), call_train=False),
+                       ["train_override"]) == [], cls
 
 
 def test_a_freeze_done_by_the_script_itself_counts_as_in_effect():

@@ -51,7 +51,7 @@ def test_an_update_that_never_reaches_the_weights_is_reported_with_the_optimizer
         opt = RebindingSGD(model.parameters(), lr=0.1)
         _train(model, opt)
     findings = watched(run, ["update_health"])
-    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))  # the consequence
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))  # the consequence
     [f] = [f for f in findings if f.code == "TP454"]
     assert "step() of the RebindingSGD created at test_update_health.py:" in f.message and f.line is not None
     assert f.path.endswith("test_update_health.py") and f.subject == "0.weight" and "`0.bias`" in f.message
@@ -66,7 +66,7 @@ def test_integer_division_in_a_warmup_factor_keeps_lr_at_zero():
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1, s // 100))  # 0 for 100 steps
         _train(model, opt, sched, steps=25)
     findings = watched(run, ["update_health"])
-    assert all(torch.equal(a, b) for a, b in zip(start, model.parameters()))  # AdamW: nothing moved
+    assert all(torch.equal(a, b) for a, b in zip(start, model.parameters(), strict=True))  # AdamW: nothing moved
     [f] = [f for f in findings if f.code == "TP455"]
     assert "20 consecutive steps" in f.message and f.path.endswith("test_update_health.py")
 
@@ -113,7 +113,7 @@ def test_unchanged_parameters_whose_update_could_not_show_are_not_lost_updates()
     start = [p.clone() for p in model.parameters()]
     tiny = torch.optim.SGD(model.parameters(), lr=1e-12)  # lr·|g| far below float32's resolution of |w|
     assert codes(watched(lambda: _train(model, tiny), ["update_health"])) == []
-    assert all(torch.equal(a, b) for a, b in zip(start, model.parameters()))  # not moved, and rightly so
+    assert all(torch.equal(a, b) for a, b in zip(start, model.parameters(), strict=True))  # not moved, and rightly so
 
 
 def test_a_learning_rate_far_too_high_rewrites_the_weights_every_step():
@@ -177,7 +177,7 @@ def test_batched_comparison_keeps_the_per_parameter_results_in_every_corner():
         ratio = (now.float() - before.float()).norm() / before.float().norm().clamp_min(1e-12)
         return bool((now != before).any()), ratio.item()
 
-    for (changed, ratio), (before, now) in zip(got, pairs):
+    for (changed, ratio), (before, now) in zip(got, pairs, strict=True):
         want_changed, want_ratio = one_by_one(before, now)
         assert changed == want_changed
         if want_ratio is None or math.isnan(want_ratio):
@@ -286,7 +286,7 @@ class LostWriteAdam(torch.optim.Adam):
         params = [p for g in self.param_groups for p in g["params"]]
         before = [p.clone() for p in params]
         super().step(closure)
-        for p, b in zip(params, before):
+        for p, b in zip(params, before, strict=True):
             p.copy_(b)
 
 
@@ -297,7 +297,8 @@ class LostWriteAdam(torch.optim.Adam):
 ], ids=["adam-lost-write", "rebinding-sgd", "rebinding-sgd-small-lr"])
 def test_lost_updates_are_still_reported_and_name_the_parameters(make):
     model = _model()
-    found = [f for f in watched(lambda: _train(model, make(model.parameters())), ["update_health"]) if f.code == "TP454"]
+    found = [f for f in watched(lambda: _train(model, make(model.parameters())), ["update_health"])
+             if f.code == "TP454"]
     assert [f.severity.value for f in found] == ["warning"]
     assert found[0].subject == "0.weight" and "`0.weight`" in found[0].message and "`3.bias`" in found[0].message
 

@@ -23,7 +23,7 @@ model = DDP(nn.Sequential(nn.Linear(8, 32), nn.LayerNorm(32), nn.GELU(), nn.Line
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
 params = list(model.parameters())
 gen = torch.Generator().manual_seed(100 + rank)
-for step in range(20):
+for _step in range(20):
     x = torch.randn(16, 8, generator=gen)
     optimizer.zero_grad()
     loss = (model(x) * 10 - x.sum(1, keepdim=True)).pow(2).mean()

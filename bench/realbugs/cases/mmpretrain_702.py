@@ -22,7 +22,7 @@ class StagedConvNet(nn.Module):
         widths = (3, 8, 16, 32)
         self.stages = nn.ModuleList(
             nn.Sequential(nn.Conv2d(c_in, c_out, 3, padding=1), nn.BatchNorm2d(c_out), nn.ReLU(), nn.MaxPool2d(2))
-            for c_in, c_out in zip(widths, widths[1:]))
+            for c_in, c_out in zip(widths, widths[1:], strict=False))
         self.classifier = nn.Linear(32 * 4 * 4, classes)
 
     def train(self, mode=True):
@@ -42,7 +42,7 @@ model = StagedConvNet()
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
 if FIXED:
     model.train()
-for step in range(10):
+for _step in range(10):
     images, labels = torch.randn(8, 3, 32, 32), torch.randint(0, 10, (8,))
     optimizer.zero_grad()
     loss = nn.functional.cross_entropy(model(images), labels)

@@ -26,7 +26,7 @@ if not FIXED:
     ddp_model.float()    # stands for ddp_model.cuda(rank)
 optimizer = torch.optim.SGD(ddp_model.parameters(), lr=0.05)
 gen = torch.Generator().manual_seed(100 + rank)  # each rank its own shard of the data
-for step in range(20):
+for _step in range(20):
     x = torch.randn(16, 8, generator=gen)
     optimizer.zero_grad()
     loss = (ddp_model(x) - x.sum(1, keepdim=True)).pow(2).mean()

@@ -28,7 +28,7 @@ class CompiledAdam(torch.optim.Adam):
         before = [p.clone() for p in params]
         loss = super().step(closure)
         if self.lost_write_back:
-            for p, b in zip(params, before):
+            for p, b in zip(params, before, strict=True):
                 p.copy_(b)  # the functional copy's result never reaches the parameter
         return loss
 

@@ -42,7 +42,7 @@ def scores():
 before = scores()
 opt_g = torch.optim.Adam(generator.parameters(), lr=2e-4, betas=(0.5, 0.999))
 opt_d = torch.optim.Adam(discriminator.parameters(), lr=2e-4, betas=(0.5, 0.999))
-for step in range(60):
+for _step in range(60):
     real = real_data[torch.randint(0, 512, (32,))]
     fake = generator(torch.randn(32, 8))
     opt_d.zero_grad()

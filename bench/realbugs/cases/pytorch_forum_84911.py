@@ -43,7 +43,7 @@ if not FIXED:
 trainable = [p for p in net.parameters() if p.requires_grad] if FIXED else net.head.parameters()
 optimizer = torch.optim.Adam(trainable, lr=1e-3)
 loss_fn = nn.CrossEntropyLoss()
-for step in range(30):
+for _step in range(30):
     images, labels = torch.randn(16, 3, 32, 32), torch.randint(0, 100, (16,))
     optimizer.zero_grad()
     loss = loss_fn(net(images), labels)

@@ -20,7 +20,7 @@ classifier = nn.Sequential(
     nn.Flatten(), nn.Linear(12 * 5 * 5, 10),
 )
 adam = torch.optim.Adam(classifier.parameters(), lr=1e-4)
-for step in range(25):
+for _step in range(25):
     images, digits = torch.randn(32, 1, 28, 28), torch.randint(0, 10, (32,))
     if FIXED:
         adam.zero_grad()

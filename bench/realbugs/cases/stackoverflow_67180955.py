@@ -40,7 +40,7 @@ if __name__ == "__main__":
                         worker_init_fn=seed_worker if FIXED else None)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 4))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    for epoch in range(2):
+    for _epoch in range(2):
         for x, y in loader:
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(model(x), y).backward()

@@ -21,7 +21,8 @@ class TinyLM(nn.Module):
         super().__init__()
         self.init_std = init_std
         self.embed = nn.Embedding(vocab, width)
-        self.mlp = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.GELU(), nn.Linear(4 * width, width))
+        self.mlp = nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.GELU(),
+                                 nn.Linear(4 * width, width))
         self.norm = nn.LayerNorm(width)
         self.unembed = nn.Linear(width, vocab, bias=False)
         self.initialise()

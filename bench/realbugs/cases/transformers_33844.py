@@ -47,7 +47,7 @@ class TinyEncoder(nn.Module):
 
 model = TinyEncoder()
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-for step in range(10):
+for _step in range(10):
     ids = torch.randint(0, 100, (4, 12))
     optimizer.zero_grad()
     loss = F.cross_entropy(model(ids).flatten(0, 1), ids.flatten())

@@ -34,7 +34,7 @@ model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, EMB_DIM))
 criterion = ReIDLoss()
 params = list(model.parameters()) + (list(criterion.parameters()) if FIXED else [])
 optimizer = torch.optim.Adam(params, lr=2e-3)
-for epoch in range(6):
+for _epoch in range(6):
     for start in range(0, 2048, 64):
         optimizer.zero_grad()
         loss = criterion(model(crops[start:start + 64]), identity[start:start + 64])

@@ -36,7 +36,7 @@ features = torch.randn(1024, 24)
 targets = (features[:, :6].sum(1, keepdim=True) + 0.1 * torch.randn(1024, 1)) * 2 + 8  # (N, 1)
 head = RegressionHead()
 optimizer = torch.optim.Adam(head.parameters(), lr=3e-3)
-for epoch in range(8):
+for _epoch in range(8):
     for x, y in DataLoader(TensorDataset(features, targets), batch_size=32, shuffle=True):
         optimizer.zero_grad()
         loss = head.logits_to_loss(head(x), y)

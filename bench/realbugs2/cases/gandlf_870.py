@@ -32,7 +32,7 @@ def shuffled(x, y):
 
 model = nn.Sequential(nn.Linear(20, 64), nn.ReLU(), nn.Linear(64, 4))
 optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-for epoch in range(12):
+for _epoch in range(12):
     xs, ys = shuffled(features, labels)
     for start in range(0, len(xs), 32):
         optimizer.zero_grad()

@@ -40,7 +40,7 @@ def micro_batches():
 
 model = nn.Sequential(nn.Embedding(VOCAB, 32), nn.Linear(32, VOCAB))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-for step in range(60):
+for _step in range(60):
     window = list(micro_batches())
     valid_in_step = sum(labels.numel() for _, labels in window)
     optimizer.zero_grad()

@@ -32,7 +32,7 @@ sequences = torch.randn(640, 16, 8)
 targets = sequences[:, :, :4].sum(1).argmax(1)
 model = RowClassifier()
 optimizer = torch.optim.Adam(model.parameters(), lr=5e-3)
-for epoch in range(6):
+for _epoch in range(6):
     for start in range(0, 512, 32):
         x, y = sequences[start:start + 32], targets[start:start + 32]
         optimizer.zero_grad()

@@ -38,7 +38,7 @@ def task_data(seed):
 
 
 def train(model, optimizer, task, x, y, epochs):
-    for epoch in range(epochs):
+    for _epoch in range(epochs):
         for start in range(0, len(x), 32):
             optimizer.zero_grad(set_to_none=False)
             loss = F.cross_entropy(model(x[start:start + 32], task), y[start:start + 32])
@@ -63,6 +63,6 @@ model.heads["b"] = nn.Linear(32, 4)
 params = [p for p in model.parameters() if p.requires_grad] if FIXED else model.parameters()
 train(model, torch.optim.Adam(params, lr=2e-3, weight_decay=5e-4), "b", xb, yb, epochs=8)
 
-drift = max((p - q).abs().max().item() for p, q in zip(model.encoder.parameters(), encoder_before))
+drift = max((p - q).abs().max().item() for p, q in zip(model.encoder.parameters(), encoder_before, strict=True))
 print(f"task A accuracy {before:.2f} before task B, {accuracy(model, 'a', xa, ya):.2f} after; "
       f"largest change of a frozen encoder weight {drift:.3f}; task B accuracy {accuracy(model, 'b', xb, yb):.2f}")

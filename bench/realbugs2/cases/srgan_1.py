@@ -24,7 +24,7 @@ generator = nn.Sequential(nn.Conv2d(1, 16, 3, padding=1), nn.PReLU(),
 optimizer = torch.optim.Adam(generator.parameters(), lr=1e-3)
 scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=EPOCHS // 2, gamma=0.1)
 
-for epoch in range(EPOCHS):
+for _epoch in range(EPOCHS):
     for start in range(0, len(high_res), 32):
         optimizer.zero_grad()
         loss = F.mse_loss(generator(low_res[start:start + 32]), high_res[start:start + 32])

@@ -66,7 +66,7 @@ def chain(n):
 
 model = TinyDecoder()
 optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
-for step in range(200):
+for _step in range(200):
     ids = chain(32)
     optimizer.zero_grad()
     loss = F.cross_entropy(model(ids[:, :-1]).flatten(0, 1), ids[:, 1:].flatten())

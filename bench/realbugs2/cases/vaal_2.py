@@ -42,7 +42,7 @@ def test(model):
 
 
 task_model.train()
-for epoch in range(6):
+for _epoch in range(6):
     for x, y in DataLoader(TensorDataset(train_x, train_y), batch_size=32, shuffle=True):
         optimizer.zero_grad()
         loss = F.cross_entropy(task_model(x), y)

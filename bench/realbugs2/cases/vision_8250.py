@@ -27,7 +27,7 @@ model = nn.Sequential(nn.Linear(16, 64), nn.BatchNorm1d(64, momentum=BN_MOMENTUM
                       nn.Linear(64, 64), nn.BatchNorm1d(64, momentum=BN_MOMENTUM), nn.ReLU(), nn.Linear(64, 3))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.02, momentum=0.9)
 loader = DataLoader(TensorDataset(features, labels), batch_size=32, shuffle=True)
-for epoch in range(10):
+for _epoch in range(10):
     model.train()
     correct = 0
     for x, y in loader:

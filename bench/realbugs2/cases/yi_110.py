@@ -44,7 +44,7 @@ class TinyLM(nn.Module):
 
 model = TinyLM()
 optimizer = torch.optim.Adam(model.parameters(), lr=2e-3)
-for step in range(120):
+for _step in range(120):
     input_ids = batch(32)
     labels = input_ids[:, 1:].clone()
     if FIXED:

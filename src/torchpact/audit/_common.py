@@ -254,7 +254,7 @@ def compare(ref: list[tuple[str, Any]], got: list[Any], rtol: float = RTOL, atol
     if len(got) != len(ref):
         return Comparison(False, problem=f"returns {len(got)} tensors where eager returns {len(ref)}")
     worst_abs, worst_rel, ok, problem = 0.0, 0.0, True, None
-    for (name, r), g in zip(ref, got):
+    for (name, r), g in zip(ref, got, strict=True):
         if not isinstance(g, torch.Tensor):
             g = torch.as_tensor(g)
         if tuple(g.shape) != tuple(r.shape):

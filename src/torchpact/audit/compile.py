@@ -58,7 +58,8 @@ or keep the break where it is cheap (outside the hot loop).""" + _RUNTIME)
 
 RECOMPILE = Check(
     code="TP852", category=Category.COMPILE, severity=Severity.INFO,
-    severity_note="`warning` when the recompilations hit torch._dynamo's recompile_limit, so the function runs eagerly from then on",
+    severity_note="`warning` when the recompilations hit torch._dynamo's recompile_limit, so the function runs eagerly "
+                  "from then on",
     summary="torch.compile recompiled the model for another input; the failed guard is named.",
     doc="""## What it does
 Runs the compiled model on the varied inputs and reports each recompilation with the guard that
@@ -76,7 +77,8 @@ Mark the varying dimensions dynamic up front (`torch._dynamo.mark_dynamic(x, 0)`
 
 COMPILE_PARITY = Check(
     code="TP853", category=Category.COMPILE, severity=Severity.ERROR,
-    severity_note="`warning` when the compiled model raises on the varied inputs instead of returning values that differ from eager",
+    severity_note="`warning` when the compiled model raises on the varied inputs instead of returning values that "
+                  "differ from eager",
     summary="The compiled model gives other results than eager.",
     doc="""## What it does
 Compares the compiled model's outputs with eager's on every variant, per mode, with the tolerance
@@ -203,11 +205,11 @@ class CompileReport:
 # Graph breaks -------------------------------------------------------------------------------------
 
 def _break_reason(reason: str) -> str:
-    lines = [l.strip() for l in str(reason).strip().splitlines() if l.strip()]
+    lines = [line.strip() for line in str(reason).strip().splitlines() if line.strip()]
     if not lines:
         return "unknown reason"
     head = lines[0]
-    explanation = next((l[len("Explanation:"):].strip() for l in lines if l.startswith("Explanation:")), "")
+    explanation = next((line[len("Explanation:"):].strip() for line in lines if line.startswith("Explanation:")), "")
     if head.startswith("generic_jump"):
         return "a Python branch on a tensor value (dynamo cannot decide it at compile time)"
     return f"{head}: {explanation}" if explanation else head
@@ -499,10 +501,11 @@ def _mode_findings(results: dict[str, ModeResult]) -> list[Finding]:
         bad = [p for p in r.parity if p["status"] != "ok"]
         if bad:
             worst = max((p.get("max_abs_err") or 0) for p in bad)
-            out.append(C.finding(COMPILE_PARITY, f"torch.compile(mode={mode!r}) "
-                                + ("raises" if all(p["status"] == "error" for p in bad) else f"differs from eager by up to {worst:.3g}")
-                                + f" on {', '.join(p['name'] for p in bad)}: {bad[0].get('problem')}", subject=mode,
-                                severity=Severity.ERROR if any(p["status"] == "mismatch" for p in bad) else Severity.WARNING))
+            how = "raises" if all(p["status"] == "error" for p in bad) else f"differs from eager by up to {worst:.3g}"
+            severity = Severity.ERROR if any(p["status"] == "mismatch" for p in bad) else Severity.WARNING
+            out.append(C.finding(COMPILE_PARITY, f"torch.compile(mode={mode!r}) {how}"
+                                 f" on {', '.join(p['name'] for p in bad)}: {bad[0].get('problem')}", subject=mode,
+                                 severity=severity))
         by_function: dict[str, list[Recompile]] = {}
         for rc in r.recompiles:
             by_function.setdefault(rc.function, []).append(rc)

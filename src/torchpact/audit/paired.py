@@ -91,9 +91,9 @@ def paired(baseline: Callable[[], Any], other: Callable[[], Any], budget_s: floa
             w, c = _block(fn, calls)
             walls[label].append(w)
             cpus[label].append(c)
-    wall_ratio = ratio_interval([median(a) / median(b) for a, b in zip(walls["baseline"], walls["other"])
+    wall_ratio = ratio_interval([median(a) / median(b) for a, b in zip(walls["baseline"], walls["other"], strict=True)
                                  if median(b) > 0])
-    cpu_ratio = ratio_interval([a / b for a, b in zip(cpus["baseline"], cpus["other"]) if b > 0])
+    cpu_ratio = ratio_interval([a / b for a, b in zip(cpus["baseline"], cpus["other"], strict=True) if b > 0])
 
     def stats(label: str) -> dict[str, Any]:
         times = sorted(t for block in walls[label] for t in block)

@@ -52,7 +52,8 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def timed(fns: dict[str, Callable[[], Any]], device: str = "cpu", budget_s: float = BUDGET_S) -> dict[str, dict[str, Any]]:
+def timed(fns: dict[str, Callable[[], Any]], device: str = "cpu",
+          budget_s: float = BUDGET_S) -> dict[str, dict[str, Any]]:
     """p50/p99 per label over ``REPEATS`` repeats of about ``budget_s / REPEATS`` each, after a warm-up.
 
     The repeats go round the labels, so that a stretch of machine load lands in one repeat of each

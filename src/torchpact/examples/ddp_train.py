@@ -1,7 +1,5 @@
 """DistributedDataParallel training, launched with `torchrun --nproc-per-node 2 ddp_train.py`."""
 
-import os
-
 import torch
 import torch.distributed as dist
 import torch.nn as nn

@@ -18,8 +18,8 @@ class WatchedFit:
     """
 
     def __init__(self, watchers: Iterable[str] | None = None, *, report: str | None = None, format: str = "json",
-                 html: str | None = None, live: bool = True, sample_first: int = Sampler().first, sample_every: int = Sampler().every,
-                 command: str = "fit") -> None:
+                 html: str | None = None, live: bool = True, sample_first: int = Sampler().first,
+                 sample_every: int = Sampler().every, command: str = "fit") -> None:
         from torchpact.report import FORMATS
 
         if format not in FORMATS:

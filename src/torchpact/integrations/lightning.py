@@ -35,7 +35,8 @@ class TorchpactCallback(Callback):
     """Attach torchpact's watchers for ``Trainer.fit``; hand over the findings; write a report when asked."""
 
     def __init__(self, watchers: Iterable[str] | None = None, *, report: str | None = None, format: str = "json",
-                 html: str | None = None, live: bool = True, sample_first: int = Sampler().first, sample_every: int = Sampler().every) -> None:
+                 html: str | None = None, live: bool = True, sample_first: int = Sampler().first,
+                 sample_every: int = Sampler().every) -> None:
         super().__init__()
         self.fit = WatchedFit(watchers, report=report, format=format, html=html, live=live,
                               sample_first=sample_first, sample_every=sample_every, command="lightning fit")

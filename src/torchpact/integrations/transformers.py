@@ -31,7 +31,8 @@ class TorchpactCallback(TrainerCallback):
     """Attach torchpact's watchers for ``Trainer.train``; hand over the findings; write a report when asked."""
 
     def __init__(self, watchers: Iterable[str] | None = None, *, report: str | None = None, format: str = "json",
-                 html: str | None = None, live: bool = True, sample_first: int = Sampler().first, sample_every: int = Sampler().every) -> None:
+                 html: str | None = None, live: bool = True, sample_first: int = Sampler().first,
+                 sample_every: int = Sampler().every) -> None:
         self.fit = WatchedFit(watchers, report=report, format=format, html=html, live=live,
                               sample_first=sample_first, sample_every=sample_every, command="transformers train")
 

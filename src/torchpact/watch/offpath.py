@@ -147,7 +147,7 @@ def unobserved(session: Any) -> Iterator[None]:
         yield
     finally:
         session._sampled = sampled
-        for d, entries in zip(hooks, saved):
+        for d, entries in zip(hooks, saved, strict=True):
             d.clear()
             d.update(entries)
         if roots_on:

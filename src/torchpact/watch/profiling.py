@@ -23,6 +23,7 @@ what no event covers is ``idle`` (Python between the phases: logging, metrics, t
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 from typing import Any, Iterable, NamedTuple
 
 from torchpact.median import median
@@ -72,7 +73,7 @@ def phase_of(name: str) -> str | None:
 def step_bounds(events: Iterable[Event]) -> list[tuple[float, float]]:
     """The profiled steps, from one step-end marker to the next (the first is set when profiling starts)."""
     marks = sorted(ev.start for ev in events if ev.name.startswith(STEP_MARKER))
-    return [(a, b) for a, b in zip(marks, marks[1:]) if b > a]
+    return [(a, b) for a, b in pairwise(marks) if b > a]
 
 
 def attribute(events: list[Event], lo: float, hi: float) -> dict[str, float]:

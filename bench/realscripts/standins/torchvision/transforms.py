@@ -58,7 +58,8 @@ class Resize:
         h, w = _height_width(x)
         if isinstance(self.size, int):
             short = min(h, w)
-            h, w = (self.size, round(w * self.size / short)) if h == short else (round(h * self.size / short), self.size)
+            h, w = ((self.size, round(w * self.size / short)) if h == short
+                    else (round(h * self.size / short), self.size))
         else:
             h, w = self.size
         if isinstance(x, Image):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any, Callable
 
 SCAN = 256  # every size up to here (and up to 4x the example + 2) is evaluated; beyond, the guards' constants
@@ -114,7 +115,7 @@ def bounds(symbol: Any, shape_env: Any, range_upper: int | None, names: dict[str
     probes = _probes(example, constants, range_upper)
     state = {s: not failing(s) for s in probes}
     out: list[Bound] = []
-    for lo, hi in zip(probes, probes[1:]):
+    for lo, hi in pairwise(probes):
         if state[lo] == state[hi]:
             continue
         a, b = lo, hi  # one flip assumed between two probes: bisect to the two sizes next to it

@@ -1,8 +1,8 @@
 """export-check: every way to ship a model, each compared with eager on varied inputs.
 
 The paths are ``torch.jit.trace``, ``torch.jit.script``, ``torch.export.export`` (batch, sequence,
-time and image height/width dimensions marked ``Dim.AUTO``; non-strict, torch 2.13's default, and strict) and ``torch.onnx.export``
-(2.13's default exporter, which runs torch.export) run in onnxruntime; each is one module of this
+time and image height/width dimensions marked ``Dim.AUTO``; non-strict, torch 2.13's default, and strict) and
+``torch.onnx.export`` (2.13's default exporter, which runs torch.export) run in onnxruntime; each is one module of this
 package following :class:`~torchpact.audit.export.path.ExportPath`. Each artifact is built from
 the example, then run on every variant of :mod:`torchpact.audit.variants` and compared with eager.
 This package computes plain data (:class:`PathResult`) and :class:`~torchpact.findings.Finding`

@@ -9,8 +9,10 @@ _RUNTIME = "\n\n(Found by `torchpact export-check`, which builds the artifact an
 
 TRACE_BRANCH = Check(
     code="TP701", category=Category.EXPORT, severity=Severity.ERROR,
-    severity_note="`warning` when trace or export raises on a data-dependent branch (it fails loudly instead of baking the branch in)",
-    summary="The traced model gives other results than eager on other inputs: trace baked in a branch or number taken from tensor values.",
+    severity_note="`warning` when trace or export raises on a data-dependent branch (it fails loudly instead of baking "
+                  "the branch in)",
+    summary="The traced model gives other results than eager on other inputs: trace baked in a branch or number taken "
+            "from tensor values.",
     doc="""## What it does
 `torchpact export-check` traces the model on the example, runs the trace on other values of the
 same shape, and compares with eager. When the trace disagrees and torch emitted a `TracerWarning`
@@ -47,7 +49,8 @@ Call `model.eval()` before exporting.""" + _RUNTIME)
 
 TRACE_SHAPE = Check(
     code="TP751", category=Category.EXPORT, severity=Severity.ERROR,
-    severity_note="`info` when torch emitted a `TracerWarning` at a line but no input torchpact ran showed the trace wrong",
+    severity_note="`info` when torch emitted a `TracerWarning` at a line but no input torchpact ran showed the trace "
+                  "wrong",
     summary="The traced model breaks on another batch size, sequence length or image size: trace specialised a shape.",
     doc="""## What it does
 Runs the traced model on other batch sizes, sequence or time lengths and image heights/widths (the
@@ -97,7 +100,8 @@ with the reason; if one size is intended, mark the dimension `Dim.STATIC`.""" + 
 
 OUTPUT_TYPE = Check(
     code="TP753", category=Category.EXPORT, severity=Severity.WARNING,
-    severity_note="`info` when the output is a dict, which torch.jit.trace refuses by default: torchpact traced with strict=False",
+    severity_note="`info` when the output is a dict, which torch.jit.trace refuses by default: torchpact traced with "
+                  "strict=False",
     summary="The model returns an object (cache, dict) that an export path cannot carry.",
     doc="""## What it does
 Inspects the eager output for objects that are not tensors, plain containers or types registered
@@ -145,7 +149,8 @@ Ship with `torch.export.export` (or the default `torch.onnx.export`, built on it
 
 PATH_FAILED = Check(
     code="TP756", category=Category.EXPORT, severity=Severity.WARNING,
-    severity_note="`info` when the failed path is torch.jit.trace or torch.jit.script (deprecated), `warning` for torch.export and ONNX",
+    severity_note="`info` when the failed path is torch.jit.trace or torch.jit.script (deprecated), `warning` for "
+                  "torch.export and ONNX",
     summary="An export path raised while building the artifact.",
     doc="""## What it does
 Reports the error a path raised on the example (torch.export, ONNX: warning; the deprecated

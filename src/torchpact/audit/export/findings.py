@@ -131,12 +131,13 @@ def deprecation_findings(paths: dict[str, PathResult]) -> list[Finding]:
         if p is None:
             continue
         for w in p.warnings:
-            if issubclass(w.category, DeprecationWarning) and "is deprecated" in w.message and f"torch.jit.{name}" in w.message:
+            if (issubclass(w.category, DeprecationWarning) and "is deprecated" in w.message
+                    and f"torch.jit.{name}" in w.message):
                 texts.append(w.message)
                 break
     if not texts:
         return []
     used = " and ".join(n for n in ("torch.jit.trace", "torch.jit.script") if any(f"`{n}`" in t for t in texts))
-    return [C.finding(JIT_DEPRECATED, f"{used} {'are' if ' and ' in used else 'is'} deprecated on torch {torch.__version__}: "
-                     f"'{texts[0]}'",
+    verb = "are" if " and " in used else "is"
+    return [C.finding(JIT_DEPRECATED, f"{used} {verb} deprecated on torch {torch.__version__}: '{texts[0]}'",
                      fix="ship with torch.export.export or the default torch.onnx.export")]

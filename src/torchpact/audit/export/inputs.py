@@ -28,7 +28,7 @@ def bind(model: Any, example: Variant) -> Any:
                 raise ValueError(f"the artifact takes the example's input structure ({len(index)} tensors), "
                                  f"not {len(tensors)}")
             filled = list(leaves)
-            for i, t in zip(index, tensors):
+            for i, t in zip(index, tensors, strict=True):
                 filled[i] = t
             args, kwargs = _pytree.tree_unflatten(filled, spec)
             return self.model(*args, **kwargs)

@@ -99,8 +99,8 @@ def _bounded_finding(item: dict[str, Any], export: PathResult, onnx: PathResult 
         import torch
 
         fix = ("export under torch.fx.experimental._config.patch(backed_size_oblivious=True) (experimental on "
-               f"torch {torch.__version__}): torchpact exported this model so and the program took {', '.join(oblivious['sizes'])}"
-               " and matched eager there")
+               f"torch {torch.__version__}): torchpact exported this model so and the program took "
+               f"{', '.join(oblivious['sizes'])} and matched eager there")
     elif zero_one and oblivious:
         fix = ("serve only sizes the program takes (pad or bucket the inputs), or export a second program from an "
                f"example inside the refused sizes; exporting under backed_size_oblivious=True did not help here "

@@ -116,7 +116,7 @@ def _read_dims(model: Any, ep: Any, example: Variant, dims: Dims,
             if s.kind == InputKind.USER_INPUT and isinstance(s.arg, TensorArgument)]
     marked = []
     symbols: dict[str, str] = {}
-    for i, pname in zip(tensor_leaf_indices(example), user):
+    for i, pname in zip(tensor_leaf_indices(example), user, strict=False):
         val = placeholders[pname].meta.get("val")
         if val is None:
             continue

@@ -53,11 +53,14 @@ def training_mode(model: Any, example: Variant, path: str | None, line: int | No
         model.eval()
     layers = []
     if drops:
-        layers.append(f"{len(drops)} Dropout layer{'s' * (len(drops) != 1)} ({', '.join(drops[:3])}{', ...' if len(drops) > 3 else ''})")
+        layers.append(f"{len(drops)} Dropout layer{'s' * (len(drops) != 1)} "
+                      f"({', '.join(drops[:3])}{', ...' if len(drops) > 3 else ''})")
     if norms:
-        layers.append(f"{len(norms)} BatchNorm layer{'s' * (len(norms) != 1)} ({', '.join(norms[:3])}{', ...' if len(norms) > 3 else ''})")
+        layers.append(f"{len(norms)} BatchNorm layer{'s' * (len(norms) != 1)} "
+                      f"({', '.join(norms[:3])}{', ...' if len(norms) > 3 else ''})")
     message = (f"the model was handed over in training mode with {' and '.join(layers)}: "
                + ("; ".join(evidence) if evidence else "they behave as in training")
-               + ". Every exporter records this mode, so the artifact would too; torchpact checked the paths in eval mode")
+               + ". Every exporter records this mode, so the artifact would too; torchpact checked the paths in eval "
+                 "mode")
     return C.finding(TRAINING_MODE, message, path=path, line=line, subject=", ".join((drops + norms)[:4]),
                     fix="call `model.eval()` before exporting")

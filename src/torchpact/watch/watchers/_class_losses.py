@@ -94,7 +94,7 @@ def original(name: str) -> Callable:
 
 def _options(name: str, args: tuple, kwargs: dict) -> dict:
     options = dict(_DEFAULTS)
-    for key, value in zip(_POSITIONAL[name], args):
+    for key, value in zip(_POSITIONAL[name], args, strict=False):
         options[key] = value
     for key in _POSITIONAL[name]:
         if key in kwargs:
@@ -102,7 +102,8 @@ def _options(name: str, args: tuple, kwargs: dict) -> dict:
     if options["size_average"] is not None or options["reduce"] is not None:  # the legacy pair decides
         from torch.nn import _reduction
 
-        options["reduction"] = _reduction.legacy_get_string(options["size_average"], options["reduce"], emit_warning=False)
+        options["reduction"] = _reduction.legacy_get_string(options["size_average"], options["reduce"],
+                                                            emit_warning=False)
     return options
 
 

@@ -67,7 +67,7 @@ def unobserved(devices: list[int]) -> Iterator[Any]:
 
         def rewind() -> None:
             torch.set_rng_state(cpu)
-            for d, s in zip(devices, cuda):
+            for d, s in zip(devices, cuda, strict=True):
                 torch.cuda.set_rng_state(s, d)
             rewind_host()
 

@@ -89,7 +89,8 @@ class _Walk:
     def _scope(func: Any) -> dict[str, Any]:
         scope = dict(getattr(func, "__globals__", {}))
         cells = getattr(func, "__closure__", None) or ()
-        for name, cell in zip(getattr(getattr(func, "__code__", None), "co_freevars", ()), cells):
+        freevars = getattr(getattr(func, "__code__", None), "co_freevars", ())
+        for name, cell in zip(freevars, cells, strict=False):
             try:
                 scope[name] = cell.cell_contents
             except ValueError:  # an empty cell
@@ -229,7 +230,7 @@ def _value(node: ast.AST, env: dict[str, Any]) -> Any:
         return UNKNOWN if any(v is UNKNOWN for v in values) else values[-1]
     if isinstance(node, ast.Compare):
         left = _value(node.left, env)
-        for op, right_node in zip(node.ops, node.comparators):
+        for op, right_node in zip(node.ops, node.comparators, strict=True):
             right = _value(right_node, env)
             if left is UNKNOWN or right is UNKNOWN or type(op) not in _COMPARE:
                 return UNKNOWN

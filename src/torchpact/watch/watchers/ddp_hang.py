@@ -178,7 +178,8 @@ class DdpHangWatcher(Watcher):
                 state = describe(frame) | {"step": self.session.step, "stalled_s": round(stalled, 1)}
                 del frame
                 if not published and exchange is not None:
-                    published = exchange.put(f"hang/{exchange.rank}", json.dumps(state | {"since": time.time() - stalled}))
+                    published = exchange.put(f"hang/{exchange.rank}",
+                                             json.dumps(state | {"since": time.time() - stalled}))
                 if stalled >= self.timeout:
                     reported = self._judge(state, exchange)
         except Exception:  # the watchdog must never take the rank down
@@ -193,7 +194,7 @@ class DdpHangWatcher(Watcher):
             if values is None:
                 return False  # some rank never stalled: it is busy, and this one waits for it
             now = time.time()
-            for key, raw in zip(keys, values):
+            for key, raw in zip(keys, values, strict=False):
                 if not raw:
                     return False  # that rank moved again
                 state = json.loads(raw)

@@ -144,9 +144,9 @@ class DdpStragglerWatcher(Watcher):
     def _medians(self) -> dict[str, float] | None:
         if len(self._samples) < MIN_SAMPLES:
             return None
-        columns = list(zip(*self._samples))
-        return {name: median(col) for name, col in
-                zip(("data", "forward", "backward", "optimizer", "total"), columns)} | {"n": len(self._samples)}
+        columns = list(zip(*self._samples, strict=True))
+        names = ("data", "forward", "backward", "optimizer", "total")
+        return {name: median(col) for name, col in zip(names, columns, strict=True)} | {"n": len(self._samples)}
 
     def _exchange(self, tag: str, final: bool = False) -> None:
         """Publish this rank's medians under ``tag``; at the end (``final``) say this rank is done, then (rank 0)

@@ -318,7 +318,7 @@ class LossInputsWatcher(Watcher):
             if stack and _module_kind(stack[-1], self._modules) is not None:
                 return  # a loss module calling its function: seen by the module hook
             values = list(args[:2])
-            for i, name in enumerate(_ARGS[len(values):], start=len(values)):
+            for name in _ARGS[len(values):]:
                 if name in kwargs:
                     values.append(kwargs[name])
             if len(values) < 2:
@@ -426,7 +426,7 @@ class LossInputsWatcher(Watcher):
         pending, self._pending = self._pending, []
         by_device: dict[Any, list[int]] = {}
         tensors = []
-        for i, (_, what, payload) in enumerate(pending):
+        for i, (_, _what, payload) in enumerate(pending):
             stats = payload[0]
             by_device.setdefault(stats.device, []).append(i)
             tensors.append(stats)
@@ -435,7 +435,7 @@ class LossInputsWatcher(Watcher):
             sizes = [tensors[i].numel() for i in idx]
             flat = torch.cat([tensors[i].reshape(-1) for i in idx]).tolist()
             pos = 0
-            for i, n in zip(idx, sizes):
+            for i, n in zip(idx, sizes, strict=True):
                 values[i] = flat[pos:pos + n]
                 pos += n
         for i, (site, what, payload) in enumerate(pending):

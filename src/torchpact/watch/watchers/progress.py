@@ -98,7 +98,7 @@ class Progress(Watcher):
 
             with torch.no_grad():
                 values = torch.stack([v.float().cpu() for v in self._loss_values]).tolist()
-            losses = list(zip(self._loss_steps, values))
+            losses = list(zip(self._loss_steps, values, strict=False))
         times = self.session.step_times if self.session else []
         out: dict[str, Any] = {"step_time": [(i, round(t, 6)) for i, t in enumerate(times)],
                                "loss": losses, "memory": self.memory, "memory_kind": self.memory_kind}

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import statistics
 import weakref
+from itertools import pairwise
 from typing import Any
 
 from torchpact.findings import Category, Severity
@@ -247,7 +248,7 @@ class SchedulerPerBatch(Watcher):
         now = (s.steps, sched.last_epoch if sched is not None else s.last_epoch)  # gone: its last step's value
         points = [(steps, epoch) for loader, steps, epoch in s.bounds if loader == feeder]
         points.append(now)
-        return [(b[0] - a[0], b[1] - a[1]) for a, b in zip(points, points[1:])]
+        return [(b[0] - a[0], b[1] - a[1]) for a, b in pairwise(points)]
 
     def _judge(self, s: _Sched) -> None:
         if s.done:

@@ -64,7 +64,8 @@ images; check `prefetch_factor`.""" + _RUNTIME)
 
 HOST_SYNCS = Check(
     code="TP912", category=Category.PERFORMANCE, severity=Severity.WARNING, evidence=Evidence.INFERRED,
-    severity_note="`info` on CPU, where reading a tensor's value is cheap but each read becomes a host-device sync on a GPU",
+    severity_note="`info` on CPU, where reading a tensor's value is cheap but each read becomes a host-device sync "
+                  "on a GPU",
     summary="Many host-device syncs per step: the host waits for the device again and again.",
     doc="""## What it does
 Counts, in each profiled step, the points where the host waits for the device: on CUDA the
