@@ -88,11 +88,12 @@ def measure(cmds: list[list[str]], env_extra: dict[str, str] | None = None, cwd:
             if proc.returncode != 0:
                 failures.append(f"{' '.join(cmds[i])} failed:\n{Path(err_path).read_text()[-3000:]}")
                 return
-            try:
-                count, gc_cpu = Path(gc_out).read_text().split()
+            try:  # a line per process of the tree that ended through Python's shutdown
+                lines = [line.split() for line in Path(gc_out).read_text().splitlines() if line.strip()]
+                count, gc_cpu = sum(int(c) for c, _ in lines), sum(float(t) for _, t in lines)
             except (OSError, ValueError):
-                count, gc_cpu = "0", "nan"
-            results[i] = Run(usage.ru_utime + usage.ru_stime, wall, int(count), float(gc_cpu))
+                count, gc_cpu = 0, float("nan")
+            results[i] = Run(usage.ru_utime + usage.ru_stime, wall, count, gc_cpu)
 
         threads = [threading.Thread(target=one, args=(i,)) for i in range(len(cmds))]
         for t in threads:
