@@ -32,3 +32,11 @@ def test_a_failing_run_stops_the_bench_with_its_error():
     with pytest.raises(SystemExit, match="no such thing"):
         bench.measure([[sys.executable, "-c", "pass"],
                        [sys.executable, "-c", "import sys; sys.exit('no such thing')"]])
+
+
+def test_collections_are_counted_in_every_process_of_the_tree(tmp_path):
+    # torchpact run forks the process that runs the script: its full collections are the run's, counted once
+    forked = ("import gc, os, sys\ngc.collect()\npid = os.fork()\nif pid == 0:\n    gc.collect(); gc.collect()\n"
+              "    sys.exit(0)\nos.waitpid(pid, 0)\n")
+    one, tree = bench.measure([[sys.executable, "-c", "import gc; gc.collect()"], [sys.executable, "-c", forked]])
+    assert one.full == 1 and tree.full == 3  # the parent's one, the child's two (not the parent's copied into it)

@@ -7,7 +7,7 @@ an export or compile problem). Imports torch lazily, on the first question, to f
 from __future__ import annotations
 
 import os
-import sysconfig
+import sys
 from typing import Any, Callable, TypeVar
 
 _TORCHPACT_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -20,12 +20,21 @@ def _skip_prefixes() -> tuple[str, ...]:
         import torch
 
         prefixes = [os.path.dirname(os.path.abspath(torch.__file__)) + os.sep, _TORCHPACT_DIR + os.sep]
-        for key in ("stdlib", "platstdlib"):
-            path = sysconfig.get_paths().get(key)
-            if path:
-                prefixes.append(os.path.abspath(path) + os.sep)
+        prefixes += [os.path.abspath(path) + os.sep for path in stdlib_dirs() if path]
         _SKIP_PREFIXES = tuple(prefixes)
     return _SKIP_PREFIXES
+
+
+def stdlib_dirs() -> list[str | None]:
+    """sysconfig's ``stdlib`` and ``platstdlib`` paths (in a virtual environment the second is the environment's
+    lib folder, its site-packages included). On POSIX without importing sysconfig, whose data module would
+    otherwise join the script's own modules (a few ms of every run's start-up)."""
+    if os.name != "posix":
+        import sysconfig
+
+        return [sysconfig.get_paths().get(key) for key in ("stdlib", "platstdlib")]
+    lib = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    return [os.path.join(sys.base_prefix, sys.platlibdir, lib), os.path.join(sys.exec_prefix, sys.platlibdir, lib)]
 
 
 def is_user_file(filename: str) -> bool:

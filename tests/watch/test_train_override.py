@@ -286,3 +286,23 @@ def test_a_freeze_done_by_the_script_itself_counts_as_in_effect():
     for p in model.bn.parameters():
         p.requires_grad_(False)
     assert watched(lambda: _train(model, call_train=False), ["train_override"]) == []
+
+
+def test_after_the_first_step_train_is_torchs_own_again():
+    # only train() calls before the first optimizer step matter: a script that switches modes at every step pays
+    # nothing for them afterwards
+    from torchpact.watch import watch
+
+    original = nn.Module.train
+    model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.1), nn.Linear(4, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with watch(["train_override"]):
+        assert nn.Module.train is not original
+        for _ in range(3):
+            model.train()
+            model(torch.randn(2, 4)).sum().backward()
+            opt.step()
+            opt.zero_grad()
+            assert nn.Module.train is original
+            model.eval()
+    assert nn.Module.train is original

@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-import sysconfig
 import threading
 import time
 from typing import Any
@@ -68,6 +67,8 @@ _SKIP: tuple[str, ...] = ()
 def _prefixes() -> tuple[str, ...]:
     global _SKIP, _TORCH_DIR
     if not _SKIP:
+        import sysconfig  # here, on a hang: not in every run's start-up
+
         import torch
 
         _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep

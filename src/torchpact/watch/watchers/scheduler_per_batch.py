@@ -33,12 +33,12 @@ every optimizer step for at least 20 steps, is reported.
 
 from __future__ import annotations
 
-import statistics
 import weakref
 from itertools import pairwise
 from typing import Any
 
 from torchpact.findings import Category, Severity
+from torchpact.median import median
 from torchpact.watch.frames import user_location
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers._patch import Patch, remove_all
@@ -269,7 +269,7 @@ class SchedulerPerBatch(Watcher):
             return
         trained = [p for p in every if p[0] >= 1]
         complete = [p[0] for p in passes[:-1]] or [passes[-1][0]]
-        per_epoch = int(statistics.median(complete))
+        per_epoch = int(median(complete))
         why = self._evidence(s, per_epoch, len(trained))
         if why is None:
             return

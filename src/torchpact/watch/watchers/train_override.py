@@ -115,10 +115,14 @@ class TrainOverride(Watcher):
         if self._checked:
             return
         self._checked = True
+        # only the train() calls made before the first step count: later ones go straight to torch (a script that
+        # switches modes at every step, as stable-baselines3 does, called the wrapper once per sub-module)
+        remove_all(self._patches)
         held = {id(p) for g in optimizer.param_groups for p in g["params"]}
         for root in self.session.names.root_modules():
             if any(id(p) in held for p in root.parameters()):
                 self._check_root(root)
+        self._ran = weakref.WeakSet()
 
     def _check_root(self, root: Any) -> None:
         ran = self._ran
