@@ -22,6 +22,7 @@ from torchpact.report.html_sections import (compile_sections, export_sections, g
                                              run_sections)
 from torchpact.report.plaintext import markdown_to_text
 from torchpact.report.sources import SourceCache
+from torchpact.report.text import place, when
 _CATEGORY_ORDER = [c.value for c in Category]
 _SEV_ORDER = {"error": 0, "warning": 1, "info": 2}
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -160,26 +161,13 @@ def _findings_section(findings: list[Finding], sources: dict[str, str], rules: d
 
 def _finding(f: Finding, cache: SourceCache, documented: bool = False) -> str:
     sev = f.severity.value
-    where = ""
-    if f.path:
-        where = f.path
-        if f.cell:
-            where += f" cell {f.cell}"
-        if f.line:
-            where += f":{f.line}" + (f":{f.column}" if f.column else "")
-    when = []
-    ranks = f.extra.get("ranks") if f.extra else None
-    if ranks and len(ranks) > 1:
-        when.append("ranks " + ", ".join(map(str, ranks)))
-    elif f.rank is not None:
-        when.append(f"rank {f.rank}")
-    if f.step is not None:
-        when.append(f"step {f.step}")
+    where = place(f) if f.path else ""
+    at = when(f)
     head = (f'<span class="pill {sev}">{sev}</span>'
             + (f'<a class="code" href="#rule-{e(f.code)}" title="the rule\'s text, below"><code>{e(f.code)}</code></a>'
                if documented else f'<span class="code"><code>{e(f.code)}</code></span>')
             + (f'<span class="loc">{e(where)}</span>' if where else "")
-            + (f'<span class="when">{e(" · ".join(when))}</span>' if when else ""))
+            + (f'<span class="when">{e(at)}</span>' if at else ""))
     parts = [f'<article class="finding {sev}"><div class="fhead">{head}</div>', f'<p class="msg">{e(f.message)}</p>']
     snippet = _snippet(f, cache)
     if snippet:
