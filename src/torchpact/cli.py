@@ -29,7 +29,7 @@ class Command(NamedTuple):
 
     help: str
     description: str | None
-    add_options: Callable[[argparse.ArgumentParser], None]
+    add_options: Callable[[argparse.ArgumentParser], object]
     module: str  # torchpact.commands.<module>
     function: str = "execute"  # (args) -> Outcome
 

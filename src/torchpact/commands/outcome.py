@@ -90,14 +90,9 @@ def finish(outcome: Outcome) -> int:
     return code
 
 
-def use_color(stream: Any = None) -> bool:
-    """Whether ``stream`` (stdout) is a terminal that wants colour: the one test, for every report."""
-    stream = stream or sys.stdout
-    return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
-
-
 def _write_report(report: Report, code: int, fail_on: str | None) -> None:
     from torchpact.report import render
+    from torchpact.report.text import use_color
 
     meta = report.meta
     on_stdout = not report.output and not report.to_stderr

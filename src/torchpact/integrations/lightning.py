@@ -24,7 +24,7 @@ from typing import Any
 try:
     from lightning.pytorch.callbacks import Callback
 except ImportError:  # the older standalone package
-    from pytorch_lightning.callbacks import Callback  # type: ignore[no-redef]
+    from pytorch_lightning.callbacks import Callback  # type: ignore[no-redef,assignment,unused-ignore]
 
 from torchpact.integrations._attach import FitCallback
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from torchpact.report.html_format import duration, e, number, tick_label
 
@@ -47,9 +47,9 @@ def _thin(points: list[tuple[float, float]], limit: int = 600) -> list[tuple[flo
     return points[::stride] + ([points[-1]] if (len(points) - 1) % stride else [])
 
 
-def line_chart(title: str, series: list[tuple[str, list[tuple[float, float]]]], *, y_format=number,
-               log_y: bool = False, from_zero: bool = False, x_label: str = "step", width: int = 520,
-               height: int = 230) -> str:
+def line_chart(title: str, series: list[tuple[str, list[tuple[float, float]]]], *,
+               y_format: Callable[[float], str] = number, log_y: bool = False, from_zero: bool = False,
+               x_label: str = "step", width: int = 520, height: int = 230) -> str:
     """An SVG line chart of (label, [(x, y)]) series; empty string when there is nothing to draw.
     ``from_zero``: the y axis starts at 0, for a quantity whose size matters more than its wiggles (memory:
     0.4 MiB more on 500 MiB must not look like a cliff)."""
@@ -192,8 +192,8 @@ def heatmap(title: str, rows: dict[str, list[Sequence[Any]]], *, max_columns: in
     return "".join(out)
 
 
-def stacked_bars(title: str, rows: list[tuple[str, dict[str, float]]], order: list[str], *, unit=duration,
-                 width: int = 1040) -> str:
+def stacked_bars(title: str, rows: list[tuple[str, dict[str, float]]], order: list[str], *,
+                 unit: Callable[[float], str] = duration, width: int = 1040) -> str:
     """Horizontal stacked bars: one row each, segments in ``order`` coloured by phase."""
     rows = [(label, parts) for label, parts in rows if sum(max(0.0, v) for v in parts.values()) > 0]
     if not rows:

@@ -10,7 +10,7 @@ from torchpact.report.html_format import duration, e, number, size
 from torchpact.report.html_plots import PHASE_COLORS, finite_points, heatmap, line_chart, stacked_bars
 
 
-def grad_series(data: dict[str, Any]) -> dict[str, list]:
+def grad_series(data: dict[str, Any]) -> dict[str, list[Any]]:
     gh = data.get("grad_health") or {}
     series = gh.get("series") or gh.get("norms") or {}
     return series if isinstance(series, dict) else {}

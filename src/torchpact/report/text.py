@@ -13,7 +13,9 @@ _COLOR = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INF
 _BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
 
 
-def use_color(stream=None) -> bool:
+def use_color(stream: Any = None) -> bool:
+    """Whether ``stream`` (stdout) is a terminal that wants colour (``NO_COLOR`` unset): the one test, for every
+    command's report (``commands.outcome`` asks it)."""
     stream = stream or sys.stdout
     return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
 
