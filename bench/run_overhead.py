@@ -176,7 +176,7 @@ def main() -> int:
         best = min(run.cpu for run in tp) / min(run.cpu for run in plain)
         target = WORKLOADS[name][1]
         if target is None:  # start-up: the CPU seconds added
-            extra = statistics.median(t.cpu - p.cpu for p, t in zip(plain, tp))
+            extra = statistics.median(t.cpu - p.cpu for p, t in zip(plain, tp, strict=True))
             ok &= extra <= STARTUP_EXTRA
             print(f"{name:<9} {pc:9.2f} {tc:8.2f} {'':>9} {'':>7} {'':>7} {pw:10.2f} {tw:8.2f} {tw / pw:9.3f}x "
                   f"paired difference {extra:+.3f} CPU-s (target <= +{STARTUP_EXTRA:.2f})")

@@ -69,7 +69,7 @@ def test_run_adds_only_torchpacts_own_modules_to_the_script_and_its_workers(tmp_
     assert "torch._dynamo" not in plain_main  # the premise: this script does not bring it in
     ours = lambda names: {m for m in names if m != "torchpact" and not m.startswith("torchpact.")}  # noqa: E731
     assert ours(tp_main) == plain_main
-    for plain, tp in zip(plain_workers, tp_workers):
+    for plain, tp in zip(plain_workers, tp_workers, strict=True):
         assert ours(tp) == plain
     assert "torch._dynamo" not in tp_main
 

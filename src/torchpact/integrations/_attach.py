@@ -84,3 +84,25 @@ class WatchedFit:
                     fh.write(render(fmt, self.findings, meta))
             except OSError as exc:  # a report that cannot be written must not fail the user's training
                 print(f"torchpact: cannot write {path}: {exc}", file=sys.stderr)
+
+
+class FitCallback:
+    """What both frameworks' callbacks share: their options, the watched fit, the findings and data handed
+    over. A callback class puts this before its framework's base class and names its ``command``."""
+
+    command = "fit"
+
+    def __init__(self, watchers: Iterable[str] | None = None, *, report: str | None = None, format: str = "json",
+                 html: str | None = None, live: bool = True, sample_first: int = Sampler().first,
+                 sample_every: int = Sampler().every) -> None:
+        super().__init__()
+        self.fit = WatchedFit(watchers, report=report, format=format, html=html, live=live,
+                              sample_first=sample_first, sample_every=sample_every, command=self.command)
+
+    @property
+    def findings(self) -> list[Finding]:
+        return self.fit.findings
+
+    @property
+    def data(self) -> dict[str, Any]:
+        return self.fit.data

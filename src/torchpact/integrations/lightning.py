@@ -19,35 +19,20 @@ each process watches its own rank.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 try:
     from lightning.pytorch.callbacks import Callback
 except ImportError:  # the older standalone package
-    from pytorch_lightning.callbacks import Callback  # type: ignore[no-redef]
+    from pytorch_lightning.callbacks import Callback  # type: ignore[no-redef,assignment,unused-ignore]
 
-from torchpact.findings import Finding
-from torchpact.integrations._attach import WatchedFit
-from torchpact.watch.session import Sampler
+from torchpact.integrations._attach import FitCallback
 
 
-class TorchpactCallback(Callback):
+class TorchpactCallback(FitCallback, Callback):
     """Attach torchpact's watchers for ``Trainer.fit``; hand over the findings; write a report when asked."""
 
-    def __init__(self, watchers: Iterable[str] | None = None, *, report: str | None = None, format: str = "json",
-                 html: str | None = None, live: bool = True, sample_first: int = Sampler().first,
-                 sample_every: int = Sampler().every) -> None:
-        super().__init__()
-        self.fit = WatchedFit(watchers, report=report, format=format, html=html, live=live,
-                              sample_first=sample_first, sample_every=sample_every, command="lightning fit")
-
-    @property
-    def findings(self) -> list[Finding]:
-        return self.fit.findings
-
-    @property
-    def data(self) -> dict[str, Any]:
-        return self.fit.data
+    command = "lightning fit"
 
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         # Before the strategy calls configure_optimizers: the watchers see each optimizer built, so a finding

@@ -18,31 +18,18 @@ later ``train()`` also closes a session left open.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 from transformers import TrainerCallback
 
 from torchpact.findings import Finding
-from torchpact.integrations._attach import WatchedFit
-from torchpact.watch.session import Sampler
+from torchpact.integrations._attach import FitCallback
 
 
-class TorchpactCallback(TrainerCallback):
+class TorchpactCallback(FitCallback, TrainerCallback):
     """Attach torchpact's watchers for ``Trainer.train``; hand over the findings; write a report when asked."""
 
-    def __init__(self, watchers: Iterable[str] | None = None, *, report: str | None = None, format: str = "json",
-                 html: str | None = None, live: bool = True, sample_first: int = Sampler().first,
-                 sample_every: int = Sampler().every) -> None:
-        self.fit = WatchedFit(watchers, report=report, format=format, html=html, live=live,
-                              sample_first=sample_first, sample_every=sample_every, command="transformers train")
-
-    @property
-    def findings(self) -> list[Finding]:
-        return self.fit.findings
-
-    @property
-    def data(self) -> dict[str, Any]:
-        return self.fit.data
+    command = "transformers train"
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         world = getattr(args, "world_size", 1) or 1

@@ -15,38 +15,12 @@ from typing import Any
 
 from torchpact.findings import Category, Finding, Severity
 from torchpact.report.sources import SourceCache
-from torchpact.report.text import fixable_note
+from torchpact.report.text import fixable_note, place, when
 
 _STYLE = {Severity.ERROR: "bold red", Severity.WARNING: "bold yellow", Severity.INFO: "bold cyan"}
 _BADGE = {Severity.ERROR: "white on red", Severity.WARNING: "black on yellow", Severity.INFO: "black on cyan"}
 _ORDER = [c.value for c in Category]
 CONTEXT = 1  # source lines shown above and below the finding's line
-
-
-def _location(f: Finding) -> str:
-    if not f.path:
-        return ""
-    parts = [f.path]
-    if f.cell:
-        parts.append(f"cell {f.cell}")
-    if f.line:
-        parts.append(str(f.line))
-        if f.column:
-            parts.append(str(f.column))
-    return ":".join(parts)
-
-
-def _when(f: Finding) -> str:
-    ranks = f.extra.get("ranks") if f.extra else None
-    out = []
-    if ranks and len(ranks) > 1:
-        out.append(f"ranks {','.join(map(str, ranks))}")
-    elif f.rank is not None:
-        out.append(f"rank {f.rank}")
-    if f.step is not None:
-        out.append(f"step {f.step}")
-    return ", ".join(out)
-
 
 
 def render_terminal(findings: list[Finding], meta: dict[str, Any], width: int | None = None) -> str:
@@ -74,10 +48,10 @@ def render_terminal(findings: list[Finding], meta: dict[str, Any], width: int | 
             head = Text()
             head.append(f" {f.severity.value.upper()} ", style=_BADGE[f.severity])
             head.append(f" {f.code} ", style=_STYLE[f.severity])
-            head.append(_location(f), style="bold")
-            when = _when(f)
-            if when:
-                head.append(f"  [{when}]", style="grey50")
+            head.append(place(f) if f.path else "", style="bold")
+            at = when(f)
+            if at:
+                head.append(f"  [{at}]", style="grey50")
             parts: list[Any] = [head, Padding(Text(f.message), (0, 0, 0, 2), expand=False)]
             text = cache.text(f)
             if text is not None and f.line and f.line <= text.count("\n") + 1:

@@ -13,12 +13,15 @@ _COLOR = {Severity.ERROR: "\033[31m", Severity.WARNING: "\033[33m", Severity.INF
 _BOLD, _DIM, _RESET = "\033[1m", "\033[2m", "\033[0m"
 
 
-def use_color(stream=None) -> bool:
+def use_color(stream: Any = None) -> bool:
+    """Whether ``stream`` (stdout) is a terminal that wants colour (``NO_COLOR`` unset): the one test, for every
+    command's report (``commands.outcome`` asks it)."""
     stream = stream or sys.stdout
     return not os.environ.get("NO_COLOR") and hasattr(stream, "isatty") and stream.isatty()
 
 
-def _location(f: Finding) -> str:
+def place(f: Finding) -> str:
+    """``path:cell N:line:column``, as much of it as the finding has."""
     parts = [f.path] if f.path else []
     if f.cell:
         parts.append(f"cell {f.cell}")
@@ -26,14 +29,25 @@ def _location(f: Finding) -> str:
         parts.append(str(f.line))
         if f.column:
             parts.append(str(f.column))
-    where = ":".join(parts)
+    return ":".join(parts)
+
+
+def when(f: Finding) -> str:
+    """``ranks 0,1, step 12``: the ranks (or rank) and the step a runtime finding was seen at; empty for lint's."""
     ranks = f.extra.get("ranks") if f.extra else None
+    out = []
     if ranks and len(ranks) > 1:
-        when = [f"ranks {','.join(map(str, ranks))}"]
-    else:
-        when = [f"rank {f.rank}"] if f.rank is not None else []
-    when += [f"step {f.step}"] if f.step is not None else []
-    return f"{where} [{', '.join(when)}]".strip() if when else where
+        out.append(f"ranks {','.join(map(str, ranks))}")
+    elif f.rank is not None:
+        out.append(f"rank {f.rank}")
+    if f.step is not None:
+        out.append(f"step {f.step}")
+    return ", ".join(out)
+
+
+def _location(f: Finding) -> str:
+    at = when(f)
+    return f"{place(f)} [{at}]".strip() if at else place(f)
 
 
 def _source_line(f: Finding, cache: SourceCache) -> str | None:

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from torchpact.cli import (EXIT_FINDINGS, EXIT_OK, UsageError, _add_output_options, _split, emit, exit_code,
-                           installed_torch_version, plural)
+from torchpact.cli import _add_output_options, _split, installed_torch_version, plural
+from torchpact.commands.outcome import Outcome, Report, UsageError
 from torchpact.findings import Finding
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def fix_diff(path: str, before: str, after: str) -> list[str]:
     return out
 
 
-def cmd_lint(args: argparse.Namespace) -> int:
+def execute(args: argparse.Namespace) -> Outcome:
     from torchpact.lint import lint_paths
 
     stdin = args.paths == ["-"] or (not args.paths and args.stdin_filename is not None)
@@ -130,30 +130,25 @@ def cmd_lint(args: argparse.Namespace) -> int:
         # as ruff: say so, and exit 0 (a hook run on a change with no Python file must not fail)
         print("torchpact: warning: no Python files found under the given path(s)", file=sys.stderr)
     if args.diff:
-        changed = 0
+        changed, diff = 0, []
         for r in files:
             if r.fixed is not None and r.original is not None:
                 changed += 1
-                sys.stdout.writelines(fix_diff(r.path, r.original, r.fixed))
-        print(f"{plural(changed, 'file')} would be fixed", file=sys.stderr)
-        return _exit(args, EXIT_FINDINGS if changed else EXIT_OK)
+                diff += fix_diff(r.path, r.original, r.fixed)
+        return Outcome(text="".join(diff), notes=[f"{plural(changed, 'file')} would be fixed"], failed=bool(changed),
+                       exit_zero=args.exit_zero)
     from torchpact.findings import input_finding
 
     findings = [input_finding(p, "no such file or folder: nothing was linted there") for p in missing]
     findings += result.findings if result is not None else []
     if args.add_noqa:
         added = add_noqa_to_files(files)
-        print(f"torchpact: added {plural(added, 'noqa directive')}", file=sys.stderr)
-        return _exit(args, EXIT_OK)
-    _report(args, findings, result)
-    return _exit(args, exit_code(findings, args.fail_on))
+        return Outcome(notes=[f"torchpact: added {plural(added, 'noqa directive')}"])
+    return Outcome(findings=findings, fail_on=args.fail_on, exit_zero=args.exit_zero,
+                   report=_report(args, findings, result))
 
 
-def _exit(args: argparse.Namespace, code: int) -> int:
-    return EXIT_OK if args.exit_zero else code
-
-
-def _lint_stdin(args: argparse.Namespace, settings: Settings) -> int:
+def _lint_stdin(args: argparse.Namespace, settings: Settings) -> Outcome:
     """``lint -``: the source on standard input, reported as ``--stdin-filename``. With --fix the fixed source
     goes to stdout and the report to stderr (as ruff), so the command can sit in an editor's pipe."""
     from torchpact.lint import lint_stdin
@@ -163,24 +158,23 @@ def _lint_stdin(args: argparse.Namespace, settings: Settings) -> int:
     data = sys.stdin.buffer.read()
     if args.force_exclude and args.stdin_filename and _force_excluded(name, excluded_by(settings.for_path)):
         if args.fix:
-            sys.stdout.buffer.write(data)  # excluded: the source passes through unchanged
-        return EXIT_OK
+            sys.stdout.buffer.write(data)  # excluded: the source passes through unchanged, byte for byte
+        return Outcome()
     result = lint_stdin(data, name, settings.for_path(name), fix=args.fix or args.diff)
     [r] = result.files
     if args.diff:
-        if r.fixed is not None and r.original is not None:
-            sys.stdout.writelines(fix_diff(r.path, r.original, r.fixed))
-        return _exit(args, EXIT_FINDINGS if r.fixed is not None else EXIT_OK)
+        diff = fix_diff(r.path, r.original, r.fixed) if r.fixed is not None and r.original is not None else []
+        return Outcome(text="".join(diff), failed=r.fixed is not None, exit_zero=args.exit_zero)
     findings = result.findings
+    outcome = Outcome(findings=findings, fail_on=args.fail_on, exit_zero=args.exit_zero)
     if args.fix:
         fixed = r.fixed if r.fixed is not None else r.original
-        sys.stdout.write(fixed if fixed is not None else data.decode("utf-8", "replace"))
-        sys.stdout.flush()
+        outcome.text = fixed if fixed is not None else data.decode("utf-8", "replace")
         if not args.output:
-            sys.stderr.write(_render(args, findings, result, color=False, sources=_stdin_sources(r, fixed)))
-            return _exit(args, exit_code(findings, args.fail_on))
-    _report(args, findings, result, sources=_stdin_sources(r, r.original))
-    return _exit(args, exit_code(findings, args.fail_on))
+            outcome.report = _report(args, findings, result, sources=_stdin_sources(r, fixed), to_stderr=True)
+            return outcome
+    outcome.report = _report(args, findings, result, sources=_stdin_sources(r, r.original))
+    return outcome
 
 
 def _stdin_sources(r: Any, text: str | None) -> dict[str, str]:
@@ -188,21 +182,9 @@ def _stdin_sources(r: Any, text: str | None) -> dict[str, str]:
     return {r.path: text} if text is not None else {}
 
 
-def _report(args: argparse.Namespace, findings: list[Finding], result: Any,
-            sources: dict[str, str] | None = None) -> None:
-    from torchpact.report.text import use_color
-
-    color = args.format == "text" and not args.output and use_color()
-    emit(_render(args, findings, result, color=color, sources=sources), args.output)
-
-
-def _render(args: argparse.Namespace, findings: list[Finding], result: Any, color: bool,
-            sources: dict[str, str] | None = None) -> str:
+def _report(args: argparse.Namespace, findings: list[Finding], result: Any, sources: dict[str, str] | None = None,
+            to_stderr: bool = False) -> Report:
     """The report in ``--format`` (or the counts per code with --statistics)."""
-    from torchpact.report import render
-
-    if args.statistics:
-        return statistics(findings, args.format)
     files, lines, seconds = (len(result.files), result.lines, result.seconds) if result is not None else (0, 0, 0.0)
     fixes, hidden = (result.fixes_applied, result.hidden) if result is not None else (0, 0)
     unfinished = unfinished_rules(findings)
@@ -211,22 +193,17 @@ def _render(args: argparse.Namespace, findings: list[Finding], result: Any, colo
         "torch": installed_torch_version(),
         "summary": {"files": files, "lines": lines, "seconds": round(seconds, 3), "fixes_applied": fixes,
                     "preview_hidden": hidden, **({"unfinished": unfinished} if unfinished else {})},
-        "fixed": args.fix, "unsafe_fixes": args.unsafe_fixes,
-        "color": color, "sources": sources or {},
+        "fixed": args.fix, "unsafe_fixes": args.unsafe_fixes, "sources": sources or {},
     }
-    if args.format == "sarif":
-        from torchpact.docs import rule_table
-
-        meta["rules"] = rule_table(include_runtime=False)  # lint never imports torch
-    if args.format == "text":
-        foot = f"{plural(files, 'file')}, {plural(lines, 'line')} in {seconds:.2f}s"
-        if args.fix:
-            foot += f"; {plural(fixes, 'fix', 'fixes')} applied"
-        if hidden:
-            foot += (f"; {hidden} preview finding{'s' * (hidden != 1)} not shown (not yet measured "
-                     "precise enough to be on by default: --preview shows them)")
-        meta["footer"] = [foot] + ([unfinished_line(unfinished)] if unfinished else [])
-    return render(args.format, findings, meta)
+    foot = f"{plural(files, 'file')}, {plural(lines, 'line')} in {seconds:.2f}s"
+    if args.fix:
+        foot += f"; {plural(fixes, 'fix', 'fixes')} applied"
+    if hidden:
+        foot += (f"; {hidden} preview finding{'s' * (hidden != 1)} not shown (not yet measured "
+                 "precise enough to be on by default: --preview shows them)")
+    return Report(findings, meta, format=args.format, output=args.output, to_stderr=to_stderr,
+                  footer=[foot] + ([unfinished_line(unfinished)] if unfinished else []), runtime_rules=False,
+                  rendered=statistics(findings, args.format) if args.statistics else None)
 
 
 def statistics(findings: list[Finding], fmt: str) -> str:
