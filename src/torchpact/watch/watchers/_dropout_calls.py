@@ -17,11 +17,10 @@ mode. Listeners hear only calls that drop units, as ``listener(function, p, mode
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
-from torchpact.watch.watchers._patch import Patch, remove_all
+from torchpact.watch.watchers._patch import Patch, caller_frame, remove_all
 
 Listener = Callable[[str, float, bool, Any], None]
 
@@ -49,7 +48,7 @@ def unsubscribe(listener: Listener) -> None:
 
 
 def _tell(function: str, p: Any, mode_given: bool) -> None:
-    frame = sys._getframe(3)  # (_tell, the wrapper below, Patch's wrapper, the caller)
+    frame = caller_frame()
     for listener in tuple(_listeners):
         listener(function, float(p), mode_given, frame)
 

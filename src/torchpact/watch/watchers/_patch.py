@@ -26,8 +26,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 import weakref
 from collections.abc import Callable, Iterator
+from types import CodeType, FrameType
 from typing import Any
 
 from torchpact.userframes import passes_through
@@ -35,6 +37,7 @@ from torchpact.watch.tracing import traced
 
 _ORIGINALS: dict[tuple[int, str], tuple[Any, Any, list[Patch]]] = {}
 _paused: list[dict[tuple[int, str], Any]] = []   # per pause_all() not yet resumed: the wrappers it took off
+_CHAIN: set[Any] = set()   # the code of Patch's wrapper and of every function a patch wraps around its original
 
 
 class Patch:
@@ -63,6 +66,7 @@ class Patch:
         _compile_as(wrapper, _ORIGINALS[key][1])
         passes_through(wrapper)
         passes_through(inner)
+        _CHAIN.update(c for c in (wrapper.__code__, getattr(inner, "__code__", None)) if c is not None)
         _ORIGINALS[key][2].append(self)
         setattr(owner, attr, wrapper)
 
@@ -74,6 +78,18 @@ class Patch:
         if entry is not None and not any(p.active for p in entry[2]):
             owner, original, _ = _ORIGINALS.pop(self._key)
             setattr(owner, self._key[1], original)
+
+
+def caller_frame() -> FrameType | None:
+    """The frame that called the patched attribute whose wrapped function is running (asking from it or from a
+    helper it calls): the one above the wrapper that called it and above any other patches' wrappers and
+    functions stacked on the same attribute. The function a patch makes must call its ``original`` itself."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and frame.f_code is not _WRAPPER_CODE:
+        frame = frame.f_back
+    while frame is not None and frame.f_code in _CHAIN:
+        frame = frame.f_back
+    return frame
 
 
 def pause_all() -> None:
@@ -96,11 +112,14 @@ def resume_all() -> None:
             setattr(entry[0], key[1], wrapper)
 
 
+_WRAPPER_CODE = next(c for c in Patch.__init__.__code__.co_consts if isinstance(c, CodeType) and c.co_name == "wrapper")
+
+
 def _compile_as(wrapper: Callable, original: Any) -> None:
     """Make TorchScript and Dynamo compile ``original`` where the script's code calls ``wrapper``."""
     # Dynamo traces a function's `_torchdynamo_inline` in its place, and reads it when it builds its tables of
     # torch's functions by name (`torch.dropout` must be found as the builtin it is)
-    setattr(wrapper, "_torchdynamo_inline", original)
+    setattr(wrapper, "_torchdynamo_inline", original)  # noqa: B010 - a Callable has no such attribute for mypy
     if inspect.isfunction(original):
         # the attributes of torch.jit._script_if_tracing's wrapper, read by torch.jit.script and Dynamo
         setattr(wrapper, "__script_if_tracing_wrapper", True)
