@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, NamedTuple, TextIO
 
 from torchpact.findings import Category, Finding, Severity, relative_path
 from torchpact.watch.dynamo import DynamoGuard
+from torchpact.watch.facts import Facts
 from torchpact.watch.tracer_pause import pause_while_tracing
 from torchpact.watch.frames import user_location
 from torchpact.watch.naming import Names
@@ -117,6 +118,7 @@ class Session:
         self.live = live
         self.stream = stream or sys.stderr
         self.findings: list[Finding] = []
+        self.facts = Facts()   # typed facts watchers publish for each other (watch/facts.py)
         self.names = Names()
         self.step = 0
         self._sampled = False
