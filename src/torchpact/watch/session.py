@@ -38,7 +38,7 @@ from torchpact.watch.root_calls import Parked, RootCalls
 from torchpact.watch.tracing import traced
 from torchpact.userframes import passes_through
 from torchpact.watch.watcher import Check, Watcher
-from torchpact.watch.watchers._patch import remove_all
+from torchpact.watch.watchers._patch import Patches, open_patches, remove_all
 
 INTERNAL_CODE = "TP002"
 # Steps one other optimizer makes while the primary makes none, before it takes over as the step counter:
@@ -151,6 +151,7 @@ class Session:
         self._stack: list[Any] = []
         self._paused: list[tuple[bool, bool]] = []   # per tracer running: (module hooks on, root calls on) before it
         self._tracer_patches: list[Any] = []
+        self._patches = Patches()   # the registry of the patches made while the session is open (start() opens it)
         self._root_calls = RootCalls(self._stack, self._forward_pre, self._forward, self._hooks_on_for_roots,
                                      self._set_hooks_for_root)
         self._started = False
@@ -322,6 +323,7 @@ class Session:
     def start(self) -> "Session":
         import torch.optim.optimizer as optimizer_hooks
 
+        self._patches = open_patches()   # closed last in close(): every patch made while open comes off
         for w in self.watchers:
             w.attach(self)
         self._subscribers = {
@@ -341,6 +343,7 @@ class Session:
             self.closed = True
             for w in self._subscribers.get("on_close", []):  # let watchers undo what attach() set up
                 self._call(w, "on_close")
+            self._patches.close()
             raise
         self._arrange_module_hooks()
         return self
@@ -353,6 +356,7 @@ class Session:
         self.closed = True
         for w in self._subscribers.get("on_close", []):
             self._call(w, "on_close")
+        self._patches.close()
         self._flush()
 
     def _flush(self) -> None:

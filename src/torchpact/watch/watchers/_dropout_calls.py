@@ -35,7 +35,9 @@ _patches: list[Patch] = []
 
 def subscribe(listener: Listener) -> None:
     """Hear every call that drops units, from now until ``unsubscribe``."""
-    if not _listeners:
+    if not any(p.active for p in _patches):  # none yet, or a closed session took them off (a watcher switched off
+        _listeners.clear()                   # after a bug never unsubscribes): its listeners went with it
+        _patches.clear()
         _install()
     _listeners.append(listener)
 
