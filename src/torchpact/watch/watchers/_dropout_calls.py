@@ -50,7 +50,7 @@ def unsubscribe(listener: Listener) -> None:
 
 
 def _tell(function: str, p: Any, mode_given: bool) -> None:
-    frame = caller_frame()
+    frame = caller_frame(1)  # (_tell is a helper of the patch's function)
     for listener in tuple(_listeners):
         listener(function, float(p), mode_given, frame)
 

@@ -37,7 +37,9 @@ from typing import Any
 from torchpact.userframes import passes_through
 from torchpact.watch.tracing import traced
 
-_CHAIN: set[Any] = set()   # the code of Patch's wrapper and of every function a patch wraps around its original
+# id -> code of Patch's wrapper and of every function a patch wraps around its original (by id: a code object's
+# hash reads all of its bytecode and constants, and caller_frame asks at every dropout call)
+_CHAIN: dict[int, CodeType] = {}
 
 
 class Patches:
@@ -111,7 +113,7 @@ class Patch:
         _compile_as(wrapper, originals[key][1])
         passes_through(wrapper)
         passes_through(inner)
-        _CHAIN.update(c for c in (wrapper.__code__, getattr(inner, "__code__", None)) if c is not None)
+        _CHAIN.update((id(c), c) for c in (wrapper.__code__, getattr(inner, "__code__", None)) if c is not None)
         originals[key][2].append(self)
         setattr(owner, attr, wrapper)
 
@@ -126,14 +128,22 @@ class Patch:
             setattr(owner, self._key[1], original)
 
 
-def caller_frame() -> FrameType | None:
+def caller_frame(depth: int = 0) -> FrameType | None:
     """The frame that called the patched attribute whose wrapped function is running (asking from it or from a
     helper it calls): the one above the wrapper that called it and above any other patches' wrappers and
-    functions stacked on the same attribute. The function a patch makes must call its ``original`` itself."""
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None and frame.f_code is not _WRAPPER_CODE:
-        frame = frame.f_back
-    while frame is not None and frame.f_code in _CHAIN:
+    functions stacked on the same attribute. The function a patch makes must call its ``original`` itself.
+
+    ``depth``, the frames between the asker and that function (0: the function asks, 1: a helper it calls), saves
+    walking up to the wrapper on a call made for every module call (dropout); a wrong one only costs the walk."""
+    try:
+        frame: FrameType | None = sys._getframe(depth + 2)
+    except ValueError:
+        frame = None
+    if frame is None or frame.f_code is not _WRAPPER_CODE:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code is not _WRAPPER_CODE:
+            frame = frame.f_back
+    while frame is not None and id(frame.f_code) in _CHAIN:
         frame = frame.f_back
     return frame
 
