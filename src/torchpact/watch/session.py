@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, TextIO
 from torchpact.checks import Check
 from torchpact.findings import Category, Finding, Severity
 from torchpact.userframes import passes_through
+from torchpact.watch.facts import Facts
 from torchpact.watch.finding_log import FindingLog
 from torchpact.watch.frames import user_location
 from torchpact.watch.hooks import TorchHooks
@@ -41,6 +42,7 @@ from torchpact.watch.sampling import Sampler, Sampling, Schedule
 from torchpact.watch.step_cache import StepCache
 from torchpact.watch.tracing import traced
 from torchpact.watch.watcher import Watcher
+from torchpact.watch.watchers._patch import Patches, open_patches
 from torchpact.watch.watchers._sites import OptimizerSites
 
 __all__ = ["HANDOVER_STEPS", "INTERNAL_CODE", "Sampler", "Session"]
@@ -77,6 +79,8 @@ class Session:
         self.cache = StepCache()
         # where the script created its optimizers, recorded once a watcher asks for it (``_sites.SiteWatcher``)
         self.optimizer_sites = OptimizerSites()
+        self.facts = Facts()   # typed facts watchers publish for each other (watch/facts.py)
+        self._patches = Patches()   # the registry of the patches made while the session is open (start() opens it)
         self.names = Names()
         self.step = 0
         self.closed = False
@@ -220,6 +224,7 @@ class Session:
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> Session:
+        self._patches = open_patches()   # closed last in close(): every patch made while open comes off
         for w in self.watchers:
             w.attach(self)
         self._routes.start()
@@ -234,6 +239,7 @@ class Session:
             for w in self._routes.subscribers.get("on_close", []):  # let watchers undo what attach() set up
                 self._call(w, "on_close")
             self.optimizer_sites.remove()
+            self._patches.close()
             raise
         self._arrange_module_hooks()
         return self
@@ -247,6 +253,7 @@ class Session:
         for w in self._routes.subscribers.get("on_close", []):
             self._call(w, "on_close")
         self.optimizer_sites.remove()  # after on_close: watchers name optimizers in what they report there
+        self._patches.close()
         self._flush()
 
     def _flush(self) -> None:

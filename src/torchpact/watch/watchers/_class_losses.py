@@ -17,7 +17,7 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from torchpact.watch.watchers._patch import _ORIGINALS, Patch, remove_all
+from torchpact.watch.watchers._patch import Patch, remove_all, unpatched
 
 Wants = Callable[[], bool]
 Hear = Callable[["LossCall"], None]
@@ -73,7 +73,9 @@ _state = {"calling": False, "pid": 0}
 
 def subscribe(wants: Wants, hear: Hear, failed: Failed) -> None:
     """Hear the calls ``wants()`` asks for, from now until ``unsubscribe(hear)``."""
-    if not _listeners:
+    if not any(p.active for p in _patches):  # none yet, or a closed session took them off (a watcher switched off
+        _listeners.clear()                   # after a bug never unsubscribes): its listeners went with it
+        _patches.clear()
         _install()
     _listeners.append((wants, hear, failed))
 
@@ -88,13 +90,12 @@ def original(name: str) -> Callable:
     """``torch.nn.functional.<name>`` as torch defines it, whatever wraps it now (a probe calls this one)."""
     import torch.nn.functional as F
 
-    entry = _ORIGINALS.get((id(F), name))
-    return entry[1] if entry is not None else getattr(F, name)
+    return unpatched(F, name)
 
 
 def _options(name: str, args: tuple, kwargs: dict) -> dict:
     options = dict(_DEFAULTS)
-    for key, value in zip(_POSITIONAL[name], args, strict=False):
+    for key, value in zip(_POSITIONAL[name], args, strict=False):  # the positional arguments given, fewer or all
         options[key] = value
     for key in _POSITIONAL[name]:
         if key in kwargs:

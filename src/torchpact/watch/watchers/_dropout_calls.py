@@ -17,11 +17,10 @@ mode. Listeners hear only calls that drop units, as ``listener(function, p, mode
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
 from typing import Any
 
-from torchpact.watch.watchers._patch import Patch, remove_all
+from torchpact.watch.watchers._patch import Patch, caller_frame, remove_all
 
 Listener = Callable[[str, float, bool, Any], None]
 
@@ -36,7 +35,9 @@ _patches: list[Patch] = []
 
 def subscribe(listener: Listener) -> None:
     """Hear every call that drops units, from now until ``unsubscribe``."""
-    if not _listeners:
+    if not any(p.active for p in _patches):  # none yet, or a closed session took them off (a watcher switched off
+        _listeners.clear()                   # after a bug never unsubscribes): its listeners went with it
+        _patches.clear()
         _install()
     _listeners.append(listener)
 
@@ -49,7 +50,7 @@ def unsubscribe(listener: Listener) -> None:
 
 
 def _tell(function: str, p: Any, mode_given: bool) -> None:
-    frame = sys._getframe(3)  # (_tell, the wrapper below, Patch's wrapper, the caller)
+    frame = caller_frame(1)  # (_tell is a helper of the patch's function)
     for listener in tuple(_listeners):
         listener(function, float(p), mode_given, frame)
 

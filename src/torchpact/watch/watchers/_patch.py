@@ -2,7 +2,9 @@
 
 Several watchers may wrap the same attribute, and they are removed in any order: each wrapper only
 passes through once removed, and the original attribute is put back when the last wrapper of it is
-gone, so a closed session leaves torch exactly as it found it.
+gone. The session owns the registry of its patches (``Patches``) and closes it last, which removes any
+patch still on, so a closed session leaves torch exactly as it found it, also after the script crashed
+or a watcher was switched off.
 
 A wrapper must be invisible to torch's compilers and tracers, since the script's code reaches it through
 the patched attribute (``F.dropout`` in a module's ``forward``):
@@ -26,15 +28,61 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 import weakref
 from collections.abc import Callable, Iterator
+from types import CodeType, FrameType
 from typing import Any
 
 from torchpact.userframes import passes_through
 from torchpact.watch.tracing import traced
 
-_ORIGINALS: dict[tuple[int, str], tuple[Any, Any, list[Patch]]] = {}
-_paused: list[dict[tuple[int, str], Any]] = []   # per pause_all() not yet resumed: the wrappers it took off
+# id -> code of Patch's wrapper and of every function a patch wraps around its original (by id: a code object's
+# hash reads all of its bytecode and constants, and caller_frame asks at every dropout call)
+_CHAIN: dict[int, CodeType] = {}
+
+
+class Patches:
+    """The patches made while one session is open, and what they replaced: ``open_patches()`` makes the registry
+    the one new patches join, ``close()`` removes every patch of it still on (a watcher switched off after a bug
+    never gets to remove its own), so a closed session leaves torch as it found it, whatever the script did."""
+
+    def __init__(self) -> None:
+        # (id(owner), attr) -> (owner, what the attribute held before the first patch, the patches on it)
+        self.originals: dict[tuple[int, str], tuple[Any, Any, list[Patch]]] = {}
+        self.paused: list[dict[tuple[int, str], Any]] = []   # per pause_all() not yet resumed: the wrappers taken off
+
+    def close(self) -> None:
+        if self in _open:
+            _open.remove(self)
+        for _, _, patches in list(self.originals.values()):
+            for patch in list(patches):
+                patch.remove()
+
+
+_open: list[Patches] = []    # the registries of the sessions open now, innermost last
+_outside = Patches()         # patches made while no session is open (a test's own)
+
+
+def open_patches() -> Patches:
+    """A new registry, which the patches made from now until its ``close()`` join."""
+    registry = Patches()
+    _open.append(registry)
+    return registry
+
+
+def unpatched(owner: Any, attr: str) -> Any:
+    """What ``owner.attr`` held before any patch on it, or what it holds now when none is."""
+    for registry in _registries():
+        entry = registry.originals.get((id(owner), attr))
+        if entry is not None:
+            return entry[1]
+    return getattr(owner, attr)
+
+
+def _registries() -> list[Patches]:
+    """Every registry, outermost first."""
+    return [_outside, *_open]
 
 
 class Patch:
@@ -47,8 +95,10 @@ class Patch:
 
     def __init__(self, owner: Any, attr: str, make: Callable[[Callable], Callable]) -> None:
         key = (id(owner), attr)
-        if key not in _ORIGINALS:
-            _ORIGINALS[key] = (owner, owner.__dict__.get(attr, getattr(owner, attr)), [])
+        registry = self._registry = _open[-1] if _open else _outside
+        originals = registry.originals
+        if key not in originals:
+            originals[key] = (owner, owner.__dict__.get(attr, getattr(owner, attr)), [])
         self._key = key
         self.active = True
         previous = getattr(owner, attr)
@@ -60,47 +110,74 @@ class Patch:
                 return inner(*args, **kwargs)
             return previous(*args, **kwargs)
 
-        _compile_as(wrapper, _ORIGINALS[key][1])
+        _compile_as(wrapper, originals[key][1])
         passes_through(wrapper)
         passes_through(inner)
-        _ORIGINALS[key][2].append(self)
+        _CHAIN.update((id(c), c) for c in (wrapper.__code__, getattr(inner, "__code__", None)) if c is not None)
+        originals[key][2].append(self)
         setattr(owner, attr, wrapper)
 
     def remove(self) -> None:
         if not self.active:
             return
         self.active = False
-        entry = _ORIGINALS.get(self._key)
+        originals = self._registry.originals
+        entry = originals.get(self._key)
         if entry is not None and not any(p.active for p in entry[2]):
-            owner, original, _ = _ORIGINALS.pop(self._key)
+            owner, original, _ = originals.pop(self._key)
             setattr(owner, self._key[1], original)
+
+
+def caller_frame(depth: int = 0) -> FrameType | None:
+    """The frame that called the patched attribute whose wrapped function is running (asking from it or from a
+    helper it calls): the one above the wrapper that called it and above any other patches' wrappers and
+    functions stacked on the same attribute. The function a patch makes must call its ``original`` itself.
+
+    ``depth``, the frames between the asker and that function (0: the function asks, 1: a helper it calls), saves
+    walking up to the wrapper on a call made for every module call (dropout); a wrong one only costs the walk."""
+    try:
+        frame: FrameType | None = sys._getframe(depth + 2)
+    except ValueError:
+        frame = None
+    if frame is None or frame.f_code is not _WRAPPER_CODE:
+        frame = sys._getframe(1)
+        while frame is not None and frame.f_code is not _WRAPPER_CODE:
+            frame = frame.f_back
+    while frame is not None and id(frame.f_code) in _CHAIN:
+        frame = frame.f_back
+    return frame
 
 
 def pause_all() -> None:
     """Put torch's own function back in every patched attribute, until ``resume_all()`` (calls nest)."""
-    taken: dict[tuple[int, str], Any] = {}
-    if not _paused:
-        for key, (owner, original, _) in _ORIGINALS.items():
-            taken[key] = owner.__dict__.get(key[1])
-            setattr(owner, key[1], original)
-    _paused.append(taken)
+    for registry in reversed(_registries()):  # innermost first: an outer registry's original is torch's own
+        taken: dict[tuple[int, str], Any] = {}
+        if not registry.paused:
+            for key, (owner, original, _) in registry.originals.items():
+                taken[key] = owner.__dict__.get(key[1])
+                setattr(owner, key[1], original)
+        registry.paused.append(taken)
 
 
 def resume_all() -> None:
     """Undo the matching ``pause_all()``: the wrappers are back, but for patches removed meanwhile."""
-    if not _paused:
-        return
-    for key, wrapper in _paused.pop().items():
-        entry = _ORIGINALS.get(key)
-        if entry is not None and wrapper is not None:
-            setattr(entry[0], key[1], wrapper)
+    for registry in _registries():  # outermost first: the reverse of pause_all
+        if not registry.paused:
+            continue
+        for key, wrapper in registry.paused.pop().items():
+            entry = registry.originals.get(key)
+            if entry is not None and wrapper is not None:
+                setattr(entry[0], key[1], wrapper)
+
+
+_WRAPPER_CODE = next(c for c in Patch.__init__.__code__.co_consts if isinstance(c, CodeType) and c.co_name == "wrapper")
 
 
 def _compile_as(wrapper: Callable, original: Any) -> None:
     """Make TorchScript and Dynamo compile ``original`` where the script's code calls ``wrapper``."""
     # Dynamo traces a function's `_torchdynamo_inline` in its place, and reads it when it builds its tables of
     # torch's functions by name (`torch.dropout` must be found as the builtin it is)
-    setattr(wrapper, "_torchdynamo_inline", original)
+    setattr(wrapper, "_torchdynamo_inline", original)  # noqa: B010 - a Callable has no such attribute for mypy
     if inspect.isfunction(original):
         # the attributes of torch.jit._script_if_tracing's wrapper, read by torch.jit.script and Dynamo
         setattr(wrapper, "__script_if_tracing_wrapper", True)
@@ -121,7 +198,8 @@ def _compile_as(wrapper: Callable, original: Any) -> None:
 @contextlib.contextmanager
 def suspended() -> Iterator[None]:
     """Every wrapper passes straight through inside (torchpact's own run of a model on the side)."""
-    active = [p for entry in list(_ORIGINALS.values()) for p in entry[2] if p.active]
+    active = [p for registry in _registries() for entry in list(registry.originals.values()) for p in entry[2]
+              if p.active]
     for p in active:
         p.active = False
     try:

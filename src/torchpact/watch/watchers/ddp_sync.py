@@ -11,8 +11,10 @@ is drift, named by parameter, and the cause is told where it is known:
 - TP602: gradients (or parameters) differ and the DDP's inner module was called directly
   (``ddp.module(x)``) with grad enabled in steps where the DDP itself was not;
 - TP652: gradients or parameters differ for another reason (named in the message). Not checked
-  for a model stepped after ``no_sync`` forwards or with a post-local-SGD comm hook (local SGD:
-  replicas differ between averaging periods on purpose);
+  for a model stepped after ``no_sync`` forwards or running post-local SGD (a comm hook whose state is
+  torch's ``PostLocalSGDState``, whatever function wraps ``post_localSGD_hook``: after
+  ``start_localSGD_iter`` it all-reduces within a subgroup only), nor after ``ddp_unused`` found gradients
+  DDP did not all-reduce (TP604): replicas then differ on purpose or for a reason already reported;
 - TP651: buffers differ across ranks with `broadcast_buffers=False`;
 - TP605 (info): BatchNorm layers run under DDP without SyncBatchNorm.
 
@@ -35,6 +37,7 @@ import weakref
 from typing import Any
 
 from torchpact.findings import Category, Severity
+from torchpact.watch.facts import GradientsNotReduced
 from torchpact.watch.frames import user_location
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers.ddp_common import (NOT_COMPARED, Exchange, all_ddps, bit_checksums, differ,
@@ -165,6 +168,18 @@ def _every() -> int:
         return max(1, int(os.environ.get("TORCHPACT_SYNC_EVERY", "50")))
     except ValueError:
         return 50
+
+
+def _post_local_sgd(ddp: Any) -> bool:
+    """Whether ``ddp`` runs post-local SGD: a comm hook registered with torch's ``PostLocalSGDState`` (the state
+    ``post_localSGD_hook`` needs, whatever function wraps that hook), or that hook itself."""
+    try:
+        from torch.distributed.algorithms.ddp_comm_hooks.post_localSGD_hook import (PostLocalSGDState,
+                                                                                    post_localSGD_hook)
+    except ImportError:  # a torch built without distributed
+        return False
+    return any(hook is post_localSGD_hook or isinstance(state, PostLocalSGDState)
+               for hook, state in getattr(ddp, "_comm_hooks", ()))
 
 
 class _Model:
@@ -495,22 +510,23 @@ class DdpSyncWatcher(Watcher):
         ddp = model.ref()
         if ddp is None or theirs.get("step") != step or model.converted or model.local_steps:
             return
-        if any("local" in getattr(hook, "__qualname__", "").lower() for hook, _ in getattr(ddp, "_comm_hooks", ())):
-            return  # post-local SGD: the replicas differ between averaging periods by design
-        if any(f.code == "TP604" and f.extra.get("ddp_model") == model.key.rsplit("-", 1)[0]
-               for f in self.session.findings):
+        if _post_local_sgd(ddp):
+            return  # the replicas differ between averaging periods by design
+        if any(fact.ddp() is ddp for fact in self.session.facts.of(GradientsNotReduced)):
             return  # DDP skipped the all-reduce for unused parameters: TP604 already says why
         pnames = [n for n, _ in ddp.module.named_parameters()]
         bnames = [n for n, _ in ddp.module.named_buffers()]
         if len(pnames) != len(mine["p"]) or len(mine["p"]) != len(theirs["p"]):
             return
         leader = model.leader
-        p_diff = [i for i, (a, b) in enumerate(zip(mine["p"], theirs["p"])) if a != b]
-        # Gradients count where both ranks have one this step (a model not trained this step has none).
-        both = ([i for i, (a, b) in enumerate(zip(mine["g"], theirs["g"])) if a is not None and b is not None]
+        p_diff = [i for i, (a, b) in enumerate(zip(mine["p"], theirs["p"], strict=True)) if a != b]
+        # Gradients count where both ranks have one this step (a model not trained this step has none); a rank
+        # whose list is shorter (it read fewer) leaves the rest uncompared.
+        both = ([i for i, (a, b) in enumerate(zip(mine["g"], theirs["g"], strict=False))
+                 if a is not None and b is not None]
                 if mine.get("g") is not None and theirs.get("g") is not None else [])
         g_diff = [i for i in both if mine["g"][i] != theirs["g"][i]]
-        b_diff = ([i for i, (a, b) in enumerate(zip(mine["b"], theirs["b"])) if a != b]
+        b_diff = ([i for i, (a, b) in enumerate(zip(mine["b"], theirs["b"], strict=True)) if a != b]
                   if len(mine["b"]) == len(theirs["b"]) == len(bnames) else [])
 
         def detail(idx: list[int], names: list[str], key: str) -> str:

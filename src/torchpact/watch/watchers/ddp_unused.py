@@ -24,6 +24,7 @@ from collections import Counter
 from typing import Any
 
 from torchpact.findings import Category, Severity
+from torchpact.watch.facts import GradientsNotReduced
 from torchpact.watch.frames import user_location
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers.ddp_common import is_ddp, listing, model_key, plural, reducer_parameters
@@ -78,6 +79,7 @@ class _Ddp:
         self.site: tuple[str | None, int | None] = (None, None)
         self.checked = 0                         # sampled steps with the used map read (find_unused_parameters)
         self.unused_sets: Counter = Counter()
+        self.unreduced = False                   # GradientsNotReduced published
 
 
 class DdpUnusedWatcher(Watcher):
@@ -233,6 +235,9 @@ class DdpUnusedWatcher(Watcher):
                    "wrapping in DDP, or pass `static_graph=True` (no extra cost per step); if their use depends on "
                    "the batch, pass `find_unused_parameters=True` (a graph traversal and one more all-reduce per "
                    "step: 0-25% here)")
+        if not rec.unreduced:
+            rec.unreduced = True
+            self.session.facts.publish(GradientsNotReduced(rec.ref))
         path, line = rec.site
         self.session.report(UNUSED_UNDER_DDP, message, subject=", ".join(modules), fix=fix, path=path, line=line,
                             key=("unused", id(ddp)), parameters=names, modules=sorted(modules),

@@ -13,12 +13,11 @@ so is ``nn.BatchNorm*``, which always passes it.
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any
 
 from torchpact.findings import Category, Severity
 from torchpact.watch.watcher import Check, Watcher
-from torchpact.watch.watchers._patch import Patch, remove_all
+from torchpact.watch.watchers._patch import Patch, caller_frame, remove_all
 
 BATCH_NORM_DEFAULT = Check(
     code="TP464",
@@ -69,7 +68,7 @@ class FunctionalBatchNorm(Watcher):
                 module = session.innermost_module()
                 if module is not None and module.training and running_mean is not None and any(
                         b is running_mean for b in module._buffers.values()):
-                    self._report(module, sys._getframe(2))
+                    self._report(module, caller_frame())
             return original(input, running_mean, running_var, *args, **kwargs)
         return batch_norm
 

@@ -7,17 +7,17 @@ that is still alive at step k+2 means something holds that step's graph. Nothing
 graph and no hook runs in backward. When graphs of ``HELD_STEPS`` earlier steps are held at once (and
 the oldest is ``HELD_AGE`` steps old, so a one-step cache or a bounded window does not count), the
 holder is looked for — only then — in the local and global variables of the script's frames on the
-stack (and one level of attributes of the objects found there and of the models' modules): a tensor
-whose graph reaches marked nodes of several steps is an accumulator (TP101), a list / dict / tuple /
+stack (and one level of attributes of the objects found there and of the models' modules: ``_memory_holders``):
+a tensor whose graph reaches marked nodes of several steps is an accumulator (TP101), a list / dict / tuple /
 deque holding such tensors is a container (TP102).
 
-Growth (TP151): at the end of sampled steps after ``WARMUP`` steps, the process's anonymous resident
-memory (``/proc/self/statm`` resident minus file-backed, one ``pread`` of a few µs) and, where CUDA is initialised, the allocated bytes
-of each device in use (``torch.cuda.memory_stats``: host-side counters, no sync) are recorded. Allocated CUDA memory
-at a step's end is flat in a healthy loop, so a steady rise is a leak. Resident memory is noisier
-(allocator caches, Python objects), so a rise there is only reported when the Python-visible tensors
-explain it: a variable of the script whose tensors hold most of the growth, or two scans of
-``gc.get_objects()`` (about 0.1 s each, done at most twice, and only once a rise was seen) ten or
+Growth (TP151): at the end of sampled steps after ``WARMUP`` steps, the process's anonymous resident memory
+(``/proc/self/statm`` resident minus file-backed, one ``pread`` of a few µs) and, where CUDA is initialised,
+the allocated bytes of each device in use (``torch.cuda.memory_stats``: host-side counters, no sync) are
+recorded. Allocated CUDA memory at a step's end is flat in a healthy loop, so a steady rise is a leak.
+Resident memory is noisier (allocator caches, Python objects), so a rise there is only reported when the
+Python-visible tensors explain it: a variable of the script whose tensors hold most of the growth, or two
+scans of ``gc.get_objects()`` (about 0.1 s each, done at most twice, and only once a rise was seen) ten or
 more steps apart, or a graph leak found above.
 
 Cached CUDA memory (TP152, info): on sampled steps, ``torch.cuda.memory_stats()``; reported once when
@@ -30,16 +30,15 @@ marked node, a walk over a short list of weak references, and two counters read.
 from __future__ import annotations
 
 import gc
-import linecache
-import re
-import sys
 import weakref
 from collections import deque
+from itertools import pairwise
 from typing import Any, Iterator
 
 from torchpact.findings import Category, Evidence, Severity
-from torchpact.watch.frames import is_user_file, user_frames
 from torchpact.watch.watcher import Check, Watcher
+from torchpact.watch.watchers._memory_holders import (CONTAINERS, Holder, all_tensor_bytes, find_holders, flat_tensors,
+                                                      holder_bytes, reached_steps, script_frames, write_line)
 from torchpact.watch.watchers._rss import Rss
 
 HELD_STEPS = 4          # graphs of this many distinct earlier steps alive at once ...
@@ -83,7 +82,8 @@ GRAPH_IN_CONTAINER = Check(
     code="TP102",
     category=Category.MEMORY,
     severity=Severity.ERROR,
-    severity_note="`warning` when the graphs of earlier steps stay alive but no variable of the training loop is found holding them",
+    severity_note="`warning` when the graphs of earlier steps stay alive but no variable of the training loop is "
+                  "found holding them",
     summary="Graph-attached outputs are kept in a container across iterations, so every step's graph stays alive.",
     doc="""## What it does
 Marks, on sampled steps, the autograd nodes of the model's outputs (a sentinel in `grad_fn.metadata`,
@@ -215,7 +215,7 @@ def _growth(samples: list[tuple[int, int]], min_bytes: int) -> tuple[float, int,
     total = v1 - v0
     if total < min_bytes:
         return None
-    ups = sum(1 for (_, a), (_, b) in zip(samples, samples[1:]) if b >= a)
+    ups = sum(1 for (_, a), (_, b) in pairwise(samples) if b >= a)
     if ups < 0.75 * (len(samples) - 1):
         return None
     mid_step = (s0 + s1) / 2
@@ -241,238 +241,6 @@ def _available_host_memory() -> int | None:
     return None
 
 
-# ---------------------------------------------------------------------------- the script's variables
-def _script_file(path: str | None) -> bool:
-    """The script's own code: a user file (see frames.is_user_file) outside installed packages."""
-    return bool(path) and is_user_file(path) and "site-packages" not in path and "dist-packages" not in path
-
-
-def _user_frames() -> list[Any]:
-    """Frames of the script on the stack, innermost first (library and torchpact frames left out)."""
-    return [f for f in user_frames() if _script_file(f.f_code.co_filename)]
-
-
-class _Holder:
-    """A variable of the script (or an attribute of one) that may hold tensors."""
-
-    __slots__ = ("label", "value", "frame_code", "path", "is_global")
-
-    def __init__(self, label: str, value: Any, frame_code: Any, path: str, is_global: bool) -> None:
-        self.label = label
-        self.value = value
-        self.frame_code = frame_code
-        self.path = path
-        self.is_global = is_global
-
-
-_CONTAINERS = (list, tuple, dict, deque, set)
-
-
-def _interesting(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, (torch.Tensor, *_CONTAINERS))
-
-
-def _user_class(value: Any) -> bool:
-    """An instance of a class defined in the script (a trainer, a config object), not a library type."""
-    cls = type(value)
-    module = sys.modules.get(cls.__module__)
-    path = getattr(module, "__file__", None) or ""
-    if cls.__module__ == "__main__":
-        return True
-    return _script_file(path)
-
-
-def _holders(frames: list[Any], roots: list[Any]) -> list[_Holder]:
-    """Candidate holders: locals and globals of the script's frames, one level of attributes of the
-    objects of the script's own classes among them (``self.history``), and the attributes of every
-    submodule of the models."""
-    import torch.nn as nn
-
-    out: list[_Holder] = []
-    seen_objs: set[int] = set()
-    seen_values: set[int] = set()
-
-    def add(label: str, value: Any, code: Any, path: str, is_global: bool) -> None:
-        if id(value) not in seen_values:
-            seen_values.add(id(value))
-            out.append(_Holder(label, value, code, path, is_global))
-
-    def attributes(prefix: str, obj: Any, code: Any, path: str, is_global: bool) -> None:
-        if id(obj) in seen_objs:
-            return
-        seen_objs.add(id(obj))
-        if isinstance(obj, nn.Module):
-            for mname, mod in obj.named_modules():
-                if mod is not obj and id(mod) in seen_objs:
-                    continue
-                seen_objs.add(id(mod))
-                for attr, value in vars(mod).items():
-                    if not attr.startswith("_") and _interesting(value):
-                        add(".".join(p for p in (prefix, mname, attr) if p), value, code, path, is_global)
-            return
-        try:
-            attrs = list(vars(obj).items())[:200]
-        except TypeError:
-            return
-        for attr, value in attrs:
-            if not attr.startswith("__") and _interesting(value):
-                add(f"{prefix}.{attr}", value, code, path, is_global)
-
-    done_globals: set[int] = set()
-    for frame in frames:
-        code = frame.f_code
-        path = code.co_filename
-        local = frame.f_locals
-        is_module = local is frame.f_globals
-        scopes: list[tuple[dict, bool]] = [(local, is_module)]
-        if not is_module and id(frame.f_globals) not in done_globals:
-            scopes.append((frame.f_globals, True))
-        for scope, is_global in scopes:
-            if is_global:
-                if id(scope) in done_globals:
-                    continue
-                done_globals.add(id(scope))
-            for name, value in list(scope.items()):
-                if name.startswith("__"):
-                    continue
-                if _interesting(value):
-                    add(name, value, code, path, is_global)
-                elif isinstance(value, nn.Module) or (not isinstance(value, type) and _user_class(value)):
-                    attributes(name, value, code, path, is_global)
-        if not is_module and sys.version_info < (3, 13) and code.co_flags & 0x1:  # CO_OPTIMIZED
-            # On 3.11/3.12 reading f_locals leaves a snapshot dict on the frame that keeps every local
-            # alive until the function returns: drop it, so no tensor outlives the script's own `del`.
-            local.clear()
-        del local
-    for root in roots:
-        attributes(type(root).__name__, root, None, "", True)
-    return out
-
-
-def _items(value: Any, limit: int = 16) -> list[Any]:
-    """A sample of a container's items: the first and the last ``limit // 2``."""
-    if isinstance(value, dict):
-        items = list(value.values())
-    elif isinstance(value, (set, frozenset)):
-        items = list(value)
-    else:
-        items = list(value)
-    if len(items) <= limit:
-        return items
-    return items[: limit // 2] + items[-(limit // 2):]
-
-
-def _flat_tensors(value: Any, depth: int = 0) -> Iterator[Any]:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        yield value
-    elif depth < 2 and isinstance(value, _CONTAINERS):
-        for item in _items(value):
-            yield from _flat_tensors(item, depth + 1)
-
-
-def _reached_steps(tensor: Any, seqs: dict[int, int], budget: int = 20000) -> set[int]:
-    """Steps whose marked nodes the graph of ``tensor`` reaches (a bounded walk over ``next_functions``)."""
-    fn = getattr(tensor, "grad_fn", None)
-    if fn is None:
-        return set()
-    found: set[int] = set()
-    seen = {fn}
-    todo = [fn]
-    while todo and budget > 0:
-        node = todo.pop()
-        budget -= 1
-        try:
-            step = seqs.get(node._sequence_nr())
-        except Exception:
-            step = None
-        if step is not None:
-            found.add(step)
-        try:
-            nexts = node.next_functions
-        except Exception:
-            continue
-        for nxt, _ in nexts:
-            if nxt is not None and nxt not in seen:
-                seen.add(nxt)
-                todo.append(nxt)
-    return found
-
-
-def _tensor_bytes(tensors: Iterator[Any], seen: set[int] | None = None) -> int:
-    seen = set() if seen is None else seen
-    total = 0
-    for t in tensors:
-        try:
-            storage = t.untyped_storage()
-            key = storage.data_ptr()
-            if key in seen or key == 0:
-                continue
-            seen.add(key)
-            total += storage.nbytes()
-        except Exception:
-            continue
-    return total
-
-
-def _all_tensor_bytes(device_type: str) -> int:
-    """Bytes of the storages of every tensor Python can see (one ``gc.get_objects()`` pass)."""
-    import torch
-
-    is_tensor: dict[type, bool] = {}
-    seen: set[int] = set()
-    total = 0
-    for obj in gc.get_objects():
-        cls = type(obj)  # not isinstance: some lazy module attributes warn when their __class__ is read
-        flag = is_tensor.get(cls)
-        if flag is None:
-            flag = is_tensor[cls] = issubclass(cls, torch.Tensor)
-        if not flag:
-            continue
-        try:
-            if obj.device.type != device_type:
-                continue
-        except Exception:
-            continue
-        total += _tensor_bytes(iter((obj,)), seen)
-    return total
-
-
-_WRITE_PATTERNS = (
-    r"\b{n}\s*\.\s*(append|extend|insert|appendleft|add|update|setdefault)\s*\(",
-    r"\b{n}\s*\[[^\]]*\]\s*=[^=]",
-    r"\b{n}\s*\+=",
-    r"\b{n}\s*=\s*{n}\s*\+",
-    r"\b{n}\s*=.*\b(cat|stack|concatenate|hstack|vstack)\s*\(.*\b{n}\b",
-)
-
-
-def _write_line(holder: _Holder) -> int | None:
-    """The line of the script that adds to ``holder`` (``x.append(``, ``x +=``, ``x[k] =``), if found."""
-    path = holder.path
-    if not path:
-        return None
-    lines = linecache.getlines(path)
-    if not lines:
-        return None
-    first, last = 1, len(lines)
-    code = holder.frame_code
-    if code is not None and not holder.is_global:
-        linenos = [ln for _, _, ln in code.co_lines() if ln is not None]
-        if linenos:
-            first, last = min(linenos), max(linenos)
-    name = re.escape(holder.label)
-    for pattern in _WRITE_PATTERNS:
-        rx = re.compile(pattern.format(n=name))
-        for i in range(first, last + 1):
-            if rx.search(lines[i - 1]):
-                return i
-    return None
-
-
 # ---------------------------------------------------------------------------- the watcher
 class _Track:
     """Memory samples of one place (the host's resident set, or one CUDA device's allocated bytes)."""
@@ -486,21 +254,6 @@ class _Track:
         self.rounds = 0
         self.done = False
         self.snap: tuple[int, int, int, dict[tuple[str, str], int]] | None = None  # step, value, tensors, holders
-
-
-def _holder_bytes(holders: list[_Holder], device_type: str) -> dict[tuple[str, str], tuple[_Holder, int]]:
-    import torch
-
-    out = {}
-    for holder in holders:
-        value = holder.value
-        if isinstance(value, torch.Tensor):
-            tensors = [value] if value.device.type == device_type else []
-        else:
-            tensors = [t for t in _all_items(value) if t.device.type == device_type]
-        if tensors:
-            out[(holder.path, holder.label)] = (holder, _tensor_bytes(iter(tensors)))
-    return out
 
 
 class MemoryWatcher(Watcher):
@@ -592,13 +345,13 @@ class MemoryWatcher(Watcher):
     def _explain_graphs(self, held: dict[int, int], steps: list[int]) -> bool:
         """Report who holds the graphs; False when unsure yet (look again later)."""
         found = []
-        for holder in _holders(_user_frames(), self.session.names.root_modules()):
+        for holder in find_holders(script_frames(), self.session.names.root_modules()):
             value = holder.value
             if isinstance(value, deque) and value.maxlen is not None and value.maxlen <= BOUNDED_WINDOW:
                 continue  # a short bounded window: its memory stops growing soon
             reached: set[int] = set()
-            for t in _flat_tensors(value):
-                reached |= _reached_steps(t, held)
+            for t in flat_tensors(value):
+                reached |= reached_steps(t, held)
             if len(reached) >= 2:
                 found.append((holder, reached))
         if not found:
@@ -616,14 +369,14 @@ class MemoryWatcher(Watcher):
             return True
         for holder, reached in found:
             value = holder.value
-            if not isinstance(value, _CONTAINERS):
+            if not isinstance(value, CONTAINERS):
                 self._graph_leak = self._graph_leak or "TP101"
                 self.session.report(
                     GRAPH_ACCUMULATED,
                     f"`{holder.label}` is accumulated from graph-attached tensors across training steps: its "
                     f"autograd graph reaches the graphs of {len(reached)} earlier steps and links one more every "
                     "step, so none of them is freed and memory grows until the process runs out",
-                    subject=holder.label, path=holder.path or None, line=_write_line(holder),
+                    subject=holder.label, path=holder.path or None, line=write_line(holder),
                     fix=f"accumulate a value without a graph: `{holder.label} += loss.detach()` (or `.item()`); "
                         "for a state carried across steps, `.detach()` it at the start of each step",
                     held_steps=len(reached))
@@ -634,7 +387,7 @@ class MemoryWatcher(Watcher):
                     f"the {type(value).__name__} `{holder.label}` ({len(value)} items) keeps graph-attached "
                     f"tensors from {len(reached)} earlier training steps: each keeps its step's autograd graph "
                     "alive, so memory grows every step",
-                    subject=holder.label, path=holder.path or None, line=_write_line(holder),
+                    subject=holder.label, path=holder.path or None, line=write_line(holder),
                     fix=f"store `value.detach()` (or `value.item()` for a number) in `{holder.label}`",
                     held_steps=len(reached), items=len(value))
         return True
@@ -694,8 +447,8 @@ class MemoryWatcher(Watcher):
         if track.snap is None:
             if _growth(track.samples, track.min_growth) is None:
                 return
-            holders = _holder_bytes(_holders(_user_frames(), self.session.names.root_modules()), track.device_type)
-            tensors = _all_tensor_bytes(track.device_type) if track.device_type == "cpu" else 0
+            holders = holder_bytes(find_holders(script_frames(), self.session.names.root_modules()), track.device_type)
+            tensors = all_tensor_bytes(track.device_type) if track.device_type == "cpu" else 0
             track.snap = (step, value, tensors, {k: b for k, (_, b) in holders.items()})
             return
         s1, v1, t1, before = track.snap
@@ -709,7 +462,7 @@ class MemoryWatcher(Watcher):
             track.done = track.rounds >= 2
             return
         track.done = True
-        holders = _holder_bytes(_holders(_user_frames(), self.session.names.root_modules()), track.device_type)
+        holders = holder_bytes(find_holders(script_frames(), self.session.names.root_modules()), track.device_type)
         best = None
         for key, (holder, nbytes) in holders.items():
             more = nbytes - before.get(key, 0)
@@ -717,14 +470,14 @@ class MemoryWatcher(Watcher):
                 best = (holder, more / (step - s1), nbytes)
         tensor_rate = None
         if best is None and track.device_type == "cpu":
-            t2 = _all_tensor_bytes("cpu")
+            t2 = all_tensor_bytes("cpu")
             if t2 - t1 < rise // 2 and not self._graph_leak:
                 return  # the resident set grows, but not because of tensors: allocator or Python objects
             tensor_rate = (t2 - t1) / (step - s1)
         self._report_growth(track, grown, value, best, tensor_rate)
 
     def _report_growth(self, track: _Track, grown: tuple[float, int, int], now: int,
-                       holder: tuple[_Holder, int, int] | None, tensor_rate: float | None) -> None:
+                       holder: tuple[Holder, int, int] | None, tensor_rate: float | None) -> None:
         import torch
 
         rate, s0, s1 = grown
@@ -746,7 +499,7 @@ class MemoryWatcher(Watcher):
             else:
                 msg += (f"; the {type(h.value).__name__} `{h.label}` gains {_human(per_step)} of tensors per step "
                         f"(now {len(h.value)} items, {_human(nbytes)})")
-            subject, path, line = h.label, h.path or None, _write_line(h)
+            subject, path, line = h.label, h.path or None, write_line(h)
         elif tensor_rate is not None and tensor_rate > 0:
             msg += f"; the tensors Python can see grow by {_human(tensor_rate)} per step"
         if self._graph_leak:
@@ -760,21 +513,3 @@ class MemoryWatcher(Watcher):
     def on_close(self) -> None:
         self._rss.close()
         self._marks = []
-
-
-def _all_items(value: Any) -> Iterator[Any]:
-    """Every tensor in a container (one level of nesting), for counting bytes."""
-    import torch
-
-    items = value.values() if isinstance(value, dict) else value
-    for item in list(items):
-        if isinstance(item, torch.Tensor):
-            yield item
-        elif isinstance(item, (list, tuple)):
-            for sub in item:
-                if isinstance(sub, torch.Tensor):
-                    yield sub
-        elif isinstance(item, dict):
-            for sub in item.values():
-                if isinstance(sub, torch.Tensor):
-                    yield sub

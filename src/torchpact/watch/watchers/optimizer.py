@@ -25,21 +25,18 @@ Cost per sampled step: a pass over each optimizer's parameter list, and a zero c
 
 from __future__ import annotations
 
-import linecache
-import os
-import re
-import sys
 import weakref
 from typing import Any
 
 from torchpact.findings import Category, Severity
-from torchpact.watch.frames import is_user_file, user_frame, variable_name
+from torchpact.watch.frames import user_frame, variable_name
 from torchpact.watch.watcher import Check
 from torchpact.watch.watchers import _sites
+from torchpact.watch.watchers._left_out import group_by_kind, group_by_module, optimizer_params
+from torchpact.watch.watchers._optimizer_state import GradState, OptimizerState
 from torchpact.watch.watchers.fsdp_replaced_params import replaced_by_fully_shard
 
 NO_OPTIMIZER_STEPS = 3
-KIND_GROUP = 3            # TP451: this many left-out modules of one class are reported together
 FROZEN_STEPS = 3
 NO_GRAD_STEPS = 3
 PROBE_WINDOWS = 8        # clean windows after which an optimizer's zeroing is not probed any more
@@ -147,43 +144,6 @@ the gradient (`p.grad = None`) and, for a clean state, remove the parameters fro
 
 
 # ---------------------------------------------------------------------------------------- helpers
-def _assignment_line(site: tuple[str | None, int | None, int], name: str | None) -> int | None:
-    """The nearest line above the ``step()`` call, in the same function, that assigns ``name``."""
-    path, line, first = site
-    if not path or not line or not name or not os.path.exists(path):
-        return None
-    pattern = re.compile(rf"(^|;)\s*{re.escape(name)}\s*(:[^=]+)?=(?!=)")
-    lines = linecache.getlines(path)
-    for number in range(min(line, len(lines)), max(first, 1) - 1, -1):
-        if pattern.search(lines[number - 1]):
-            return number
-    return None
-
-
-def _unstepped_optimizer_params() -> set[int]:
-    """Ids of the parameters of every optimizer the user's frames hold (stepped or not)."""
-    import torch
-
-    ids: set[int] = set()
-    seen_scopes: set[int] = set()
-    frame = sys._getframe(1)
-    while frame is not None:
-        if is_user_file(frame.f_code.co_filename):
-            scopes = [frame.f_locals, frame.f_globals]
-            this = frame.f_locals.get("self")
-            if this is not None and isinstance(getattr(this, "__dict__", None), dict):
-                scopes.append(this.__dict__)
-            for scope in scopes:
-                if id(scope) in seen_scopes:
-                    continue
-                seen_scopes.add(id(scope))
-                for value in list(scope.values()):
-                    if isinstance(value, torch.optim.Optimizer):
-                        ids |= {id(p) for p in _params(value)}
-        frame = frame.f_back
-    return ids
-
-
 def _max_abs(grads: list[Any]) -> list[float]:
     """max |g| of each gradient: one ``_foreach_norm(inf)`` and one read-back per device."""
     import torch
@@ -197,7 +157,7 @@ def _max_abs(grads: list[Any]) -> list[float]:
     with torch.no_grad():
         for idx in by_device.values():
             norms = torch._foreach_norm([grads[i] for i in idx], float("inf"))
-            for i, v in zip(idx, torch.stack([n.float() for n in norms]).tolist()):
+            for i, v in zip(idx, torch.stack([n.float() for n in norms]).tolist(), strict=True):
                 out[i] = v
     return out
 
@@ -215,103 +175,6 @@ def _listing(names: list[str], limit: int = 4) -> str:
     return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def _group(affected: list[str], others: list[str]) -> list[tuple[str, list[str]]]:
-    """Names grouped under the largest module prefix that holds no name of ``others``."""
-    out: list[tuple[str, list[str]]] = []
-    covered: set[str] = set()
-    for name in sorted(affected):
-        if name in covered:
-            continue
-        parts = name.split(".")
-        best: str | None = None
-        for i in range(len(parts) - 1, -1, -1):
-            prefix = ".".join(parts[:i])
-            dotted = prefix + "." if prefix else ""
-            if any(o.startswith(dotted) for o in others):
-                break
-            best = prefix
-        if best is None:  # its own module has other trainable parameters
-            subject, members = name, [name]
-        else:
-            dotted = best + "." if best else ""
-            subject, members = best, [n for n in affected if n.startswith(dotted)]
-        covered.update(members)
-        out.append((subject, members))
-    return out
-
-
-def _by_kind(groups: list[tuple[str, list[str]]], root: Any, names: Any) -> list[tuple[str, list[str], list[str]]]:
-    """``groups`` as (subject, parameters, []), except that ``KIND_GROUP`` or more groups that are each a
-    whole module of the same class (every BatchNorm of a ResNet) become one (class name, parameters,
-    module names)."""
-    by_name = {names.module(m): m for m in root.modules()}
-    kinds: dict[str, list[tuple[str, list[str]]]] = {}
-    for subject, members in groups:
-        module = by_name.get(subject) if subject else None
-        if module is not None and module is not root:
-            kinds.setdefault(type(module).__name__, []).append((subject, members))
-    merged = {kind for kind, items in kinds.items() if len(items) >= KIND_GROUP}
-    out: list[tuple[str, list[str], list[str]]] = []
-    for kind in merged:
-        items = kinds[kind]
-        out.append((kind, [n for _, members in items for n in members], [subject for subject, _ in items]))
-    done = {subject for kind in merged for subject, _ in kinds[kind]}
-    out.extend((subject, members, []) for subject, members in groups if subject not in done)
-    return out
-
-
-class _ParamState:
-    """A parameter's ``.grad`` between two steps, followed by a post-accumulate-grad hook."""
-
-    def __init__(self, grad: weakref.ref | None, version: int) -> None:
-        self.grad = grad
-        self.version = version
-        self.untouched = 0       # accumulations onto the untouched .grad of the previous step
-        self.zeroed = False      # .grad was set to None, replaced, or modified in between
-
-
-class _Opt:
-    """What is known about one optimizer."""
-
-    def __init__(self, ref: weakref.ref, index: int) -> None:
-        self.ref = ref
-        self.index = index
-        self.name: str | None = None
-        self.call_site: tuple[str | None, int | None] = (None, None)
-        self.function_start = 1
-        self.param_ids: set[int] = set()
-        self.checked = 0
-        self.without_grad = 0
-        self.kind = ""                       # "none" / "zero": what the last bad step found
-        self.pending = ""                    # this step's finding at step_pre, confirmed at step_post
-        self.pre_grads: list[tuple[Any, int]] = []
-        self.post_grads: dict[int, Any] = {}   # param id -> weakref of its .grad
-        self.all_frozen = 0
-        self.ever_trainable = False
-        self.snapshots: list[tuple[weakref.ref, Any]] = []
-        self.frozen_checks = 0
-        self.needs_probe = False
-        self.clean_windows = 0
-        self.probe: dict[int, tuple[weakref.ref, _ParamState]] = {}
-        self.handles: list[tuple[weakref.ref, Any, bool]] = []
-
-    def created_at(self) -> int | None:
-        return _assignment_line((*self.call_site, self.function_start), self.name)
-
-    def creation(self) -> tuple[str | None, int | None]:
-        """Where the optimizer comes from: the line above ``step()`` that assigns it, else the user's line that
-        constructed it (a framework's loop steps it, as Lightning does from ``configure_optimizers``)."""
-        line = self.created_at()
-        if line:
-            return self.call_site[0], line
-        return _sites.creation_site(self.ref())
-
-    def label(self) -> str:
-        opt = self.ref()
-        kind = type(opt).__name__ if opt is not None else "optimizer"
-        return f"`{self.name}` ({kind})" if self.name else f"the {kind} optimizer"
-
-
 class OptimizerWatcher(_sites.SiteWatcher):
     """TP401, TP404, TP451 and TP452: how optimizers use (or miss) the gradients."""
 
@@ -321,7 +184,7 @@ class OptimizerWatcher(_sites.SiteWatcher):
 
     def __init__(self) -> None:
         super().__init__()
-        self._opts: dict[int, _Opt] = {}
+        self._opts: dict[int, OptimizerState] = {}
         self._count = 0
         self._outside: dict[int, list[Any]] = {}   # param id -> [weakref, name, steps with grad]
         self._outside_reported: set[int] = set()
@@ -395,11 +258,11 @@ class OptimizerWatcher(_sites.SiteWatcher):
         super().on_close()
 
     # ------------------------------------------------------------------ bookkeeping
-    def _state(self, optimizer: Any) -> _Opt:
+    def _state(self, optimizer: Any) -> OptimizerState:
         state = self._opts.get(id(optimizer))
         if state is None or state.ref() is not optimizer:
             self._count += 1
-            state = _Opt(ref=weakref.ref(optimizer), index=self._count)
+            state = OptimizerState(ref=weakref.ref(optimizer), index=self._count)
             self._opts[id(optimizer)] = state
         return state
 
@@ -408,11 +271,11 @@ class OptimizerWatcher(_sites.SiteWatcher):
         step = self.session.step + 1 if self.session.primary_optimizer() is optimizer else self.session.step
         return self.session.will_sample(step)
 
-    def _all_frozen(self, state: _Opt) -> bool:
+    def _all_frozen(self, state: OptimizerState) -> bool:
         return state.all_frozen > 0 and not state.ever_trainable
 
     # ------------------------------------------------------------------ TP404
-    def _check_grads(self, state: _Opt, params: list[Any]) -> None:
+    def _check_grads(self, state: OptimizerState, params: list[Any]) -> None:
         grads = [p.grad for p in params if p.grad is not None]
         state.pending = ""
         state.pre_grads = []
@@ -435,7 +298,7 @@ class OptimizerWatcher(_sites.SiteWatcher):
         state.pending = "zero"
         state.pre_grads = [(weakref.ref(g), g._version) for g in grads]
 
-    def _confirm_no_grad(self, state: _Opt, optimizer: Any) -> None:
+    def _confirm_no_grad(self, state: OptimizerState, optimizer: Any) -> None:
         """A step(closure) computes its gradients inside step(): then this step was fine."""
         params = _params(optimizer)
         if state.pending == "none":
@@ -451,11 +314,11 @@ class OptimizerWatcher(_sites.SiteWatcher):
         if state.without_grad == state.checked >= NO_GRAD_STEPS and not self._all_frozen(state):
             self._report_no_grad(state)
 
-    def _count_step(self, state: _Opt, bad: bool) -> None:
+    def _count_step(self, state: OptimizerState, bad: bool) -> None:
         state.checked += 1
         state.without_grad += bad
 
-    def _report_no_grad(self, state: _Opt) -> None:
+    def _report_no_grad(self, state: OptimizerState) -> None:
         opt = state.ref()
         if opt is not None and replaced_by_fully_shard(self.session, opt)[2]:
             return  # TP656 names the cause: the optimizer predates fully_shard()
@@ -477,7 +340,7 @@ class OptimizerWatcher(_sites.SiteWatcher):
             fix="order each iteration as optimizer.zero_grad() -> forward -> loss.backward() -> optimizer.step()")
 
     # ------------------------------------------------------------------ TP452
-    def _check_frozen(self, state: _Opt, params: list[Any], frozen: list[Any]) -> None:
+    def _check_frozen(self, state: OptimizerState, params: list[Any], frozen: list[Any]) -> None:
         if params and len(frozen) == len(params):
             state.all_frozen += 1
             if state.all_frozen >= FROZEN_STEPS and not state.ever_trainable:
@@ -505,7 +368,7 @@ class OptimizerWatcher(_sites.SiteWatcher):
             with torch.no_grad():
                 state.snapshots = [(weakref.ref(p), p.detach().clone()) for p in with_grad[:SNAPSHOT_MAX]]
 
-    def _confirm_frozen_changed(self, state: _Opt) -> None:
+    def _confirm_frozen_changed(self, state: OptimizerState) -> None:
         import torch
 
         snapshots, state.snapshots = state.snapshots, []
@@ -555,12 +418,12 @@ class OptimizerWatcher(_sites.SiteWatcher):
                 due.append(p)
         if due:
             # An optimizer that exists but has not stepped yet (a discriminator that starts later) also counts.
-            later = _unstepped_optimizer_params()
+            later = optimizer_params()
             due = [p for p in due if id(p) not in later]
         if due:
             self._report_outside(due, alive)
 
-    def _report_outside(self, due: list[Any], alive: list[_Opt]) -> None:
+    def _report_outside(self, due: list[Any], alive: list[OptimizerState]) -> None:
         names = self.session.names
         due_ids = {id(p) for p in due}
         self._outside_reported |= due_ids
@@ -574,7 +437,7 @@ class OptimizerWatcher(_sites.SiteWatcher):
                 continue
             others = [names.param(p) for p in params if id(p) not in due_ids]
             due_ids -= {id(p) for p in params}
-            for subject, members, modules in _by_kind(_group(affected, others), root, names):
+            for subject, members, modules in group_by_kind(group_by_module(affected, others), root, names):
                 subject = subject or type(root).__name__
                 if modules:
                     what = (f"{_plural(len(modules), f'`{subject}` module')} ({_listing(modules)}; "
@@ -598,12 +461,12 @@ class OptimizerWatcher(_sites.SiteWatcher):
                     parameters=members)
 
     # ------------------------------------------------------------------ TP401
-    def _start_probe(self, state: _Opt, params: list[Any]) -> None:
+    def _start_probe(self, state: OptimizerState, params: list[Any]) -> None:
         for p in params[:PROBE_MAX_PARAMS]:
             g = p.grad
             if g is None or not p.requires_grad or g.is_sparse:
                 continue
-            st = _ParamState(grad=weakref.ref(g), version=g._version)
+            st = GradState(grad=weakref.ref(g), version=g._version)
             state.probe[id(p)] = (weakref.ref(p), st)
             had_hooks = p._post_accumulate_grad_hooks is not None
             handle = p.register_post_accumulate_grad_hook(self._make_hook(st))
@@ -616,7 +479,7 @@ class OptimizerWatcher(_sites.SiteWatcher):
         return variable_name(frame, p) or self.session.names.param(p)
 
     @staticmethod
-    def _make_hook(st: _ParamState) -> Any:
+    def _make_hook(st: GradState) -> Any:
         def hook(param: Any) -> None:
             try:
                 g = param.grad
@@ -631,7 +494,7 @@ class OptimizerWatcher(_sites.SiteWatcher):
                 st.zeroed = True
         return hook
 
-    def _end_probe(self, state: _Opt, evaluate: bool = True) -> None:
+    def _end_probe(self, state: OptimizerState, evaluate: bool = True) -> None:
         if not state.handles:
             return
         for ref, handle, had_hooks in state.handles:
@@ -653,7 +516,7 @@ class OptimizerWatcher(_sites.SiteWatcher):
                 if p.grad._version != st.version:  # changed after the last backward: clipped, or zeroed
                     touched.append(p)
         if touched:
-            zeroed = {id(p) for p, v in zip(touched, _max_abs([p.grad for p in touched])) if v == 0.0}
+            zeroed = {id(p) for p, v in zip(touched, _max_abs([p.grad for p in touched]), strict=True) if v == 0.0}
             kept = [p for p in kept if id(p) not in zeroed]  # zeroed before step(): that is TP404's
         if not kept:
             state.clean_windows += 1
