@@ -243,7 +243,7 @@ def run_distributed(script: str, argv: Iterable[str], *, nproc: int, nnodes: int
         rank, failure = first_failure
         code = failure.exitcode
         exit_code = 128 - code if code < 0 else (code or 1)  # killed by signal N: 128 + N, as a shell shows it
-        stopped = sorted(r for r, d in ((d["rank"], d) for d in docs) if d.get("exit_code") in (143, None) and r != rank)
+        stopped = sorted(d["rank"] for d in docs if d.get("exit_code") in (143, None) and d["rank"] != rank)
         how = f"exit code {code}" if code >= 0 else f"signal {-code}"
         message = f"rank {rank} failed ({how}); the launcher stopped the other ranks"
         if stopped:

@@ -80,7 +80,8 @@ EXPLANATIONS = [
         "consequence, not the cause",
         "look at the rank that failed first (TP004) and its own error"),
     Explanation(
-        r"Timed out waiting \d+ms for (recv|send)|Socket Timeout|collective operation timeout|Watchdog caught collective operation timeout",
+        r"Timed out waiting \d+ms for (recv|send)|Socket Timeout|collective operation timeout"
+        r"|Watchdog caught collective operation timeout",
         "a collective timed out: this rank waited for peers that never joined it — a rank that stopped "
         "early (different numbers of batches per rank) or is stuck elsewhere",
         "give every rank the same number of steps (DistributedSampler with drop_last, or the Join context "
@@ -128,7 +129,8 @@ SIGNAL_CAUSES = {
         "DataLoader workers)",
         "run with `python -X faulthandler` to see where; give /dev/shm more room (docker --shm-size)"),
     6: ("an abort in native code (a failed C++ assertion or an uncaught C++ exception, whose message is printed "
-        "just above)", "read the C++ message printed before the abort; `python -X faulthandler` shows the Python stack"),
+        "just above)",
+        "read the C++ message printed before the abort; `python -X faulthandler` shows the Python stack"),
 }
 
 

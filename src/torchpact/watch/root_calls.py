@@ -74,7 +74,7 @@ class RootCalls:
 
         if self._call is None:
             self._call = _make_call(*self._hooks)
-        if "__call__" in cls.__dict__ or getattr(cls, "__call__", None) is not nn.Module.__call__:
+        if "__call__" in cls.__dict__ or getattr(cls, "__call__", None) is not nn.Module.__call__:  # noqa: B004
             return  # a class with its own __call__ (OptimizedModule, ScriptModule, ...): not ours to change
         try:
             cls.__call__ = self._call  # type: ignore[method-assign]

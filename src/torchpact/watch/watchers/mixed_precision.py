@@ -70,7 +70,8 @@ SCALE_COLLAPSE = Check(
     code="TP356",
     category=Category.NUMERICS,
     severity=Severity.WARNING,
-    summary="A GradScaler's scale keeps halving: the model produces inf/NaN gradients at most steps, which are skipped.",
+    summary=("A GradScaler's scale keeps halving: the model produces inf/NaN gradients at most steps, which are "
+             "skipped."),
     doc="""## What it does
 Follows the scale of the `torch.amp.GradScaler` in use, once per `update()`. Each halving is a skipped
 optimizer step (inf/NaN gradients). The first halvings are the scaler calibrating its initial scale
@@ -259,7 +260,7 @@ class MixedPrecision(Watcher):
             values = torch.cat([nonzero.to(norms.device), norms]).tolist()
         counts, norm_values = values[:len(grads)], values[len(grads):]
         names = self.session.names
-        bad = [names.param(p) for p, n in zip(params, norm_values) if not math.isfinite(n)]
+        bad = [names.param(p) for p, n in zip(params, norm_values, strict=True) if not math.isfinite(n)]
         if bad:
             bad = [names.param(p) for p in params if not bool(torch.isfinite(p.grad).all())]
         step = self.session.step
@@ -282,7 +283,7 @@ class MixedPrecision(Watcher):
             self._underflow_first = step
         if self._underflow_streak < UNDERFLOW_STEPS:
             return
-        worst = sorted((c / p.numel(), -p.numel(), names.param(p)) for p, c in zip(params, counts))[:3]
+        worst = sorted((c / p.numel(), -p.numel(), names.param(p)) for p, c in zip(params, counts, strict=True))[:3]
         listed = ", ".join(f"`{n}` ({(1 - f) * 100:.0f}% zeros)" for f, _, n in worst)
         self._report_fp16(
             f"{fraction * 100:.0f}% of the float16-computed gradients are exactly zero on {self._underflow_streak} "
@@ -295,8 +296,8 @@ class MixedPrecision(Watcher):
         fix = ("scale the loss with `torch.amp.GradScaler` (`scaler.scale(loss).backward()`, `scaler.step(optimizer)`, "
                "`scaler.update()`), or autocast to `torch.bfloat16`")
         if pure:
-            fix = ("keep float32 parameters and run the forward under `torch.autocast(..., dtype=torch.float16)` with a "
-                   "`torch.amp.GradScaler` (GradScaler refuses float16 parameters), or use bfloat16")
+            fix = ("keep float32 parameters and run the forward under `torch.autocast(..., dtype=torch.float16)` "
+                   "with a `torch.amp.GradScaler` (GradScaler refuses float16 parameters), or use bfloat16")
         self.session.report(FP16_WITHOUT_SCALER, message, subject="float16 training", fix=fix, path=path, line=line,
                             key="fp16-without-scaler", **extra)
 

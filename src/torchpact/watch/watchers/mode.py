@@ -289,7 +289,8 @@ class ModeWatcher(Watcher):
             shown = ", ".join(f"`{n}`" for n in names[:_NAME_LIMIT])
             more = f" and {len(names) - _NAME_LIMIT} more" if len(names) > _NAME_LIMIT else ""
             layers = f"layer{'' if len(names) == 1 else 's'}"
-            with_dropout = " with dropout" if _EFFECTS.get(kind) == "dropout" and kind not in ("Dropout", "DropPath") else ""
+            dropout = _EFFECTS.get(kind) == "dropout" and kind not in ("Dropout", "DropPath")
+            with_dropout = " with dropout" if dropout else ""
             parts.append(f"{len(names)} {kind} {layers}{with_dropout} ({shown}{more})")
         return " and ".join(parts)
 

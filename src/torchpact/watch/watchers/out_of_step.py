@@ -6,16 +6,15 @@ skipped step never write into parameters.
 
 Three ways in, from cheapest to most precise:
 
-- ``nn.init.*``, ``Module.apply`` and the tensor methods that overwrite values wholesale (``normal_``,
-  ``uniform_``, ``fill_``, ``zero_``, ``copy_``) are wrapped (O(1) per call once training started: a look-up
-  of the tensor's storage among the trained parameters, about 2.5 us a call on CPU; training loops call
-  them rarely, an EMA that ``copy_``s each tensor once a step pays it per tensor). An initialiser that writes into a trained parameter outside a
-  step, or an ``apply(fn)`` that changes the trained parameters of the module, is noted with the user's
-  line and a checksum of the values it overwrote. At the next ``step()`` of an optimizer holding that
-  parameter it is judged: values put back in the meantime (EMA weights swapped in for validation and
-  restored) are silent; training on from the overwritten values is a warning, or info when that
-  optimizer is a new one or its state for the parameter was reset (a deliberate re-initialisation:
-  dormant units reset, a new head). A write never followed by a step is silent.
+- ``nn.init.*``, ``Module.apply`` and the tensor methods that overwrite values wholesale (``normal_``, ``uniform_``,
+  ``fill_``, ``zero_``, ``copy_``) are wrapped (O(1) per call once training started: a look-up of the tensor's storage
+  among the trained parameters, about 2.5 us a call on CPU; training loops call them rarely, an EMA that ``copy_``s
+  each tensor once a step pays it per tensor). An initialiser that writes into a trained parameter outside a step, or
+  an ``apply(fn)`` that changes the trained parameters of the module, is noted with the user's line and a checksum of
+  the values it overwrote. At the next ``step()`` of an optimizer holding that parameter it is judged: values put back
+  in the meantime (EMA weights swapped in for validation and restored) are silent; training on from the overwritten
+  values is a warning, or info when that optimizer is a new one or its state for the parameter was reset (a deliberate
+  re-initialisation: dormant units reset, a new head). A write never followed by a step is silent.
 - After each sampled step, a checksum (norm and max) of each optimizer's parameters is kept; the next
   ``step()`` of that optimizer compares it (one ``tolist()``). A mismatch means something else wrote
   into them during that iteration.
@@ -173,7 +172,7 @@ class OutOfStep(Watcher):
             what = getattr(fn, "__qualname__", getattr(fn, "__name__", "fn"))
             site = user_location(2)
             n = len(params)
-            for i, (p, same) in enumerate(zip(params, self._same(before, self._checksum(params)))):
+            for i, (p, same) in enumerate(zip(params, self._same(before, self._checksum(params)), strict=True)):
                 if not same and id(p) not in self._writes:
                     self._note_write(p, before[[i, n + i]], f"{type(module).__name__}.apply({what})", site)
             return result
@@ -226,7 +225,7 @@ class OutOfStep(Watcher):
         if any(p is None for p in params):
             return
         same = self._same(entry[2], self._checksum(params))
-        changed = [p for p, s in zip(params, same)
+        changed = [p for p, s in zip(params, same, strict=True)
                    if not s and id(p) not in explained and id(p) not in self._settled]
         hits, self._spy_hits = self._spy_hits, []
         hits = [h for h in hits if any(p is h[3] for p in changed)]
@@ -264,7 +263,7 @@ class OutOfStep(Watcher):
             if ptr is not None and (ptr not in self._trained or self._trained[ptr][0]() is not p):
                 self._trained[ptr] = (weakref.ref(p), step)
         ids = {id(p) for p in params}
-        for key, (ref, prefs, _, _) in list(self._sums.items()):  # another optimizer moved shared params
+        for key, (_ref, prefs, _, _) in list(self._sums.items()):  # another optimizer moved shared params
             if key != id(optimizer) and any(id(r()) in ids for r in prefs):
                 del self._sums[key]
         if not params:
@@ -290,7 +289,7 @@ class OutOfStep(Watcher):
             full = [t for t in flat if t.numel()]  # the max of nothing is an error; nothing can change there
             maxes = iter(torch._foreach_max(full)) if full else iter(())
             norms = torch._foreach_norm(flat)
-            return torch.stack([*norms, *(next(maxes) if t.numel() else n for t, n in zip(flat, norms))])
+            return torch.stack([*norms, *(next(maxes) if t.numel() else n for t, n in zip(flat, norms, strict=True))])
 
     @staticmethod
     def _same(before: Any, after: Any) -> list[bool]:
@@ -299,9 +298,9 @@ class OutOfStep(Watcher):
 
         old, new = torch.stack([before, after]).tolist()
         # NaN weights stay NaN: a NaN checksum that was NaN before is unchanged
-        same = [x == y or (x != x and y != y) for x, y in zip(old, new)]
+        same = [x == y or (x != x and y != y) for x, y in zip(old, new, strict=True)]
         half = len(same) // 2
-        return [n and m for n, m in zip(same[:half], same[half:])]
+        return [n and m for n, m in zip(same[:half], same[half:], strict=True)]
 
     # ------------------------------------------------------------------ the write detector
     def _arm(self, params: list[Any]) -> None:
@@ -348,7 +347,8 @@ class OutOfStep(Watcher):
     def _report_direct(self, what: str, params: list[Any], site: tuple[str | None, int | None], step: int,
                        fresh: bool) -> None:
         modules = self._modules(params)
-        listing = ", ".join(f"`{m}`" for m in modules[:4]) + (f" and {len(modules) - 4} more" if len(modules) > 4 else "")
+        listing = ", ".join(f"`{m}`" for m in modules[:4])
+        listing += f" and {len(modules) - 4} more" if len(modules) > 4 else ""
         where = f" at {os.path.basename(site[0])}:{site[1]}" if site[0] else ""
         done = f"{what}{where} overwrote {len(params)} trained parameter(s) of {listing} after {step} optimizer steps"
         if fresh:
@@ -369,12 +369,14 @@ class OutOfStep(Watcher):
     def _report(self, params: list[Any], cause: str | None, path: str | None, line: int | None, since: int,
                 severity: Severity | None = None, until: int | None = None) -> None:
         modules = self._modules(params)
-        listing = ", ".join(f"`{m}`" for m in modules[:4]) + (f" and {len(modules) - 4} more" if len(modules) > 4 else "")
+        listing = ", ".join(f"`{m}`" for m in modules[:4])
+        listing += f" and {len(modules) - 4} more" if len(modules) > 4 else ""
         by = f" by {cause}" if cause else " (the writer did not show again, so its line is unknown)"
         self.session.report(
             CHANGED_OUTSIDE_STEP,
             f"{len(params)} trained parameter(s) of {listing} changed between optimizer steps {since} and "
-            f"{self.session.step if until is None else until}{by}: a write outside optimizer.step() throws away what they learned",
+            f"{self.session.step if until is None else until}{by}: a write outside optimizer.step() throws away "
+            "what they learned",
             subject=modules[0], path=path, line=line, severity=severity, key=("sum", cause is None, modules[0]),
             step=until,
             fix="find what writes into the weights during the iteration (re-initialisation, .data edits, "
