@@ -136,7 +136,12 @@ def test_clean_ddp_training_is_silent(runs, name):
     frozen embedding, find_unused_parameters for a branch used on some steps, a rank-0 save: no finding."""
     launch = runs[name]
     assert launch.returncode == 0, launch.stderr[-3000:]
-    assert launch.report["findings"] == [], launch.report["findings"]
+    # TP654 reports the time a rank really held the others back. Here 2-3 ranks share 2 cores with the rest
+    # of the suite, so a rank that waited for a core is a straggler in fact (CI once saw rank 1 take 35 ms of
+    # a 108 ms step): its verdict follows the machine's load, not the script. Its logic is tested on given
+    # timings (test_straggler_decision.py) and on a rank slowed on purpose (test_cross_rank_verdicts.py).
+    findings = [f for f in launch.report["findings"] if f["code"] != "TP654"]
+    assert findings == [], findings
     assert launch.report["summary"]["steps"] == 24
 
 
