@@ -31,6 +31,7 @@ from torchpact.findings import Category, Severity
 from torchpact.watch.frames import user_location
 from torchpact.watch.watcher import Check, Watcher
 from torchpact.watch.watchers._batched import all_zero
+from torchpact.watch.watchers._left_out import group_by_module
 
 NO_GRAD_STEPS = 3
 ZERO_GRAD_STEPS = 5
@@ -368,27 +369,12 @@ class GradientFlowWatcher(Watcher):
         for root_ref, recs in by_root.items():
             names = {r.name for r in recs}
             others = [r.name for r in self._trainable(root_ref, with_grad=with_grad) if r.name not in names]
-            covered: set[str] = set()
-            for rec in sorted(recs, key=lambda r: r.name):
-                if rec.name in covered:
-                    continue
-                parts = rec.name.split(".")
-                best: str | None = None
-                for i in range(len(parts) - 1, -1, -1):
-                    prefix = ".".join(parts[:i])
-                    dotted = prefix + "." if prefix else ""
-                    if any(o.startswith(dotted) for o in others):
-                        break
-                    best = prefix
-                if best is None:  # its own module has trainable parameters that are fine
-                    members, subject = [rec], rec.name
-                else:
-                    dotted = best + "." if best else ""
-                    members = [r for r in recs if r.name.startswith(dotted)]
+            by_name = {r.name: r for r in recs}
+            for subject, members in group_by_module([r.name for r in recs], others):
+                if not subject:  # every trainable parameter of the model
                     root = root_ref() if root_ref is not None else None
-                    subject = best or (type(root).__name__ if root is not None else "the model")
-                covered.update(r.name for r in members)
-                out.append((subject, members))
+                    subject = type(root).__name__ if root is not None else "the model"
+                out.append((subject, [by_name[n] for n in members]))
         return out
 
     # ------------------------------------------------------------------ TP251
