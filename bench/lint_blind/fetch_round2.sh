@@ -4,22 +4,4 @@
 # along) where they exist, wheels otherwise. Not to be linted or read before the final measurement.
 # usage: bench/lint_blind/fetch_round2.sh [DEST]   (default: .corpus-round2; keep it git-ignored)
 set -u
-DEST=${1:-.corpus-round2}
-mkdir -p "$DEST/dl"
-specs="accelerate==1.16.0 captum==0.9.0 diffusers==0.42.1 kornia==0.9.0 monai==1.6.1 pytorch-metric-learning==2.9.0 speechbrain==1.1.2 torchmetrics==1.9.0"
-for spec in $specs; do
-  name=${spec%%==*}; ver=${spec##*==}
-  [[ -d $DEST/$name ]] && continue
-  under=$(echo "$name" | tr - _)
-  if pip download -q --no-deps --no-binary :all: -d "$DEST/dl" "$spec" >/dev/null 2>&1 \
-     && tgz=$(ls "$DEST"/dl/ | grep -iE "^($under|$name)-$ver\.tar\.gz$" | head -1) && [[ -n $tgz ]]; then
-    mkdir -p "$DEST/$name" && tar -xzf "$DEST/dl/$tgz" -C "$DEST/$name" --strip-components 1
-  elif pip download -q --no-deps --only-binary=:all: -d "$DEST/dl" "$spec" >/dev/null 2>&1; then
-    whl=$(ls "$DEST"/dl/ | grep -iE "^$under-$ver-.*\.whl$" | head -1)
-    mkdir -p "$DEST/$name" && unzip -q -o "$DEST/dl/$whl" -d "$DEST/$name"
-    find "$DEST/$name" -name '*.dist-info' -prune -exec rm -rf {} +
-  else
-    echo "skip $spec" >&2
-  fi
-done
-echo "$DEST"
+exec "$(dirname "$0")/unpack_releases.sh" "${1:-.corpus-round2}" accelerate==1.16.0 captum==0.9.0 diffusers==0.42.1 kornia==0.9.0 monai==1.6.1 pytorch-metric-learning==2.9.0 speechbrain==1.1.2 torchmetrics==1.9.0
