@@ -36,10 +36,10 @@ class LoadWithFullPickle(Rule):
     hold pickled objects that only full unpickling restores (a config, a Namespace, a whole module):
     there the option is the format's need, and no finding. Nor is a load of a file the same function
     has just written with `torch.save` (directly, through `with open(path, "wb")` or through a
-    helper of the file), nor a load in the `except TypeError` (or `except Exception`) handler of a
-    `try` whose body makes the same call with `weights_only=True`: that handler runs only on a torch
-    whose loader has no `weights_only` (before 1.13), where no safer call exists; on torch 2.13 the
-    call in the `try` succeeds.
+    helper of the file), nor a load in the `except TypeError` handler of a `try` whose body makes the
+    same kind of call with `weights_only=`: that handler runs only on a torch whose loader has no
+    `weights_only` (before 1.13), where no safer call exists; on torch 2.13 the call in the `try`
+    succeeds.
 
     Where the same code fetched the file from the network — its path or bytes come from
     `hf_hub_download`, `cached_path`, `urlretrieve`, `requests.get`, a URL, or
@@ -262,7 +262,7 @@ def fetch(url, dst):
         assert isinstance(node, ast.Call)
         if any(k.arg is None for k in node.keywords):
             return  # **kwargs may carry weights_only
-        if _old_torch_fallback(node, name, ctx):
+        if compat_fallback(node, ctx, TORCH_LOAD if name in TORCH_LOAD else LOAD_FROM_URL):
             return
         weights_only = keyword(node, "weights_only")
         if weights_only is None and name in LOAD_FROM_URL and len(node.args) >= 7:
@@ -296,22 +296,26 @@ def fetch(url, dst):
                           "\"Can not safely load weights when explicit pickle_module is specified\")"))
 
 
-def _old_torch_fallback(load: ast.Call, name: str, ctx: FileContext) -> bool:
-    """The load sits in an ``except TypeError`` / ``except Exception`` handler of a ``try`` whose body makes the
-    same call with ``weights_only=True``: reached only where the loader lacks the keyword."""
-    for node in ctx.ancestors(load):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            return False
-        if isinstance(node, ast.ExceptHandler):
-            caught = node.type.elts if isinstance(node.type, ast.Tuple) else [node.type]
-            names = {ctx.resolve(t) or (t.id if isinstance(t, ast.Name) else None) for t in caught if t is not None}
-            try_ = ctx.parent(node)
-            if (node.type is None or names & {"TypeError", "Exception", "builtins.TypeError", "builtins.Exception"}) \
-                    and isinstance(try_, ast.Try) and any(
-                        isinstance(n, ast.Call) and ctx.call_name(n) == name
-                        and is_const(keyword(n, "weights_only"), True)
-                        for stmt in try_.body for n in ast.walk(stmt)):
+def compat_fallback(load: ast.Call, ctx: FileContext, loaders: set[str]) -> bool:
+    """``try: torch.load(f, weights_only=True) except TypeError: torch.load(f)``: the fallback only runs
+    on a torch too old to know ``weights_only`` (< 1.13), where there is no safe loader to ask for.
+    ``loaders``: the calls of the ``try`` that count (the family of ``load``)."""
+    child: ast.AST = load
+    for anc in ctx.ancestors(load):
+        if isinstance(anc, ast.ExceptHandler):
+            handler = anc
+        elif isinstance(anc, (ast.Try, getattr(ast, "TryStar", ast.Try))) and isinstance(child, ast.ExceptHandler):
+            names = ({n.id if isinstance(n, ast.Name) else getattr(n, "attr", "") for n in ast.walk(handler.type)}
+                     if handler.type else set())
+            if "TypeError" in names and any(
+                    isinstance(n, ast.Call) and ctx.call_name(n) in loaders
+                    and keyword(n, "weights_only") is not None
+                    for stmt in anc.body for n in ast.walk(stmt)):
                 return True
+            return False
+        elif isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            return False
+        child = anc
     return False
 
 

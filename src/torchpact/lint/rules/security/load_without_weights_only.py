@@ -10,7 +10,7 @@ from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, keyword
 from torchpact.lint.rule import Hit, Invalid, Rule, last_names
 from torchpact.lint.rules.security._sources import downloaded
-from torchpact.lint.rules.security.load_with_full_pickle import TORCH_LOAD, round_trip
+from torchpact.lint.rules.security.load_with_full_pickle import TORCH_LOAD, compat_fallback, round_trip
 from torchpact.lint.torch_version import runs_on_some
 
 if sys.version_info >= (3, 11):
@@ -200,7 +200,7 @@ def load_model(model, filename, device):
             return
         if len(node.args) >= 3 or any(k.arg is None for k in node.keywords):
             return
-        if _compat_fallback(node, ctx) or round_trip(node, ctx):
+        if compat_fallback(node, ctx, TORCH_LOAD) or round_trip(node, ctx):
             return
         if not runs_on_some(node, ctx, _risky_versions(floor)):
             return  # under a version test that only lets torch >= 2.6 (or no supported torch) reach it
@@ -277,28 +277,6 @@ def _unconditionally_in(node: ast.AST, stmt: ast.AST, ctx: FileContext) -> bool:
             return False  # a loop body may run zero times; a definition runs nothing
         if anc is stmt:
             return not ctx.conditional(node, ctx.parent(stmt))
-    return False
-
-
-def _compat_fallback(load: ast.Call, ctx: FileContext) -> bool:
-    """``try: torch.load(f, weights_only=True) except TypeError: torch.load(f)``: the fallback only runs
-    on a torch too old to know ``weights_only`` (< 1.13), where there is no safe loader to ask for."""
-    child: ast.AST = load
-    for anc in ctx.ancestors(load):
-        if isinstance(anc, ast.ExceptHandler):
-            handler = anc
-        elif isinstance(anc, (ast.Try, getattr(ast, "TryStar", ast.Try))) and isinstance(child, ast.ExceptHandler):
-            names = ({n.id if isinstance(n, ast.Name) else getattr(n, "attr", "") for n in ast.walk(handler.type)}
-                     if handler.type else set())
-            if "TypeError" in names and any(
-                    isinstance(n, ast.Call) and ctx.call_name(n) in TORCH_LOAD
-                    and keyword(n, "weights_only") is not None
-                    for stmt in anc.body for n in ast.walk(stmt)):
-                return True
-            return False
-        elif isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
-            return False
-        child = anc
     return False
 
 
