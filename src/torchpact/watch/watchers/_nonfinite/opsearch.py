@@ -23,6 +23,7 @@ from torchpact.watch.frames import is_user_file
 from torchpact.watch.watchers._nonfinite import values
 from torchpact.watch.watchers._nonfinite.recorder import Call
 from torchpact.watch.watchers._nonfinite.values import AUTOCAST_OFF, flat, has_neginf, is_bad
+from torchpact.watch.watchers._probe import private_copy
 
 MAX_RERUNS = 3            # op searches per run (each costs a forward of one module with a sync per op)
 MAX_RERUN_BYTES = 1 << 30
@@ -127,23 +128,6 @@ def _user_frame(stop: Any) -> tuple[str | None, int | None]:
             return frame.f_code.co_filename, frame.f_lineno
         frame = frame.f_back
     return None, None
-
-
-def private_copy(module: Any, memo: dict[int, Any]) -> Any:
-    """A copy of ``module`` sharing nothing writable with it, whose calls bypass every hook."""
-    if id(module) in memo:
-        return memo[id(module)]
-    if "forward" in vars(module):
-        raise FoundIt("forward replaced on the instance")  # bound to the original: not re-runnable
-    new = type(module).__new__(type(module))
-    new.__dict__.update(vars(module))
-    memo[id(module)] = new
-    new._parameters = {k: (None if p is None else p.detach()) for k, p in module._parameters.items()}
-    new._buffers = {k: (None if b is None else b.detach().clone()) for k, b in module._buffers.items()}
-    new._modules = {k: (None if m is None else private_copy(m, memo)) for k, m in module._modules.items()}
-    # Module.__call__ goes straight to _compiled_call_impl when set: no global or module hook runs.
-    new.__dict__["_compiled_call_impl"] = new.forward
-    return new
 
 
 def module_bytes(module: Any) -> int:
