@@ -127,6 +127,7 @@ class Session:
         if key != self._routed:  # most steps change nothing: keep the routes
             self._route_forwards(key)
         self._arrange_module_hooks()
+        self._arrange_patches()
 
     @property
     def periodic(self) -> bool:
@@ -171,6 +172,13 @@ class Session:
         else:
             hooks.arrange("roots" if self._pre_root or self._post_root else "none")
 
+    def _arrange_patches(self) -> None:
+        """The sampled-only wrappers off torch on unsampled steps (``Patches.rest``); on for good once dynamo
+        compiles (its guards would see the attribute change at every switch and recompile)."""
+        if not self._started or self.closed:
+            return
+        self._patches.rest(not self._sampled and not self._hooks.compiling)
+
     def _hooks_on_for_roots(self) -> bool | None:
         """Whether an outermost call with grad disabled may be taken off the global hooks now: not once dynamo
         compiles, and not on a periodic sampled step, which records evaluations whole (``nonfinite``)."""
@@ -200,6 +208,7 @@ class Session:
 
     def _dynamo_started(self) -> None:
         self._hooks.dynamo_started()
+        self._arrange_patches()
 
     def _pause_for_tracer(self) -> None:
         self._hooks.pause()
@@ -242,6 +251,7 @@ class Session:
             self._patches.close()
             raise
         self._arrange_module_hooks()
+        self._arrange_patches()
         return self
 
     def close(self) -> None:

@@ -67,21 +67,32 @@ class LossCall:
 
 
 _listeners: list[tuple[Wants, Hear, Failed]] = []
+_unsampled: dict[Hear, Wants] = {}
 _patches: list[Patch] = []
 _state = {"calling": False, "pid": 0}
 
 
-def subscribe(wants: Wants, hear: Hear, failed: Failed) -> None:
-    """Hear the calls ``wants()`` asks for, from now until ``unsubscribe(hear)``."""
+def subscribe(wants: Wants, hear: Hear, failed: Failed, unsampled: Wants | None = None) -> None:
+    """Hear the calls ``wants()`` asks for, from now until ``unsubscribe(hear)``. ``wants()`` is False on every
+    unsampled step unless ``unsampled()`` says it may want one of those now (asked when unsampled steps
+    begin: while no listener may, the wrapper is off torch for them, see ``Patches.rest``)."""
     if not any(p.active for p in _patches):  # none yet, or a closed session took them off (a watcher switched off
         _listeners.clear()                   # after a bug never unsubscribes): its listeners went with it
+        _unsampled.clear()
         _patches.clear()
         _install()
     _listeners.append((wants, hear, failed))
+    if unsampled is not None:
+        _unsampled[hear] = unsampled
+
+
+def _sampled_only() -> bool:
+    return not any(may() for may in _unsampled.values())
 
 
 def unsubscribe(hear: Hear) -> None:
     _listeners[:] = [entry for entry in _listeners if entry[1] != hear]  # (bound methods: equal, not identical)
+    _unsampled.pop(hear, None)
     if not _listeners:
         remove_all(_patches)
 
@@ -141,4 +152,4 @@ def _install() -> None:
 
     _state["pid"] = os.getpid()
     for name in _POSITIONAL:
-        _patches.append(Patch(F, name, _wrap(name)))
+        _patches.append(Patch(F, name, _wrap(name), sampled_only=_sampled_only))

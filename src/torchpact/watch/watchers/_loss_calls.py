@@ -55,7 +55,7 @@ class LossCalls:
         self._loss_base = _Loss
         for name in self.functions:
             if hasattr(F, name):
-                self._patches.append(Patch(F, name, self._wrap(name)))
+                self._patches.append(Patch(F, name, self._wrap(name), sampled_only=True))
 
     def remove(self) -> None:
         remove_all(self._patches)

@@ -51,6 +51,27 @@ class Patches:
         # (id(owner), attr) -> (owner, what the attribute held before the first patch, the patches on it)
         self.originals: dict[tuple[int, str], tuple[Any, Any, list[Patch]]] = {}
         self.paused: list[dict[tuple[int, str], Any]] = []   # per pause_all() not yet resumed: the wrappers taken off
+        self.resting: set[tuple[int, str]] = set()   # attributes holding torch's own function for an unsampled stretch
+
+    def rest(self, unsampled: bool) -> None:
+        """Between steps: on an unsampled step, torch's own function back in each attribute whose every patch is
+        ``sampled_only`` (its wrappers would only pass through), so the script's calls cost what they cost
+        without torchpact; on a sampled step the wrappers again. An attribute is only swapped while it holds
+        what this registry put there: a wrapper someone else set on top stays, and ours under it pass through.
+        A reference the script took to a wrapper keeps working: it passes through while its step is unsampled."""
+        if self.paused:
+            return
+        for key, (owner, original, patches) in self.originals.items():
+            attr = key[1]
+            outer = patches[-1].wrapper
+            if unsampled and all(p.sampled_only() for p in patches if p.active):
+                if key not in self.resting and owner.__dict__.get(attr) is outer:
+                    setattr(owner, attr, original)
+                    self.resting.add(key)
+            elif key in self.resting:
+                self.resting.discard(key)
+                if owner.__dict__.get(attr) is original:
+                    setattr(owner, attr, outer)
 
     def close(self) -> None:
         if self in _open:
@@ -93,7 +114,11 @@ class Patch:
     torchpact; ``torch.jit.script`` compiles the original (see the module's docs).
     """
 
-    def __init__(self, owner: Any, attr: str, make: Callable[[Callable], Callable]) -> None:
+    def __init__(self, owner: Any, attr: str, make: Callable[[Callable], Callable],
+                 sampled_only: bool | Callable[[], bool] = False) -> None:
+        """``sampled_only``: the wrapper does nothing but pass through on an unsampled step (or, as a callable
+        asked at each switch to unsampled steps, whether it does now), so the registry may take it off for
+        those steps (``Patches.rest``)."""
         key = (id(owner), attr)
         registry = self._registry = _open[-1] if _open else _outside
         originals = registry.originals
@@ -101,6 +126,12 @@ class Patch:
             originals[key] = (owner, owner.__dict__.get(attr, getattr(owner, attr)), [])
         self._key = key
         self.active = True
+        self.sampled_only: Callable[[], bool] = sampled_only if callable(sampled_only) else (
+            _always if sampled_only else _never)
+        if key in registry.resting:  # made on an unsampled step: the wrappers back first, to wrap around them
+            registry.resting.discard(key)
+            if owner.__dict__.get(attr) is originals[key][1]:
+                setattr(owner, attr, originals[key][2][-1].wrapper)
         previous = getattr(owner, attr)
         inner = make(previous)
 
@@ -115,6 +146,7 @@ class Patch:
         passes_through(inner)
         _CHAIN.update((id(c), c) for c in (wrapper.__code__, getattr(inner, "__code__", None)) if c is not None)
         originals[key][2].append(self)
+        self.wrapper = wrapper
         setattr(owner, attr, wrapper)
 
     def remove(self) -> None:
@@ -125,7 +157,16 @@ class Patch:
         entry = originals.get(self._key)
         if entry is not None and not any(p.active for p in entry[2]):
             owner, original, _ = originals.pop(self._key)
+            self._registry.resting.discard(self._key)
             setattr(owner, self._key[1], original)
+
+
+def _always() -> bool:
+    return True
+
+
+def _never() -> bool:
+    return False
 
 
 def caller_frame(depth: int = 0) -> FrameType | None:

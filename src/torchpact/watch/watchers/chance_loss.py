@@ -63,7 +63,7 @@ class ChanceLoss(Watcher):
         super().attach(session)
         import torch.nn.functional as F
 
-        self._patches.append(Patch(F, "cross_entropy", self._wrap))
+        self._patches.append(Patch(F, "cross_entropy", self._wrap, sampled_only=True))
 
     def on_close(self) -> None:
         remove_all(self._patches)

@@ -136,7 +136,7 @@ class DecorrelatedLabels(Watcher):
 
     def attach(self, session: Any) -> None:
         super().attach(session)
-        _class_losses.subscribe(self._wants, self._hear, self._failed)
+        _class_losses.subscribe(self._wants, self._hear, self._failed, unsampled=self._undecided)
 
     def on_close(self) -> None:
         _class_losses.unsubscribe(self._hear)
@@ -159,6 +159,9 @@ class DecorrelatedLabels(Watcher):
                 self._root = (module, args, _call_kwargs(module), output)
             except Exception as exc:
                 self._failed(exc, "on_forward")
+
+    def _undecided(self) -> bool:
+        return not self._decided
 
     def _wants(self) -> bool:
         return not self._decided and self.session.step != self._last_step and not self.session.closed

@@ -93,7 +93,7 @@ class GradAccumTokenMean(Watcher):
         import torch
 
         _class_losses.subscribe(self._wants, self._hear, self._failed)
-        self._patches.append(Patch(torch.autograd, "backward", self._wrap_backward))
+        self._patches.append(Patch(torch.autograd, "backward", self._wrap_backward, sampled_only=True))
 
     def _failed(self, exc: Exception, where: str = "a loss call") -> None:
         """Switched off: nothing of it stays behind (the session no longer calls its ``on_close``)."""

@@ -272,7 +272,7 @@ class LossInputsWatcher(Watcher):
 
         functions, self._modules = _tables()
         for name, kind in functions.items():
-            self._patches.append(Patch(F, name, self._wrap(kind)))
+            self._patches.append(Patch(F, name, self._wrap(kind), sampled_only=True))
 
     def _wrap(self, kind: str) -> Any:
         def make(original: Any) -> Any:
