@@ -89,7 +89,7 @@ def test_the_watchers_of_a_sampled_step_pre_hook_measure_the_gradients_once():
 
 
 def test_surely_finite_shows_finite_gradients_and_never_hides_a_non_finite_one():
-    from torchpact.watch.watchers._batched import SMALL, surely_finite
+    from torchpact.watch.watchers._batched import FLAT, surely_finite
 
     inf, nan = float("inf"), float("nan")
     small = [torch.randn(8, 4), torch.randn(4), torch.randn(1, 4)]
@@ -102,5 +102,12 @@ def test_surely_finite_shows_finite_gradients_and_never_hides_a_non_finite_one()
     assert not surely_finite([torch.full((4,), 3e38)])  # the sum overflows: not shown, so each is looked at
     assert surely_finite([torch.full((4,), 6e4, dtype=torch.float16)])  # half precision summed in float32
     assert not surely_finite([torch.randn(4), torch.randn(4, dtype=torch.float64)])  # mixed dtypes: not tried
-    assert not surely_finite([torch.zeros(SMALL + 1)])  # too large to copy: not tried
+    big = [torch.randn(FLAT + 1), torch.randn(3), torch.randn(2, FLAT), torch.randn(5)]  # summed alone, and the rest
+    assert surely_finite(big)
+    for i, at in ((0, FLAT), (1, 2), (2, 7), (3, 4)):
+        spoiled = [t.clone() for t in big]
+        spoiled[i].view(-1)[at] = nan
+        assert not surely_finite(spoiled)
+    assert not surely_finite([torch.full((FLAT + 1,), 3e38)])  # a big tensor's own sum overflows
+    assert not surely_finite([torch.randn(4), torch.randn(4, device="meta")])  # another device: not tried
     assert not surely_finite([torch.zeros(3, dtype=torch.cfloat)])  # complex: not tried

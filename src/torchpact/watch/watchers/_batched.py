@@ -74,34 +74,39 @@ def grad_norms(grads: list[Any], cache: StepCache | None = None) -> Any:
     return norms
 
 
-SMALL = 1 << 16   # elements: a copy of that many costs less than a norm per tensor of them (tiny models)
+FLAT = 1 << 14   # elements: a tensor up to this size is summed within one copy of all such, a bigger one alone
 
 
 def surely_finite(tensors: list[Any]) -> bool:
-    """Whether every element of ``tensors`` is finite, when one sum over one copy of all of them shows it: a
-    NaN or an inf anywhere makes the sum non-finite. Only tried for CPU tensors of one dtype with at most
-    ``SMALL`` elements in all, where a copy and one sum cost less than a norm per tensor (nonfinite checks
-    the gradients of every step: on a tiny MLP the per-tensor norms were a tenth of the step). False means
-    not shown (the sum overflowed, or too many elements): look at each."""
+    """Whether every element of ``tensors`` is finite, when sums show it: a NaN or an inf anywhere makes a sum
+    non-finite. The tensors of at most ``FLAT`` elements are summed within one copy of them all (one op
+    instead of one per tensor: biases and norms are many and small), each bigger one by itself (no copy), the
+    partial sums added as Python floats. On CPU this costs less than the per-tensor norms (``grad_norms``)
+    for every mix measured: 2.2x less for an LSTM's six gradients, 3.5x for 200 tensors of 5k elements;
+    nonfinite runs it on every unsampled step. Only tried for CPU tensors of one floating dtype (half
+    precision summed in float32). False means not shown (a sum overflowed, or it was not tried): look at each."""
     first = tensors[0]
     dtype = first.dtype
     if not (first.is_cpu and dtype.is_floating_point):  # (a complex sum is no float to test)
         return False
-    count = 0
-    for t in tensors:  # one loop of attribute reads: this runs on every step of a tiny model
-        if t.dtype is not dtype:
-            return False
-        count += t.numel()
-    if count > SMALL:
-        return False
     import torch
 
-    try:  # a tensor on another device: cat refuses
-        flat = torch._C._nn.flatten_dense_tensors(tensors)  # (torch._utils._flatten_dense_tensors, unwrapped)
-    except RuntimeError:
-        return False
-    total = flat.sum(dtype=torch.float32) if dtype in (torch.float16, torch.bfloat16) else flat.sum()
-    return math.isfinite(total.item())
+    wide = torch.float32 if dtype in (torch.float16, torch.bfloat16) else None
+    small: list[Any] = []
+    total = 0.0
+    for t in tensors:  # one loop of attribute reads: this runs on every step
+        if t.dtype is not dtype or not t.is_cpu:
+            return False
+        if t.numel() <= FLAT:
+            small.append(t)
+        else:
+            total += (t.sum(dtype=wide) if wide else t.sum()).item()
+    if len(small) > 1:
+        flat = torch._C._nn.flatten_dense_tensors(small)  # (torch._utils._flatten_dense_tensors, unwrapped)
+        total += (flat.sum(dtype=wide) if wide else flat.sum()).item()
+    elif small:
+        total += (small[0].sum(dtype=wide) if wide else small[0].sum()).item()
+    return math.isfinite(total)
 
 
 def _reuse(grads: list[Any], measured: GradNorms) -> Any:

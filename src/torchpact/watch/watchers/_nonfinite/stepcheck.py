@@ -1,7 +1,7 @@
 """The cheap check of every step: are the gradients about to be applied finite?
 
-One ``_foreach_norm`` over the gradients in the optimizer's step pre-hook (on a small CPU model one sum
-over one copy of them, ``surely_finite``). On CUDA it is read one step late, without a sync
+In the optimizer's step pre-hook, on CPU, sums of the gradients (``surely_finite``: the small ones within one
+copy, the big ones each alone), else one ``_foreach_norm`` over them. On CUDA it is read one step late, without a sync
 (``Deferred``); on CPU, when the script's own ``clip_grad_norm_`` has just computed the total norm of
 these very gradients, that number is read instead (``ClipNorms``).
 """
