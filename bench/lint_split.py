@@ -13,7 +13,14 @@ Rule, fixed on 2026-12-05 before any rule was changed for it:
   ``/work/corpus`` nor ``/work/corpus-round2`` (``bench/lint_blind/fetch_round3.sh``, pinned releases),
   chosen from the candidates issue 30's round-3 brief named, mixing libraries (peft, pytorch-ignite,
   timm), training recipes (trl), RL (tianshou) and domain packages (pykeen, sbi, torchgeo); they are
-  linted once with main 29ef462 and read only for that measurement.
+  linted once with main 29ef462 and read only for that measurement;
+- **blind round 4** (fixed on 2026-12-06, after the round-3 fixes and before linting it) is eight more
+  projects from the package index that are in none of the lists above and under none of
+  ``/work/corpus``, ``/work/corpus-round2`` and ``/work/corpus-round3`` (``bench/lint_blind/fetch_round4.sh``,
+  pinned releases; the sdist where the index has one, torchtune's wheel otherwise), chosen from the
+  candidates issue 30's round-4 brief named, mixing libraries (e3nn, avalanche-lib), training recipes
+  (torchtune, ultralytics), RL (skrl) and domain packages (asteroid, braindecode, neuralforecast); they
+  are linted once with main 080c7e8 and read only for that measurement.
 
 Rules are tuned on TUNING only. A blind part is measured once (every error and warning read), its
 verdicts recorded in ``bench/lint_blind/``; after what it taught is fixed it is spent, and says so.
@@ -32,7 +39,9 @@ TUNING = tuple(sorted(READ_BEFORE + tuple(sorted(NEW)[0::2])))
 BLIND_ROUND2 = ("accelerate", "captum", "diffusers", "kornia", "monai", "pytorch-metric-learning",
                 "speechbrain", "torchmetrics")
 BLIND_ROUND3 = ("peft", "pykeen", "pytorch-ignite", "sbi", "tianshou", "timm", "torchgeo", "trl")
+BLIND_ROUND4 = ("asteroid", "avalanche-lib", "braindecode", "e3nn", "neuralforecast", "skrl", "torchtune",
+                "ultralytics")
 
 if __name__ == "__main__":
-    for name in ("TUNING", "BLIND_ROUND1", "BLIND_ROUND2", "BLIND_ROUND3"):
+    for name in ("TUNING", "BLIND_ROUND1", "BLIND_ROUND2", "BLIND_ROUND3", "BLIND_ROUND4"):
         print(f"{name}: {' '.join(globals()[name])}")

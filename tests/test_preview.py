@@ -63,6 +63,10 @@ def test_the_package_measurements_are_what_gate_writes_from_the_committed_blind_
     # round 3 measures the later build: its (code, severity) replace round 2's, the others keep round 2's
     assert gate.main([str(blind / "round3_verdicts.csv"), "--commit", "29ef462", "--date", "2026-12-06", "--projects",
                       "peft,pykeen,pytorch-ignite,sbi,tianshou,timm,torchgeo,trl", "--merge", "--out", str(out)]) == 0
+    # round 4 measures main 080c7e8 the same way: its (code, severity) replace the earlier rounds'
+    assert gate.main([str(blind / "round4_verdicts.csv"), "--commit", "080c7e8", "--date", "2026-12-06", "--projects",
+                      "asteroid,avalanche-lib,braindecode,e3nn,neuralforecast,skrl,torchtune,ultralytics", "--merge",
+                      "--out", str(out)]) == 0
     assert json.loads(out.read_text()) == json.loads(Path(preview.DATA_FILE).read_text())
 
 
