@@ -12,8 +12,16 @@ records true, judged, the corpus (projects), the commit linted and the date; rul
 ``torchpact rules`` show it. The measurements of a round replace the file's (``--merge`` keeps those
 of codes the new verdicts do not cover).
 
+With ``--pooled`` (what the package's file is written with since round 4) the verdicts of every blind
+round since the gate existed (``POOLED``: rounds 2, 3 and 4) are added up per (code, severity): a
+rule is on by default when all the blind findings read of it reach the bar, not only the latest round's.
+A latest round alone swung rules both ways on one or two findings (TP952 on at 4/4 after 10/18; TP312
+off at 1/1 after 3/3); pooled, a false alarm once read keeps counting, which is the side to err on. A
+rule changed on a round's verdicts keeps that round's false ones until later rounds outweigh them.
+
 Usage: python bench/lint_blind/gate.py VERDICTS.csv [...] --commit SHA [--date YYYY-MM-DD]
        [--projects a,b,...] [--merge] [--out PATH]
+       python bench/lint_blind/gate.py --pooled [--out PATH]
 """
 
 from __future__ import annotations
@@ -31,6 +39,11 @@ from torchpact.findings import Severity
 from torchpact.lint.preview import DATA_FILE, Measure, stable
 
 COLUMNS = ("project", "path", "line", "code", "severity", "verdict", "reason")
+HERE = Path(__file__).resolve().parent
+# round -> (verdicts, the commit whose lint was judged, the date): the rounds --pooled adds up
+POOLED = {2: ("round2_verdicts.csv", "a10c47f", "2026-12-06"),
+          3: ("round3_verdicts.csv", "29ef462", "2026-12-06"),
+          4: ("round4_verdicts.csv", "080c7e8", "2026-12-06")}
 VERDICTS = ("true", "false", "debatable")
 CODE = re.compile(r"^TP\d{3}$")
 
@@ -82,6 +95,27 @@ def measurements(rows: list[dict[str, str]], commit: str, date: str,
     return out
 
 
+def pooled() -> dict[str, dict[str, dict]]:
+    """code -> severity -> the sum over the ``POOLED`` rounds that judged it: true, judged, the union of their
+    corpora, their commits (joined by '+') and the latest date."""
+    sys.path.insert(0, str(HERE.parent))
+    import lint_split
+
+    out: dict[str, dict[str, dict]] = {}
+    for number, (name, commit, date) in sorted(POOLED.items()):
+        projects = list(getattr(lint_split, f"BLIND_ROUND{number}"))
+        for code, by_severity in measurements(read_verdicts([str(HERE / name)]), commit, date, projects).items():
+            for severity, m in by_severity.items():
+                got = out.setdefault(code, {}).get(severity)
+                if got is None:
+                    out[code][severity] = m
+                    continue
+                out[code][severity] = {"true": got["true"] + m["true"], "judged": got["judged"] + m["judged"],
+                                       "corpus": sorted(set(got["corpus"]) | set(m["corpus"])),
+                                       "commit": f"{got['commit']}+{m['commit']}", "date": max(got["date"], m["date"])}
+    return out
+
+
 def table(measured: dict[str, dict[str, dict]]) -> list[str]:
     lines = [f"{'code':<5}  {'severity':<8}  {'true/judged':>11}  {'precision':>9}  default"]
     for code, by_severity in sorted(measured.items()):
@@ -95,20 +129,27 @@ def table(measured: dict[str, dict[str, dict]]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="write lint's precision.json from blind verdict CSVs")
-    ap.add_argument("verdicts", nargs="+", metavar="VERDICTS.csv")
-    ap.add_argument("--commit", required=True, help="the commit whose findings were judged")
+    ap.add_argument("verdicts", nargs="*", metavar="VERDICTS.csv")
+    ap.add_argument("--pooled", action="store_true", help="add up the verdicts of the POOLED rounds instead")
+    ap.add_argument("--commit", help="the commit whose findings were judged")
     ap.add_argument("--date", default=datetime.date.today().isoformat(), help="when (default: today)")
     ap.add_argument("--projects", help="comma-separated projects of the blind corpus (default: those in the CSVs)")
     ap.add_argument("--merge", action="store_true", help="keep the measurements of codes the verdicts do not cover")
     ap.add_argument("--out", default=DATA_FILE, help="the file to write (default: the package's precision.json)")
     args = ap.parse_args(argv)
+    if args.pooled == bool(args.verdicts) or (args.verdicts and not args.commit):
+        ap.error("give VERDICTS.csv files with --commit, or --pooled alone")
     try:
-        rows = read_verdicts(args.verdicts)
+        if args.pooled:
+            new = pooled()
+            rows = [m for by_severity in new.values() for m in by_severity.values()]
+        else:
+            rows = read_verdicts(args.verdicts)
+            projects = [p.strip() for p in args.projects.split(",") if p.strip()] if args.projects else None
+            new = measurements(rows, args.commit, args.date, projects)
     except VerdictError as exc:
         print(f"gate.py: error: {exc}", file=sys.stderr)
         return 2
-    projects = [p.strip() for p in args.projects.split(",") if p.strip()] if args.projects else None
-    new = measurements(rows, args.commit, args.date, projects)
     out = Path(args.out)
     try:
         data = json.loads(out.read_text(encoding="utf-8"))
@@ -120,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     data["measured"] = dict(sorted(measured.items()))
     out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     print("\n".join(table(new)))
-    print(f"{len(rows)} verdicts -> {out}; run `make docs` to update the rule pages")
+    count = sum(m["judged"] for m in rows) if args.pooled else len(rows)
+    print(f"{count} verdicts -> {out}; run `make docs` to update the rule pages")
     return 0
 
 
