@@ -80,6 +80,7 @@ class Session:
         # where the script created its optimizers, recorded once a watcher asks for it (``_sites.SiteWatcher``)
         self.optimizer_sites = OptimizerSites()
         self.facts = Facts()   # typed facts watchers publish for each other (watch/facts.py)
+        self._resting = False       # the sampled-only patches are off torch (see _arrange_patches)
         self._patches = Patches()   # the registry of the patches made while the session is open (start() opens it)
         self.names = Names()
         self.step = 0
@@ -177,7 +178,10 @@ class Session:
         compiles (its guards would see the attribute change at every switch and recompile)."""
         if not self._started or self.closed:
             return
-        self._patches.rest(not self._sampled and not self._hooks.compiling)
+        resting = not self._sampled and not self._hooks.compiling
+        if resting != self._resting:  # the setter runs at every step: most change nothing
+            self._resting = resting
+            self._patches.rest(resting)
 
     def _hooks_on_for_roots(self) -> bool | None:
         """Whether an outermost call with grad disabled may be taken off the global hooks now: not once dynamo
