@@ -82,17 +82,16 @@ def test_gate_asks_for_verdicts_or_pooled(capsys):
     assert "give VERDICTS.csv files with --commit, or --pooled alone" in capsys.readouterr().err
 
 
-def test_one_or_two_judged_findings_do_not_turn_a_warning_on(monkeypatch):
+def test_one_or_two_judged_findings_do_not_turn_a_severity_on(monkeypatch):
     for judged, on in ((1, False), (2, False), (3, True)):
         m = preview.Measure(true=judged, judged=judged, corpus=("a",), commit="abc1234", date="2026-12-20")
         monkeypatch.setattr(preview, "_MEASURED", {"TP101": {Severity.WARNING: m, Severity.INFO: m}})
         assert preview.is_preview("TP101", Severity.WARNING) is not on
-        assert not preview.is_preview("TP101", Severity.INFO)
+        assert preview.is_preview("TP101", Severity.INFO) is not on
 
 
-def test_an_unmeasured_error_is_preview_an_unmeasured_info_is_not(unmeasured):
-    assert preview.is_preview("TP101", Severity.ERROR) and preview.is_preview("TP101", Severity.WARNING)
-    assert not preview.is_preview("TP101", Severity.INFO)
+def test_an_unmeasured_finding_is_preview_at_every_severity(unmeasured):
+    assert all(preview.is_preview("TP101", s) for s in (Severity.ERROR, Severity.WARNING, Severity.INFO))
     assert not preview.is_preview("TP001", Severity.ERROR) and not preview.is_preview("TP002", Severity.WARNING)
     assert preview.status("TP101", Severity.ERROR) == "preview (not measured yet)"
 
@@ -122,9 +121,9 @@ def test_preview_true_in_the_configuration(leaky, unmeasured, capsys):
     assert "preview must be true or false" in capsys.readouterr().err
 
 
-def test_an_unresolved_finding_is_an_info_reported_by_default_with_its_reasons(tmp_path, unmeasured, capsys):
+def test_an_unresolved_finding_is_an_info_with_its_reasons(tmp_path, unmeasured, capsys):
     (tmp_path / "train.py").write_text(HINTED)
-    code, doc = _lint(capsys, tmp_path / "train.py")
+    code, doc = _lint(capsys, tmp_path / "train.py", "--preview")
     [f] = [f for f in doc["findings"] if f["code"] == "TP101"]
     assert (code, f["severity"], f["evidence"]) == (0, "info", "unresolved")
     assert f["extra"]["evidence_reasons"] == ["`model` is taken for a module by its name"]
@@ -136,7 +135,7 @@ def test_hidden_findings_are_not_fixed(leaky, unmeasured, capsys):
     assert main(["lint", str(leaky), "--fix", "--preview"]) == 0 and leaky.read_text() != before
 
 
-def test_a_stable_measure_puts_a_severity_on_by_default_a_poor_info_measure_takes_infos_off(
+def test_a_stable_measure_puts_a_severity_on_by_default_a_poor_one_keeps_it_off(
         leaky, tmp_path, monkeypatch, capsys):
     stable = preview.Measure(true=98, judged=100, corpus=("a", "b"), commit="abc1234", date="2026-12-20")
     monkeypatch.setattr(preview, "_MEASURED", {"TP101": {Severity.ERROR: stable}})
@@ -145,8 +144,12 @@ def test_a_stable_measure_puts_a_severity_on_by_default_a_poor_info_measure_take
         "on by default (blind precision 98% (98/100 judged, 2 projects, at abc1234, 2026-12-20))")
     (tmp_path / "hinted.py").write_text(HINTED)
     poor = preview.Measure(true=7, judged=10, corpus=("a",), commit="abc1234", date="2026-12-20")
+    good = preview.Measure(true=9, judged=10, corpus=("a",), commit="abc1234", date="2026-12-20")
     monkeypatch.setattr(preview, "_MEASURED", {"TP101": {Severity.INFO: poor}})
-    assert _lint(capsys, tmp_path / "hinted.py")[1]["summary"]["preview_hidden"] == 1
+    assert [f for f in _lint(capsys, tmp_path / "hinted.py")[1]["findings"] if f["code"] == "TP101"] == []
+    monkeypatch.setattr(preview, "_MEASURED", {"TP101": {Severity.INFO: good}})
+    assert [f["severity"] for f in _lint(capsys, tmp_path / "hinted.py")[1]["findings"] if f["code"] == "TP101"] == [
+        "info"]
 
 
 def test_gate_writes_the_measurements_from_verdicts(tmp_path, capsys):

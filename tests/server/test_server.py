@@ -52,7 +52,8 @@ LOG = textwrap.dedent("""\
 """)
 
 
-# TP319, the finding with a safe fix these tests use, is a preview finding (measured under the info bar)
+# The findings these tests use (TP401's info, TP319 with its safe fix) are preview findings (unmeasured, or
+# measured under the info bar): the workspace turns preview on
 PREVIEW = "[tool.torchpact]\npreview = true\n"
 
 
@@ -65,6 +66,7 @@ def codes(diagnostics):
 
 
 def test_a_bug_arrives_with_its_range_and_code_and_goes_once_fixed(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PREVIEW)
     (tmp_path / "train.py").write_text(TRAIN)
 
     async def session():
@@ -130,6 +132,7 @@ def test_code_actions_apply_the_safe_fix_and_add_noqa(tmp_path):
 
 
 def test_a_change_in_another_file_updates_a_cross_file_finding(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PREVIEW)
     (tmp_path / "helpers.py").write_text(HELPERS)
     (tmp_path / "fit.py").write_text(CALLER)
 
@@ -160,6 +163,7 @@ def test_a_change_in_another_file_updates_a_cross_file_finding(tmp_path):
 
 
 def test_hover_shows_the_rule_page(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PREVIEW)
     (tmp_path / "train.py").write_text(TRAIN)
 
     async def session():
@@ -178,10 +182,11 @@ def test_hover_shows_the_rule_page(tmp_path):
 
 
 def test_each_file_uses_its_closest_pyproject_and_a_broken_one_is_said(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PREVIEW)
     (tmp_path / "train.py").write_text(TRAIN)
     quiet = tmp_path / "quiet"
     quiet.mkdir()
-    (quiet / "pyproject.toml").write_text('[tool.torchpact]\nignore = ["TP401"]\n')
+    (quiet / "pyproject.toml").write_text('[tool.torchpact]\npreview = true\nignore = ["TP401"]\n')
     (quiet / "train.py").write_text(TRAIN)
     broken = tmp_path / "broken"
     broken.mkdir()
@@ -206,6 +211,7 @@ def test_each_file_uses_its_closest_pyproject_and_a_broken_one_is_said(tmp_path)
 
 
 def test_a_notebook_is_linted_cell_by_cell(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(PREVIEW)
     nb = (tmp_path / "explore.ipynb").as_uri()
     cells = [("md", lsp.NotebookCellKind.Markup, "markdown", "# Training\n"),
              ("c1", lsp.NotebookCellKind.Code, "python", "import torch\n%matplotlib inline\n"),

@@ -5,11 +5,11 @@ findings: how many of those judged on projects nobody tuned the rules on were tr
 ``bench/lint_blind/gate.py`` from the verdicts, never by hand. A (code, severity) is **stable** when
 its precision reaches the bar of its severity (``BARS``).
 
-- `error` and `warning` findings are reported by default only where their (code, severity) is stable
-  (and at least ``MIN_JUDGED`` of them were judged);
+- Findings of every severity are reported by default only where their (code, severity) is stable (and
+  at least ``MIN_JUDGED`` of them were judged): a rule is off by default until measured, infos too
+  (until round 5 an unmeasured info was shown, and round 5's default set showed two, neither true);
   the others are **preview**: reported with ``--preview`` / ``preview = true``, or when the exact
   code is named in ``select`` (a prefix or a category does not enable preview findings).
-- `info` findings are reported unless measured below the info bar.
 - TP001 / TP002 (input problems, torchpact's own failures) are never gated.
 
 So an upgrade of torchpact never newly fails a user's CI through an unmeasured rule.
@@ -26,7 +26,7 @@ from torchpact.findings import Finding, Severity
 BARS = {Severity.ERROR: 0.97, Severity.WARNING: 0.90, Severity.INFO: 0.80}
 """The blind precision a (code, severity) needs to be reported by default."""
 MIN_JUDGED = 3
-"""Blind findings an error or warning needs judged before its precision can turn it on by default: one or
+"""Blind findings a (code, severity) needs judged before its precision can turn it on by default: one or
 two true findings cannot tell a rule right every time from one right half the time."""
 NEVER_GATED = frozenset({"TP001", "TP002"})
 DATA_FILE = os.path.join(os.path.dirname(__file__), "precision.json")
@@ -85,8 +85,8 @@ def measure(code: str, severity: Severity) -> Measure | None:
 
 
 def stable(severity: Severity, m: Measure) -> bool:
-    """Whether a measurement reaches its severity's bar (an error or warning also needs ``MIN_JUDGED`` judged)."""
-    return m.precision >= BARS[severity] and (severity is Severity.INFO or m.judged >= MIN_JUDGED)
+    """Whether a measurement reaches its severity's bar with at least ``MIN_JUDGED`` judged."""
+    return m.precision >= BARS[severity] and m.judged >= MIN_JUDGED
 
 
 def is_preview(code: str, severity: Severity) -> bool:
@@ -94,8 +94,6 @@ def is_preview(code: str, severity: Severity) -> bool:
     if code in NEVER_GATED:
         return False
     m = measure(code, severity)
-    if severity is Severity.INFO:
-        return m is not None and not stable(severity, m)
     return m is None or not stable(severity, m)
 
 
