@@ -20,7 +20,15 @@ Rule, fixed on 2026-12-05 before any rule was changed for it:
   pinned releases; the sdist where the index has one, torchtune's wheel otherwise), chosen from the
   candidates issue 30's round-4 brief named, mixing libraries (e3nn, avalanche-lib), training recipes
   (torchtune, ultralytics), RL (skrl) and domain packages (asteroid, braindecode, neuralforecast); they
-  are linted once with main 080c7e8 and read only for that measurement.
+  are linted once with main 080c7e8 and read only for that measurement;
+- **blind round 5** (fixed on 2026-12-06, after the round-4 fixes and the pooled gate, before linting it)
+  is eight more projects from the package index that are in none of the lists above and under none of
+  ``/work/corpus``, ``/work/corpus-round2``, ``/work/corpus-round3`` and ``/work/corpus-round4``
+  (``bench/lint_blind/fetch_round5.sh``, pinned releases, all sdists), chosen from the candidates issue
+  30's round-5 brief named plus one RL library, mixing libraries (torchdiffeq, torchsde,
+  segmentation-models-pytorch), training recipes and examples (lightning-bolts, denoising-diffusion-pytorch),
+  RL (d3rlpy) and domain packages (openunmix, torch-audiomentations); they are linted once with main
+  f343d24 and read only for that measurement.
 
 Rules are tuned on TUNING only. A blind part is measured once (every error and warning read), its
 verdicts recorded in ``bench/lint_blind/``; after what it taught is fixed it is spent, and says so.
@@ -41,7 +49,9 @@ BLIND_ROUND2 = ("accelerate", "captum", "diffusers", "kornia", "monai", "pytorch
 BLIND_ROUND3 = ("peft", "pykeen", "pytorch-ignite", "sbi", "tianshou", "timm", "torchgeo", "trl")
 BLIND_ROUND4 = ("asteroid", "avalanche-lib", "braindecode", "e3nn", "neuralforecast", "skrl", "torchtune",
                 "ultralytics")
+BLIND_ROUND5 = ("d3rlpy", "denoising-diffusion-pytorch", "lightning-bolts", "openunmix",
+                "segmentation-models-pytorch", "torch-audiomentations", "torchdiffeq", "torchsde")
 
 if __name__ == "__main__":
-    for name in ("TUNING", "BLIND_ROUND1", "BLIND_ROUND2", "BLIND_ROUND3", "BLIND_ROUND4"):
+    for name in ("TUNING", "BLIND_ROUND1", "BLIND_ROUND2", "BLIND_ROUND3", "BLIND_ROUND4", "BLIND_ROUND5"):
         print(f"{name}: {' '.join(globals()[name])}")
