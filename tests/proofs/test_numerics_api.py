@@ -3,6 +3,8 @@ the old name is called, and that each autofix computes the same thing as the cod
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
@@ -296,6 +298,12 @@ def test_torch_norm_p2_on_a_matrix_is_frobenius_not_the_spectral_norm():
     assert text == ""  # deprecated in the documentation only: torch 2.13 does not warn
     rows = torch.randn(4, 3)
     assert torch.allclose(torch.norm(rows, dim=-1), torch.linalg.vector_norm(rows, 2, dim=-1))
+    # the default p is 'fro': torch.norm(M) is the flattened norm, which linalg.norm(M) computes too
+    assert inspect.signature(torch.norm).parameters["p"].default == "fro"
+    assert torch.norm(M).item() == pytest.approx(torch.linalg.norm(M).item())
+    assert torch.norm(M).item() == pytest.approx(torch.linalg.vector_norm(M).item())
+    # one int size, or a one-element shape, makes a 1-D tensor
+    assert torch.ones(7).dim() == torch.randn(size=(4,)).dim() == torch.full((5,), 2.0).dim() == 1
     # no ambiguity where the call says what it means: an explicit 'fro', or p=2 over chosen dims,
     # is the flattened norm over those dims, exactly what vector_norm computes
     cube = torch.randn(2, 3, 4)
