@@ -88,6 +88,12 @@ def test_torch_tensor_of_an_output_detaches_it():
         scores.sum().backward()
     out.clone().sum().backward()  # the fix keeps the graph
     assert model.weight.grad is not None
+    # data that is not a tensor (a numpy array, a list) has no graph: copied silently, nothing lost
+    import numpy as np
+
+    for data in (np.arange(3.0), [1.0, 2.0]):
+        copied, text = warned(lambda: torch.tensor(data), UserWarning)
+        assert text == "" and not copied.requires_grad
 
 
 # Constructor arguments for the parameter-free modules that need some.
