@@ -160,6 +160,12 @@ def test_log_of_one_plus_terms_that_are_zero_or_at_least_one_loses_nothing():
     assert torch.allclose(torch.log1p(x).double(), exact, rtol=1e-6, atol=0)
     counts = torch.unique_consecutive(torch.tensor([3, 3, 1, 1, 1, 2]), return_counts=True)[1]
     assert counts.dtype == torch.int64  # counts are integers: 1 + counts is exact
+    # a float table of index differences (arange grids cast to float32) holds whole numbers:
+    # 1 + |x| is exact there, and log(1 + |x|) matches log1p(|x|) to rounding
+    axis = torch.arange(-15, 16).to(torch.float32)
+    table = torch.stack(torch.meshgrid(axis, axis, indexing="ij")).permute(1, 2, 0).reshape(-1, 2).abs()
+    assert bool((table == table.round()).all()) and bool(((1.0 + table) - table == 1.0).all())
+    assert torch.allclose(torch.log(1.0 + table).double(), torch.log1p(table.double()), rtol=1e-6, atol=0)
 
 
 @pytest.mark.proves("TP320")
