@@ -175,6 +175,11 @@ def test_exp_minus_one_of_small_x_cancels_where_expm1_is_exact():
     assert torch.expm1(x).item() == pytest.approx(1e-10, rel=1e-6)
     y = torch.randn(100)
     assert torch.allclose(torch.exp(y) - 1, torch.expm1(y), atol=1e-6)
+    # a value fixed away from 0 cancels nothing: exp(1 - 1e-4) - 1 = 1.718, and from 0.1 on the two
+    # agree to a few ulps
+    assert (torch.exp(torch.tensor(1.0 - 1e-4)) - 1).item() == pytest.approx(1.71801, rel=1e-5)
+    far = torch.tensor([0.1, -0.1, 0.5, -2.0, 5.0])
+    assert torch.allclose(torch.exp(far) - 1, torch.expm1(far), rtol=1e-6, atol=0)
 
 
 @pytest.mark.proves("TP319", "TP320")
