@@ -96,6 +96,20 @@ def test_torch_tensor_of_an_output_detaches_it():
         assert text == "" and not copied.requires_grad
 
 
+class _Swish(nn.Module):
+    def forward(self, x):
+        return x * torch.sigmoid(x)
+
+
+@pytest.mark.proves("TP215")
+def test_a_module_class_holding_no_parameter_attaches_its_output_only_when_its_input_is():
+    act = _Swish()
+    assert list(act.parameters()) == []
+    curve = act(torch.linspace(-10.0, 10.0, steps=50))
+    assert not curve.requires_grad and curve.numpy().shape == (50,)
+    assert act(torch.randn(3, requires_grad=True)).requires_grad
+
+
 # Constructor arguments for the parameter-free modules that need some.
 _ARGS = {
     "Threshold": (0.1, 0.0), "MaxPool1d": (2,), "MaxPool2d": (2,), "MaxPool3d": (2,), "AvgPool1d": (2,),

@@ -90,6 +90,7 @@ class FileContext:
     # definitions
     method: Callable[[ast.ClassDef, str], Function | None]
     local_module_class: Callable[[ast.AST], ast.ClassDef | None]
+    makes_parameter_free: Callable[[ast.AST], bool]
     reaches: Callable[..., ast.AST | None]
     # dataflow
     assignments: Callable[[ast.AST], dict[str, list[Binding]]]
@@ -145,6 +146,7 @@ class FileContext:
 
         defs = self.definitions = Definitions(nav, names, flow)
         self.method, self.local_module_class, self.reaches = defs.method, defs.local_module_class, defs.reaches
+        self.makes_parameter_free = defs.makes_parameter_free
 
         kinds = self.value_kinds = ValueKinds(self.memo)
         # What the current rule's check relied on, and how surely (reset by the engine for each node).

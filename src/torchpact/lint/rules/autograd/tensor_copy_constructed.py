@@ -29,7 +29,10 @@ class TensorCopyConstructed(Rule):
     when the module has parameters or its input is attached: a parameter-free module (an
     activation, `Dropout`, pooling, `Flatten`, `Upsample`, padding; the list is checked against
     torch 2.13 by a proof) applied to a batch from a loader, a `torch.randn(...)` or a detached
-    tensor gives a tensor that does not require grad, and copying it loses nothing. The same module
+    tensor gives a tensor that does not require grad, and copying it loses nothing. So does a module
+    class of this file that can hold no parameter (its bases are `nn.Module` or such classes, it
+    stores nothing but constants on `self` and registers nothing: `class Swish(nn.Module)` computing
+    `x * torch.sigmoid(x)`); one that stores a submodule or an argument may hold parameters. The same module
     applied to a model's output, or a module with parameters (`Linear`, `Conv2d`, `Sequential`),
     gives an attached one.
 
@@ -134,6 +137,22 @@ def as_rows(samples, fit_model):
 scores = torch.tensor(model(x))
 preds = torch.tensor(self.model.predict(x))
 """,
+        """
+import torch
+from torch import nn
+
+class Swish(nn.Module):
+    def forward(self, x):
+        return x * torch.sigmoid(x)
+
+class Shifted(Swish):
+    shift = 1.0
+
+d = torch.linspace(-10.0, 10.0, steps=50)
+curve = torch.tensor(Swish()(d))
+act = Shifted() if d.numel() > 10 else nn.ReLU()
+moved = torch.tensor(data=act(torch.randn(4)))
+""",
     ]
     invalid = [
         """
@@ -172,6 +191,23 @@ up = nn.Upsample(scale_factor=2)
 def enlarge(model: nn.Module, canvas):
     return torch.tensor(up(input=model(canvas)))
 """,
+        Invalid("""
+import torch
+from torch import nn
+
+class Swish(nn.Module):
+    def forward(self, x):
+        return x * torch.sigmoid(x)
+
+class Gate(nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+w = torch.randn(3, requires_grad=True)
+curve = torch.tensor(Swish()(w))
+gated = torch.tensor(Gate(nn.Linear(3, 3))(torch.randn(3)))
+""", count=2),
         Invalid("""
 import torch
 from torch import nn
