@@ -301,8 +301,13 @@ def changed_in_place(name: ast.Name, ctx: FileContext, depth: int) -> bool:
         loops = {id(loop) for loop in ctx.enclosing_loops(name)}
         return node.lineno <= name.lineno or any(id(loop) in loops for loop in ctx.enclosing_loops(node))
 
-    body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]
-    for node in ctx.walk_scope(body):
+    key = ("in_place_changes", id(scope))
+    changes = ctx.memo.get(key)
+    if changes is None:  # once per scope: the augmented assignments and in-place method calls in it
+        body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]
+        changes = ctx.memo[key] = [n for n in ctx.walk_scope(body) if isinstance(n, ast.AugAssign) or (
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr.endswith("_"))]
+    for node in changes:  # type: ignore[union-attr]
         if isinstance(node, ast.AugAssign) and rooted(node.target):
             if isinstance(node.op, _WHOLE_OPS) and whole_numbers(node.value, ctx, depth - 1):
                 continue
