@@ -92,7 +92,7 @@ def test_torch_tensor_of_an_output_detaches_it():
     import numpy as np
 
     for data in (np.arange(3.0), [1.0, 2.0]):
-        copied, text = warned(lambda: torch.tensor(data), UserWarning)
+        copied, text = warned(lambda data=data: torch.tensor(data), UserWarning)
         assert text == "" and not copied.requires_grad
 
 

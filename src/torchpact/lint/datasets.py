@@ -274,8 +274,8 @@ def feeds_callers_state(cls: ast.ClassDef, classes: dict[str, ast.ClassDef], dep
                     handed[t.attr] = params[node.value.id]
     if not handed:
         return False
-    for name in ("__iter__", "__getitem__"):
-        for node in _own_nodes(methods.get(name)) if name in methods else ():
+    for method in (methods.get("__iter__"), methods.get("__getitem__")):
+        for node in _own_nodes(method) if method is not None else ():
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _WRITES
                     and _held_attr(node.func.value) in handed):
                 return True

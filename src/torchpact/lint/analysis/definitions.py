@@ -23,6 +23,7 @@ class Definitions:
         self._imports = imports
         self._bindings = bindings
         self._module_class_memo: dict[int, ast.ClassDef | None] = {}
+        self._parameter_free_memo: dict[str, bool] = {}
 
     @cached_property
     def functions(self) -> dict[str, list[Function]]:
@@ -61,7 +62,7 @@ class Definitions:
         submodule, a ``Parameter`` or an argument stored there may hold parameters) nor registers one.
         A call of such a module gives an output that requires grad only if an input does (as for
         torch's own parameter-free layers, ``PARAMETER_FREE_MODULES``)."""
-        memo = self.__dict__.setdefault("_parameter_free_memo", {})
+        memo = self._parameter_free_memo
         if cls.name not in memo:
             memo[cls.name] = self._parameter_free(cls, set())
         return memo[cls.name]
@@ -92,8 +93,10 @@ class Definitions:
 
     def makes_parameter_free(self, value: ast.AST) -> bool:
         """``Swish()``: an instance of a class of this file that can hold no parameter."""
-        return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)
-                and value.func.id in self.module_classes and self.parameter_free_class(self.module_classes[value.func.id]))
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+            return False
+        cls = self.module_classes.get(value.func.id)
+        return cls is not None and self.parameter_free_class(cls)
 
     def method(self, cls: ast.ClassDef, name: str) -> Function | None:
         for stmt in cls.body:

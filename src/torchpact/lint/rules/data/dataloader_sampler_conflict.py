@@ -264,8 +264,8 @@ def _ever_together(a: ast.AST | None, b: ast.AST | None, ctx: FileContext) -> bo
         return True
     def given(name: ast.Name) -> list[ast.AST]:
         return [o for o, v in ctx.bindings(name) if v is not None and _sampler_paths(v, ctx)]
-    return any(not ctx.exclusive(da, db) and not _rebinds_after(da, b.id, db, ctx) and not _rebinds_after(db, a.id, da, ctx)
-               for da in given(a) for db in given(b))
+    return any(not ctx.exclusive(da, db) and not _rebinds_after(da, b.id, db, ctx)
+               and not _rebinds_after(db, a.id, da, ctx) for da in given(a) for db in given(b))
 
 
 def _rebinds_after(definition: ast.AST, name: str, other: ast.AST, ctx: FileContext) -> bool:

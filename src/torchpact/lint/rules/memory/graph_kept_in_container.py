@@ -638,7 +638,8 @@ class Loops:
             return
         fixable = isinstance(root, ast.Name) and local_and_kept(root.id, scope, ctx)
         edits = [ctx.locator.replace(v, detached(v, ctx)) for v in graph_values] if fixable else []
-        if all(constant_trips(loop) for loop in loops) and all(back_propagated_before(v, node, loops[0], ctx) for v in graph_values):
+        if all(constant_trips(loop) for loop in loops) and all(
+                back_propagated_before(v, node, loops[0], ctx) for v in graph_values):
             yield self.hit(node, subject=ctx.locator.source(container), edits=edits, severity=Severity.INFO,
                            message=("a tensor that backward already ran through is kept across the iterations "
                                     "of a loop with a constant trip count: its saved activations are freed, and "

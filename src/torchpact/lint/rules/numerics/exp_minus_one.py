@@ -194,6 +194,7 @@ def _parameter_default(arg: ast.arg, ctx: FileContext, depth: int) -> float | No
     if not isinstance(spec, ast.arguments):
         return None
     positional = [*spec.posonlyargs, *spec.args]
-    defaults = dict(zip([a.arg for a in positional[len(positional) - len(spec.defaults):]], spec.defaults))
-    defaults.update({a.arg: v for a, v in zip(spec.kwonlyargs, spec.kw_defaults) if v is not None})
+    with_default = positional[len(positional) - len(spec.defaults):]
+    defaults = dict(zip([a.arg for a in with_default], spec.defaults, strict=True))
+    defaults.update({a.arg: v for a, v in zip(spec.kwonlyargs, spec.kw_defaults, strict=True) if v is not None})
     return known_value(defaults.get(arg.arg), ctx, depth)

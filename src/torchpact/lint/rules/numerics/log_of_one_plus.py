@@ -38,10 +38,11 @@ class LogOfOnePlus(Rule):
     returns it, such as an `ndgrid` helper), `stack` / `cat`, differences, `abs`, `permute` /
     `reshape` / `flatten` of those (relative-position tables built from index grids). A true
     division, a factor that is not whole, or an in-place change (`x[:, 0] /= n`, `x.div_(n)`) that
-    can run before the read (not on a branch that excludes it) makes them fractional again. Nor is `x` whose entries are each exactly 0 or at least 1, which
-    `1 + x` cannot round away: `exp` of a value that is non-negative or masked to `-inf` (`t[t < 0] =
-    -inf`, `masked_fill`, `torch.where`), `1 + softplus(z)`, a `clamp(min=1)`, and sums and products
-    of those (`_away_from_zero.py`). The rule needs `x` that can be a nonzero value below about eps.
+    can run before the read (not on a branch that excludes it) makes them fractional again. Nor is
+    `x` whose entries are each exactly 0 or at least 1, which `1 + x` cannot round away: `exp` of a
+    value that is non-negative or masked to `-inf` (`t[t < 0] = -inf`, `masked_fill`,
+    `torch.where`), `1 + softplus(z)`, a `clamp(min=1)`, and sums and products of those
+    (`_away_from_zero.py`). The rule needs `x` that can be a nonzero value below about eps.
 
     ## Why is this bad?
     For small `x`, `1 + x` rounds to 1 before the log is taken: on torch 2.13, in float32,

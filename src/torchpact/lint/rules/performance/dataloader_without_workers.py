@@ -40,16 +40,16 @@ class DataloaderWithoutWorkers(Rule):
     memory when every branch is; a parameter annotated with a dataset class of this file
     (`dataset: PredictionDataset`) counts as that class's family here, the class and its subclasses
     with a `__getitem__` / `__iter__` of their own (an abstract one that only raises is left out),
-    and is in memory when each of them is.
+    and is in memory when each of them is. There each batch is a few index operations and
+    `default_collate`, which workers would only add inter-process copies to (the proof times
+    nothing; it shows the items are views of the tensors already held).
 
     Workers cannot serve either a dataset whose `__iter__` / `__getitem__` writes into an object its
     constructor was handed (`self.metrics[key].append(v)`, `self.sink[i] = v`, `self.queue.put(x)`),
     or that iterates such a dataset held from an annotated constructor parameter (a batcher over a
     queue-fed stream): a worker process iterates a copy of the dataset, whose writes never reach the
     caller's object, so `num_workers=0` is required there. A dataset writing only into state it made
-    itself (its own cache dict) is judged by its items as above. There each batch is a few index operations and `default_collate`,
-    which workers would only add inter-process copies to (the proof times nothing; it shows the
-    items are views of the tensors already held).
+    itself (its own cache dict) is judged by its items as above.
 
     Per-batch work exists unless every loop of this file that iterates the loader does nothing per
     batch beyond collecting or comparing it (`batches.append(b)`, `assert ...`, `print`), or the

@@ -104,7 +104,7 @@ def _same_path(a: ast.AST, b: ast.AST, ctx: FileContext) -> bool:
         return os.path.normpath(text_a) == os.path.normpath(text_b)
     if ast.dump(a) != ast.dump(b):
         return False
-    for x, y in zip(ast.walk(a), ast.walk(b)):
+    for x, y in zip(ast.walk(a), ast.walk(b), strict=True):  # equal dumps: the same shape
         if isinstance(x, ast.Name) and isinstance(y, ast.Name):
             if x.id == "self":
                 if ctx.enclosing_class(x) is not ctx.enclosing_class(y):
