@@ -120,6 +120,49 @@ def test_a_parameter_free_module_s_output_is_as_surely_graph_attached_as_its_inp
     assert _level(ctx, "some", GRAPH) == MAY
 
 
+def test_a_class_of_the_file_that_holds_no_parameter_is_parameter_free_too():
+    ctx = _ctx("""
+        import torch
+        import torch.nn as nn
+        from torch import nn as tnn
+
+        class Swish(nn.Module):
+            def forward(self, x):
+                return x * torch.sigmoid(x)
+
+        class Scaled(Swish):
+            def __init__(self):
+                super().__init__()
+                self.alpha = 0.5
+
+            def forward(self, x):
+                return self.alpha * super().forward(x)
+
+        class Head(tnn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(3, 3)
+
+        class Gated(nn.Module):
+            def __init__(self, gate):
+                super().__init__()
+                self.gate = gate
+
+        def run(x, flag):
+            w = torch.randn(3, requires_grad=True)
+            act = Swish() if flag else Scaled()
+            plain = act(torch.linspace(-10.0, 10.0, 50))
+            sure = Scaled()(w)
+            trained = Head()(torch.zeros(3))
+            handed = Gated(nn.Linear(3, 3))(torch.zeros(3))
+            use(plain, sure, trained, handed)
+    """)
+    assert _level(ctx, "plain", OUTPUT) == MUST and _level(ctx, "plain", GRAPH) is None
+    assert _level(ctx, "sure", GRAPH) == MUST
+    assert _level(ctx, "trained", GRAPH) == MUST  # a submodule with parameters
+    assert _level(ctx, "handed", GRAPH) == MUST  # an argument stored on self may hold parameters
+
+
 def test_backward_on_a_name_makes_it_a_loss_on_some_path():
     ctx = _ctx("""
         import torch

@@ -163,3 +163,38 @@ def test_a_dataset_class_of_another_module_serving_held_arrays_is_in_memory(tmp_
     assert len(alone) == 2 and all(f.evidence.value == "unresolved" for f in alone)  # nothing is known of them
     together = [f for f in lint_paths([str(tmp_path)], config, jobs=1).findings if f.code == "TP920"]
     assert [f.column for f in together] == [alone[1].column]  # OnDisk's loader still fires
+
+
+GRID = """
+import torch
+
+def ndgrid(*tensors):
+    try:
+        return torch.meshgrid(*tensors, indexing="ij")
+    except TypeError:
+        return torch.meshgrid(*tensors)
+
+def spread(*tensors):
+    return torch.meshgrid(*tensors)[0] / 2
+"""
+TABLE = """
+import torch
+from .grid import ndgrid, spread
+
+def log_table(n: int):
+    coords = torch.stack(ndgrid(torch.arange(n, dtype=torch.float32), torch.arange(n).float()))
+    rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0)
+    halves = spread(torch.arange(n), torch.arange(n))
+    return torch.log(1.0 + rel.abs()), torch.log(1 + halves)
+"""
+
+
+def test_a_grid_helper_of_another_module_keeps_whole_numbers_whole(tmp_path):
+    assert summarize(GRID).facts == {"ndgrid": ["returns_grid"]}
+    _write(tmp_path, "grid.py", GRID)
+    table = _write(tmp_path, "table.py", TABLE)
+    config = Config(preview=True, select=["TP319"])
+    alone = lint_paths([table], config, jobs=1).findings
+    assert len(alone) == 2  # what ndgrid returns is not known from this file
+    together = [f for f in lint_paths([str(tmp_path)], config, jobs=1).findings if f.code == "TP319"]
+    assert [f.column for f in together] == [alone[1].column]  # spread divides: still fractional

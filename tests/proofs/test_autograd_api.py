@@ -88,6 +88,26 @@ def test_torch_tensor_of_an_output_detaches_it():
         scores.sum().backward()
     out.clone().sum().backward()  # the fix keeps the graph
     assert model.weight.grad is not None
+    # data that is not a tensor (a numpy array, a list) has no graph: copied silently, nothing lost
+    import numpy as np
+
+    for data in (np.arange(3.0), [1.0, 2.0]):
+        copied, text = warned(lambda data=data: torch.tensor(data), UserWarning)
+        assert text == "" and not copied.requires_grad
+
+
+class _Swish(nn.Module):
+    def forward(self, x):
+        return x * torch.sigmoid(x)
+
+
+@pytest.mark.proves("TP215")
+def test_a_module_class_holding_no_parameter_attaches_its_output_only_when_its_input_is():
+    act = _Swish()
+    assert list(act.parameters()) == []
+    curve = act(torch.linspace(-10.0, 10.0, steps=50))
+    assert not curve.requires_grad and curve.numpy().shape == (50,)
+    assert act(torch.randn(3, requires_grad=True)).requires_grad
 
 
 # Constructor arguments for the parameter-free modules that need some.

@@ -3,6 +3,8 @@ the old name is called, and that each autofix computes the same thing as the cod
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
 
@@ -158,6 +160,12 @@ def test_log_of_one_plus_terms_that_are_zero_or_at_least_one_loses_nothing():
     assert torch.allclose(torch.log1p(x).double(), exact, rtol=1e-6, atol=0)
     counts = torch.unique_consecutive(torch.tensor([3, 3, 1, 1, 1, 2]), return_counts=True)[1]
     assert counts.dtype == torch.int64  # counts are integers: 1 + counts is exact
+    # a float table of index differences (arange grids cast to float32) holds whole numbers:
+    # 1 + |x| is exact there, and log(1 + |x|) matches log1p(|x|) to rounding
+    axis = torch.arange(-15, 16).to(torch.float32)
+    table = torch.stack(torch.meshgrid(axis, axis, indexing="ij")).permute(1, 2, 0).reshape(-1, 2).abs()
+    assert bool((table == table.round()).all()) and bool(((1.0 + table) - table == 1.0).all())
+    assert torch.allclose(torch.log(1.0 + table).double(), torch.log1p(table.double()), rtol=1e-6, atol=0)
 
 
 @pytest.mark.proves("TP320")
@@ -167,6 +175,11 @@ def test_exp_minus_one_of_small_x_cancels_where_expm1_is_exact():
     assert torch.expm1(x).item() == pytest.approx(1e-10, rel=1e-6)
     y = torch.randn(100)
     assert torch.allclose(torch.exp(y) - 1, torch.expm1(y), atol=1e-6)
+    # a value fixed away from 0 cancels nothing: exp(1 - 1e-4) - 1 = 1.718, and from 0.1 on the two
+    # agree to a few ulps
+    assert (torch.exp(torch.tensor(1.0 - 1e-4)) - 1).item() == pytest.approx(1.71801, rel=1e-5)
+    far = torch.tensor([0.1, -0.1, 0.5, -2.0, 5.0])
+    assert torch.allclose(torch.exp(far) - 1, torch.expm1(far), rtol=1e-6, atol=0)
 
 
 @pytest.mark.proves("TP319", "TP320")
@@ -296,6 +309,12 @@ def test_torch_norm_p2_on_a_matrix_is_frobenius_not_the_spectral_norm():
     assert text == ""  # deprecated in the documentation only: torch 2.13 does not warn
     rows = torch.randn(4, 3)
     assert torch.allclose(torch.norm(rows, dim=-1), torch.linalg.vector_norm(rows, 2, dim=-1))
+    # the default p is 'fro': torch.norm(M) is the flattened norm, which linalg.norm(M) computes too
+    assert inspect.signature(torch.norm).parameters["p"].default == "fro"
+    assert torch.norm(M).item() == pytest.approx(torch.linalg.norm(M).item())
+    assert torch.norm(M).item() == pytest.approx(torch.linalg.vector_norm(M).item())
+    # one int size, or a one-element shape, makes a 1-D tensor
+    assert torch.ones(7).dim() == torch.randn(size=(4,)).dim() == torch.full((5,), 2.0).dim() == 1
     # no ambiguity where the call says what it means: an explicit 'fro', or p=2 over chosen dims,
     # is the flattened norm over those dims, exactly what vector_norm computes
     cube = torch.randn(2, 3, 4)

@@ -6,7 +6,7 @@ import os
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from tests.proofs.warned import warned
 
@@ -40,6 +40,30 @@ def test_a_tensor_dataset_fetches_views_of_tensors_already_in_memory():
         x, y = ds[2]
         assert x.untyped_storage().data_ptr() == features.untyped_storage().data_ptr()
         assert y.untyped_storage().data_ptr() == targets.untyped_storage().data_ptr()
+
+
+class _Reporting(IterableDataset):
+    """Yields items and reports into a dict its caller handed over (a metrics sink)."""
+
+    def __init__(self, sink):
+        self.sink = sink
+
+    def __iter__(self):
+        for i in range(4):
+            self.sink.setdefault("served", []).append(i)
+            yield torch.tensor([i])
+
+
+@pytest.mark.proves("TP920")
+def test_a_worker_iterates_a_copy_whose_writes_never_reach_the_caller():
+    # Why TP920 leaves alone a dataset that writes into its caller's object: with workers the
+    # writes land in the worker process's copy, so such a dataset needs num_workers=0.
+    main_sink: dict = {}
+    assert len(list(DataLoader(_Reporting(main_sink), batch_size=None))) == 4
+    assert main_sink == {"served": [0, 1, 2, 3]}
+    worker_sink: dict = {}
+    assert len(list(DataLoader(_Reporting(worker_sink), batch_size=None, num_workers=1, timeout=120))) == 4
+    assert worker_sink == {}
 
 
 @pytest.mark.proves("TP921")

@@ -90,6 +90,7 @@ class FileContext:
     # definitions
     method: Callable[[ast.ClassDef, str], Function | None]
     local_module_class: Callable[[ast.AST], ast.ClassDef | None]
+    makes_parameter_free: Callable[[ast.AST], bool]
     reaches: Callable[..., ast.AST | None]
     # dataflow
     assignments: Callable[[ast.AST], dict[str, list[Binding]]]
@@ -145,6 +146,7 @@ class FileContext:
 
         defs = self.definitions = Definitions(nav, names, flow)
         self.method, self.local_module_class, self.reaches = defs.method, defs.local_module_class, defs.reaches
+        self.makes_parameter_free = defs.makes_parameter_free
 
         kinds = self.value_kinds = ValueKinds(self.memo)
         # What the current rule's check relied on, and how surely (reset by the engine for each node).
@@ -199,6 +201,22 @@ class FileContext:
         name = parts[-1]
         return (name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
                 or any(p in ("tests", "test", "testing") for p in parts[:-1]))
+
+    def in_test(self, node: ast.AST) -> bool:
+        """``node`` is test code: in a test module (``is_test_file``), or inside a function pytest or
+        unittest collects as a test (``test*`` at module level, or a method of a ``Test*`` class or
+        of a ``TestCase`` subclass), nested definitions included."""
+        if self.is_test_file:
+            return True
+        for anc in self.ancestors(node):
+            if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)) and anc.name.startswith("test"):
+                owner = self.parent(anc)
+                if isinstance(owner, ast.Module) or (isinstance(owner, ast.ClassDef) and (
+                        owner.name.startswith("Test") or any(
+                            (b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "")) == "TestCase"
+                            for b in owner.bases))):
+                    return True
+        return False
 
     @cached_property
     def locator(self) -> Locator:

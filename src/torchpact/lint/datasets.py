@@ -7,7 +7,18 @@ values made by torch's tensor factories (``torch.rand(1)``). The data held count
 every assignment of the attribute in the class builds it: a torch tensor function, a numpy array
 function (not ``load`` / ``memmap`` / ``fromfile``, which may map a file), a method of such a value
 (``.astype(...)``, ``.float()``), arithmetic or indexing on it, ``range``, a literal, or a local name
-bound to one of those. A parameter of ``__init__`` may hold anything (a lazy file handle) and is not.
+bound to one of those. A value ``__init__`` computes by any other call (``self.x = simulator(theta)``,
+``self.theta = prior.sample((n,))``) is computed once, at construction, whatever computed it, so it
+counts too, unless the call is lazy by type: its name says it opens, maps or streams something
+(``open``, ``File``, ``memmap``/``mmap``, ``h5``, ``zarr``, ``lmdb``, ``Dataset``, ``Loader``, ``Reader``,
+``stream``, ``cursor``, ``connect``, ``client``) or it passes ``mmap_mode=`` / ``mmap=``; the items of
+such a value are read when indexed. A parameter of ``__init__`` may hold anything (a lazy file
+handle) and is not in memory.
+
+A dataset whose ``__iter__`` / ``__getitem__`` writes into an object its constructor was handed
+(``self.metrics[key].append(v)``, ``self.sink[k] = v``, ``self.queue.put(x)`` on a parameter kept as an
+attribute), or iterates a dataset of this file that does, serves the consuming process's own state:
+a worker process iterates a copy, whose writes never reach the caller (``feeds_callers_state``).
 
 Used by TP920 for the classes of the linted file and, through the project facts (``IN_MEMORY_ITEMS``),
 for a class imported from another linted module.
@@ -21,6 +32,9 @@ _ARRAY_ROOTS = ("torch", "numpy")
 # Functions of those namespaces that may read a file lazily or return something that is not an array.
 _NOT_IN_MEMORY = ("load", "memmap", "fromfile", "from_file", "open", "read", "loadtxt", "genfromtxt",
                   "DataLoader", "Dataset")
+# Callee names (lower case, by substring) of values read lazily when indexed (see above).
+_LAZY = ("open", "file", "memmap", "mmap", "h5", "zarr", "lmdb", "dataset", "loader", "reader", "stream",
+         "cursor", "connect", "client")
 _DEPTH = 20
 _UNKNOWN = ast.Constant(value=None)  # an attribute bound by unpacking: not followed
 
@@ -153,7 +167,8 @@ class _Held:
             return all(self.array(g.iter, fn, depth - 1) for g in expr.generators) and self._comp_elt(expr, fn, depth)
         if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
             values = self.attrs.get(expr.attr, [])
-            return bool(values) and all(self.array(v, m, depth - 1) for m, v in values)
+            return bool(values) and all(self.array(v, m, depth - 1) or self._built(v, m, depth - 1)
+                                        for m, v in values)
         if isinstance(expr, ast.Name):
             return self._local(expr, fn, depth, lambda e, f, d: self.array(e, f, d - 1))
         if isinstance(expr, ast.Subscript):
@@ -175,6 +190,25 @@ class _Held:
             if isinstance(expr.func, ast.Attribute):  # ``rng.normal(...)``, ``x.astype(np.float32)``
                 return (not any(w in expr.func.attr for w in _NOT_IN_MEMORY)
                         and self.array(expr.func.value, fn, depth - 1))
+        return False
+
+    def _built(self, expr: ast.AST, fn: ast.AST, depth: int) -> bool:
+        """A value ``__init__`` computes once by a call that is not lazy by type (see above), or
+        indexing or arithmetic on one."""
+        if depth <= 0 or getattr(fn, "name", None) != "__init__":
+            return False
+        if isinstance(expr, (ast.Subscript, ast.Attribute)) and not (
+                isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name)):
+            return self._built(expr.value, fn, depth - 1)
+        if isinstance(expr, ast.Name):
+            return self._local(expr, fn, depth, self._built)
+        if isinstance(expr, ast.Call):
+            name = _dotted(expr.func) or (expr.func.attr if isinstance(expr.func, ast.Attribute) else "")
+            if name.partition(".")[0] in self.roots:
+                return False  # torch / numpy: ``array`` judged it (``np.load`` may map the file)
+            last = name.rsplit(".", 1)[-1].lower()
+            return (bool(last) and not any(w in last for w in _LAZY)
+                    and not any(k.arg in ("mmap_mode", "mmap") for k in expr.keywords))
         return False
 
     def _comp_elt(self, comp: ast.ListComp | ast.GeneratorExp, fn: ast.AST, depth: int) -> bool:
@@ -214,3 +248,83 @@ class _Element(ast.AST):
     def __init__(self, iterable: ast.AST):
         super().__init__()
         self.iterable = iterable
+
+
+# Methods that write into the object they are called on.
+_WRITES = frozenset({"append", "extend", "update", "put", "put_nowait", "add", "setdefault", "insert",
+                     "appendleft"})
+
+
+def feeds_callers_state(cls: ast.ClassDef, classes: dict[str, ast.ClassDef], depth: int = 3) -> bool:
+    """Whether ``cls``'s ``__iter__`` / ``__getitem__`` writes into an object its constructor was handed,
+    or iterates a dataset (held from a constructor parameter annotated with a class of ``classes``)
+    that does: the items serve the consuming process's own state, which a worker's copy never reaches."""
+    if depth <= 0:
+        return False
+    methods = {s.name: s for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    init = methods.get("__init__")
+    if init is None:
+        return False
+    params = {a.arg: a.annotation for a in [*init.args.posonlyargs, *init.args.args, *init.args.kwonlyargs][1:]}
+    handed: dict[str, ast.AST | None] = {}  # attribute -> the annotation of the parameter it keeps
+    for node in _own_nodes(init):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in params:
+            for t in node.targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    handed[t.attr] = params[node.value.id]
+    if not handed:
+        return False
+    for method in (methods.get("__iter__"), methods.get("__getitem__")):
+        for node in _own_nodes(method) if method is not None else ():
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _WRITES
+                    and _held_attr(node.func.value) in handed):
+                return True
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, ast.AugAssign) else []
+            if any(isinstance(t, ast.Subscript) and _held_attr(t.value) in handed for t in targets):
+                return True
+            if isinstance(node, (ast.For, ast.AsyncFor)) and (attr := _held_attr(node.iter)) in handed:
+                inner = _annotated_class(handed[attr], classes)
+                if inner is not None and feeds_callers_state(inner, classes, depth - 1):
+                    return True
+    return False
+
+
+def _held_attr(expr: ast.AST) -> str | None:
+    """``X`` for ``self.X``, ``self.X[k]``, ``self.X.y[k]``."""
+    while isinstance(expr, (ast.Subscript, ast.Attribute)):
+        if isinstance(expr, ast.Attribute) and isinstance(expr.value, ast.Name) and expr.value.id == "self":
+            return expr.attr
+        expr = expr.value
+    return None
+
+
+def _annotated_class(annotation: ast.AST | None, classes: dict[str, ast.ClassDef]) -> ast.ClassDef | None:
+    """The class of ``classes`` an annotation names (``Name`` or the string ``"Name"``)."""
+    if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+        return classes.get(annotation.value.strip())
+    if isinstance(annotation, ast.Name):
+        return classes.get(annotation.id)
+    return None
+
+
+def concrete_subclasses(cls: ast.ClassDef, classes: dict[str, ast.ClassDef]) -> list[ast.ClassDef]:
+    """``cls`` and its subclasses among ``classes`` (by base name, transitively) that define a
+    ``__getitem__`` or ``__iter__`` with a body (not only ``raise`` / ``pass`` / ``...``)."""
+    family = [cls]
+    changed = True
+    while changed:
+        changed = False
+        for other in classes.values():
+            if other not in family and any(isinstance(b, ast.Name) and b.id in {c.name for c in family}
+                                           for b in other.bases):
+                family.append(other)
+                changed = True
+    return [c for c in family if any(
+        isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name in ("__getitem__", "__iter__")
+        and not _abstract(s) for s in c.body)]
+
+
+def _abstract(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    body = [s for s in fn.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+    return all(isinstance(s, (ast.Raise, ast.Pass)) for s in body)

@@ -280,12 +280,20 @@ def _call_kinds(ctx: FileContext, call: ast.Call, hints: bool) -> Kinds:
 
 
 def _parameter_free(ctx: FileContext, module: ast.AST) -> bool:
-    """Whether every value ``module`` may hold is one of PARAMETER_FREE_MODULES, built here (for a
-    parameter: what this file's calls of its function pass)."""
+    """Whether every value ``module`` may hold is a module with no parameter, built here (for a
+    parameter: what this file's calls of its function pass): one of torch's PARAMETER_FREE_MODULES, or
+    an instance of a class of this file that can hold none (``Definitions.parameter_free_class``)."""
     values: Sequence[ast.AST | None] = [module] if isinstance(module, ast.Call) else passed_values(ctx, module) or [
         v for _, v in ctx.bindings(module)]
-    return bool(values) and all(isinstance(v, ast.Call) and ctx.call_name(v) in PARAMETER_FREE_MODULES
-                                for v in values)
+    flat: list[ast.AST | None] = []
+    while values:
+        v, *values = values
+        if isinstance(v, ast.IfExp):  # ``Swish() if flag else nn.ReLU()``: each side
+            values = [v.body, v.orelse, *values]
+        else:
+            flat.append(v)
+    return bool(flat) and all(isinstance(v, ast.Call) and (
+        ctx.call_name(v) in PARAMETER_FREE_MODULES or ctx.makes_parameter_free(v)) for v in flat)
 
 
 def _attached_input(ctx: FileContext, call: ast.Call, hints: bool) -> Entry | None:

@@ -26,10 +26,13 @@ SAVE = "save"
 # A class (by name) whose dataset items are already in memory (lint/datasets.py). A fact of the class
 # itself: it does not flow to the functions that build one.
 IN_MEMORY_ITEMS = "in_memory_items"
-_OWN_FACTS = frozenset({IN_MEMORY_ITEMS})
+# A function whose every return is ``torch.meshgrid(...)`` (an ``ndgrid`` helper): its grids hold the
+# values of its arguments (rules/numerics/_integers.py). A fact of the function itself.
+RETURNS_GRID = "returns_grid"
+_OWN_FACTS = frozenset({IN_MEMORY_ITEMS, RETURNS_GRID})
 
 _TRIGGERS = ("zero_grad", ".grad =", ".grad=", "set_epoch", ".eval()", "torch.save(", "def __getitem__",
-             "def __iter__")
+             "def __iter__", "meshgrid(")
 _PROPAGATION_ROUNDS = 4
 
 
@@ -110,6 +113,17 @@ def summarize_tree(tree: ast.Module, by_type: dict[type, list[ast.AST]] | None =
                 fn = owner(node)
                 if fn is not None:
                     facts.setdefault(fn, set()).add(ZERO_GRAD)  # ``p.grad = None``
+    grids: dict[str, bool] = {}
+    for node in by_type.get(ast.Return, ()):
+        fn = owner(node)
+        if fn is not None:
+            value = node.value  # type: ignore[attr-defined]
+            grids[fn] = grids.get(fn, True) and isinstance(value, ast.Call) and isinstance(
+                value.func, ast.Attribute) and value.func.attr == "meshgrid" and isinstance(
+                value.func.value, ast.Name) and value.func.value.id in modules
+    for fn, grid in grids.items():
+        if grid:
+            facts.setdefault(fn, set()).add(RETURNS_GRID)
     if any(isinstance(n, ast.FunctionDef) and n.name in ("__getitem__", "__iter__")
            for n in by_type.get(ast.FunctionDef, ())):
         for name in in_memory_classes(tree):

@@ -23,6 +23,7 @@ class Definitions:
         self._imports = imports
         self._bindings = bindings
         self._module_class_memo: dict[int, ast.ClassDef | None] = {}
+        self._parameter_free_memo: dict[str, bool] = {}
 
     @cached_property
     def functions(self) -> dict[str, list[Function]]:
@@ -54,6 +55,48 @@ class Definitions:
                         changed = True
                         break
         return found
+
+    def parameter_free_class(self, cls: ast.ClassDef) -> bool:
+        """A class of this file whose instances hold no parameter: its bases are ``torch.nn.Module``
+        itself or such classes of this file, and no method stores anything on ``self`` but constants (a
+        submodule, a ``Parameter`` or an argument stored there may hold parameters) nor registers one.
+        A call of such a module gives an output that requires grad only if an input does (as for
+        torch's own parameter-free layers, ``PARAMETER_FREE_MODULES``)."""
+        memo = self._parameter_free_memo
+        if cls.name not in memo:
+            memo[cls.name] = self._parameter_free(cls, set())
+        return memo[cls.name]
+
+    def _parameter_free(self, cls: ast.ClassDef, seen: set[str]) -> bool:
+        if cls.name in seen:
+            return False
+        seen.add(cls.name)
+        for base in cls.bases:
+            local = self.classes.get(base.id) if isinstance(base, ast.Name) else None
+            if local is not None and local is not cls:
+                if not self._parameter_free(local, seen):
+                    return False
+            elif self._imports.resolve(base) not in ("torch.nn.Module", "torch.nn.modules.module.Module"):
+                return False
+        for node in ast.walk(cls):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                stores = any(not isinstance(t, ast.Name) for t in targets)  # on self, or on anything but a local
+                if stores and not (node.value is not None and _literal(node.value)):
+                    return False
+            elif isinstance(node, ast.Call):
+                f = node.func
+                if (isinstance(f, ast.Attribute) and f.attr in _SELF_REGISTERING) or (
+                        isinstance(f, ast.Name) and f.id == "setattr"):
+                    return False
+        return True
+
+    def makes_parameter_free(self, value: ast.AST) -> bool:
+        """``Swish()``: an instance of a class of this file that can hold no parameter."""
+        if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Name)):
+            return False
+        cls = self.module_classes.get(value.func.id)
+        return cls is not None and self.parameter_free_class(cls)
 
     def method(self, cls: ast.ClassDef, name: str) -> Function | None:
         for stmt in cls.body:
@@ -109,3 +152,19 @@ class Definitions:
             if not frontier:
                 break
         return None
+
+
+# Calls by which a module gains parameters or submodules after construction.
+_SELF_REGISTERING = frozenset({"register_parameter", "register_module", "add_module", "register_buffer", "apply",
+                               "load_state_dict", "to_empty"})
+
+
+def _literal(node: ast.AST) -> bool:
+    """A literal (number, string, bool, None) or a tuple/list of them."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return _literal(node.operand)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return all(_literal(e) for e in node.elts)
+    return False

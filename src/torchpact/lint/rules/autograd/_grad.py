@@ -149,7 +149,7 @@ def _has_trainable_parameters(ctx: FileContext, module: ast.AST, depth: int) -> 
     key = name_key(module)
     if key is not None and _frozen(ctx, key):
         return False
-    if _makes_parameter_free(ctx, module):
+    if ctx.makes_parameter_free(module):
         return False
     passed = passed_values(ctx, module)
     for v in passed if passed is not None else ctx.values(module):
@@ -164,7 +164,7 @@ def _has_trainable_parameters(ctx: FileContext, module: ast.AST, depth: int) -> 
         qn = ctx.call_name(v) if isinstance(v, ast.Call) else None
         if qn and qn.startswith("torch.nn.") and qn.rsplit(".", 1)[-1] not in PARAMETRIC_LAYERS:
             return False
-        if _makes_parameter_free(ctx, v):
+        if ctx.makes_parameter_free(v):
             return False
         if passed is not None and isinstance(v, (ast.Name, ast.Attribute)) and not _has_trainable_parameters(
                 ctx, v, depth + 1):
@@ -183,54 +183,4 @@ def _frozen(ctx: FileContext, key: str) -> bool:
         for t in node.targets:
             if isinstance(t, ast.Attribute) and t.attr == "requires_grad":
                 return True
-    return False
-
-
-def _makes_parameter_free(ctx: FileContext, value: ast.AST) -> bool:
-    """``Swish()``: an instance of a class of this file that can hold no parameter."""
-    return (isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in ctx.module_classes
-            and _parameter_free_class(ctx, ctx.module_classes[value.func.id], set()))
-
-
-_SELF_REGISTERING = frozenset({"register_parameter", "register_module", "add_module", "register_buffer", "apply",
-                               "load_state_dict", "to_empty"})
-
-
-def _parameter_free_class(ctx: FileContext, cls: ast.ClassDef, seen: set[str]) -> bool:
-    """A class of this file whose instances hold no parameter: its bases are ``torch.nn.Module`` itself or
-    such classes of this file, and no method stores anything on ``self`` but constants (a submodule, a
-    ``Parameter`` or an argument stored there may hold parameters) nor registers one. Its output then
-    requires grad only if its input does."""
-    if cls.name in seen:
-        return False
-    seen.add(cls.name)
-    for base in cls.bases:
-        local = ctx.classes.get(base.id) if isinstance(base, ast.Name) else None
-        if local is not None and local is not cls:
-            if not _parameter_free_class(ctx, local, seen):
-                return False
-        elif ctx.resolve(base) not in ("torch.nn.Module", "torch.nn.modules.module.Module"):
-            return False
-    for node in ast.walk(cls):
-        if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            stores = any(not isinstance(t, ast.Name) for t in targets)  # on self, or on anything but a local
-            if stores and not (node.value is not None and _literal(node.value)):
-                return False
-        elif isinstance(node, ast.Call):
-            f = node.func
-            if (isinstance(f, ast.Attribute) and f.attr in _SELF_REGISTERING) or (
-                    isinstance(f, ast.Name) and f.id == "setattr"):
-                return False
-    return True
-
-
-def _literal(node: ast.AST) -> bool:
-    """A literal (number, string, bool, None) or a tuple/list of them."""
-    if isinstance(node, ast.Constant):
-        return True
-    if isinstance(node, ast.UnaryOp):
-        return _literal(node.operand)
-    if isinstance(node, (ast.Tuple, ast.List)):
-        return all(_literal(e) for e in node.elts)
     return False

@@ -26,6 +26,11 @@ class DataloaderSamplerConflict(Rule):
     sampler bound to `None` on one path and to a sampler on another (`DistributedSampler(ds) if
     distributed else None`) is a `warning`: only that path raises; the `error` is kept for calls
     that raise on every path. `sampler if batch_sampler is None else None` is the correct idiom.
+    The options are judged per path, by the definitions that reach the call together: a
+    `batch_sampler` and a `sampler` set in the two branches of one `if`, or a branch that sets the
+    batch sampler and then `sampler = None` (`if isinstance(s, BatchSampler): batch_sampler = s;
+    sampler = None`), never meet, and are not a conflict (torch raises only when both are given on
+    one construction).
 
     ## Why is this bad?
     The sampler decides the order; `shuffle` only chooses between the default `RandomSampler` and
@@ -91,6 +96,43 @@ def build(dataset, sampler, batch_sampler, cfg):
     return DataLoader(dataset, sampler=sampler if batch_sampler is None else None,
                       batch_sampler=batch_sampler, **cfg)
 """,
+        """
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+def loader(dataset, split, size, picked):
+    sampler = picked
+    if isinstance(picked, BatchSampler):
+        size = 1
+        batch_sampler = picked
+        sampler = None
+    else:
+        batch_sampler = None
+    return DataLoader(dataset=dataset, batch_size=size, sampler=sampler, batch_sampler=batch_sampler,
+                      drop_last=split == "train" and batch_sampler is None)
+""",
+        """
+import torch.utils.data as tud
+def loader(dataset, by_length, rank):
+    if by_length:
+        batches = tud.BatchSampler(tud.SequentialSampler(dataset), 8, False)
+        order = None
+    else:
+        batches = None
+        order = tud.DistributedSampler(dataset, rank=rank)
+    return tud.DataLoader(dataset, 1, False, order, batches)
+""",
+        """
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+def loaders(datasets, grouped):
+    out = []
+    for ds in datasets:
+        sampler = RandomSampler(ds)
+        batch_sampler = None
+        if grouped:
+            batch_sampler = BatchSampler(sampler, 4, drop_last=False)
+            sampler = None
+        out.append(DataLoader(ds, sampler=sampler, batch_sampler=batch_sampler))
+    return out
+""",
     ]
     invalid = [
         Invalid("""
@@ -122,6 +164,19 @@ loader2 = DataLoader(dataset, batch_sampler=batch_sampler, shuffle=True, drop_la
 """,
             count=2,
         ),
+        Invalid("""
+from torch.utils.data import BatchSampler, DataLoader, RandomSampler
+def loader(dataset, picked, grouped):
+    sampler = RandomSampler(dataset)
+    if grouped:
+        batch_sampler = BatchSampler(sampler, 4, drop_last=False)
+    else:
+        batch_sampler = None
+    first = DataLoader(dataset, sampler=sampler, batch_sampler=batch_sampler)
+    if picked is None:
+        sampler = None
+    return first, DataLoader(dataset, sampler=sampler, batch_sampler=batch_sampler)
+""", count=2, severity=Severity.WARNING, evidence=Evidence.MAY),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -138,6 +193,8 @@ loader2 = DataLoader(dataset, batch_sampler=batch_sampler, shuffle=True, drop_la
             if shuffle is not None and _truthy_const(shuffle):
                 conflicts.append("shuffle=True")
             sampler_paths = _sampler_paths(sampler, ctx, guards)
+            if sampler_paths and not _ever_together(batch_sampler, sampler, ctx):
+                sampler_paths = NEVER  # set on different paths (``batch_sampler = s; sampler = None``)
             if sampler_paths:
                 conflicts.append("sampler")
                 paths.append(sampler_paths)
@@ -196,6 +253,38 @@ def _sampler_paths(expr: ast.AST | None, ctx: FileContext, guards: frozenset[str
         values = [v for _, v in ctx.bindings(expr) if v is not None]
         return _combine([_sampler_paths(v, ctx, guards, seen) for v in values]) if values else NEVER
     return ALWAYS
+
+
+def _ever_together(a: ast.AST | None, b: ast.AST | None, ctx: FileContext) -> bool:
+    """Whether a definition giving name ``a`` a sampler and one giving name ``b`` a sampler can reach the
+    call on one path. They cannot when they sit in the two branches of one ``if``, or when one sits in
+    a branch that then rebinds the other name (``if ...: batch_sampler = s; sampler = None``) and
+    the other's definition lies outside that branch. Anything but two plain names: assumed they can."""
+    if not (isinstance(a, ast.Name) and isinstance(b, ast.Name)):
+        return True
+    def given(name: ast.Name) -> list[ast.AST]:
+        return [o for o, v in ctx.bindings(name) if v is not None and _sampler_paths(v, ctx)]
+    return any(not ctx.exclusive(da, db) and not _rebinds_after(da, b.id, db, ctx)
+               and not _rebinds_after(db, a.id, da, ctx) for da in given(a) for db in given(b))
+
+
+def _rebinds_after(definition: ast.AST, name: str, other: ast.AST, ctx: FileContext) -> bool:
+    """``definition`` sits in an ``if`` branch that binds ``name`` again after it, and ``other`` (the
+    definition of ``name`` in question) lies outside that branch: no path carries both to the call."""
+    child = definition
+    for anc in ctx.ancestors(definition):
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.Module)):
+            return False
+        if isinstance(anc, ast.If):
+            block = anc.body if child in anc.body else anc.orelse if child in anc.orelse else []
+            later = block[block.index(child) + 1:] if child in block else []
+            rebinds = any(isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name
+                                                                 for t in stmt.targets) for stmt in later)
+            inside = any(other is n for stmt in block for n in ast.walk(stmt))
+            if rebinds and not inside:
+                return True
+        child = anc
+    return False
 
 
 def _note_unresolved(ctx: FileContext, expr: ast.AST | None, what: str, guards: frozenset[str] = frozenset()) -> None:

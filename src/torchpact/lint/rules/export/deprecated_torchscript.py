@@ -30,6 +30,14 @@ class DeprecatedTorchscript(ApiUse):
     returns a scripted module it builds itself (`return torch.jit.script(Cell(n))`), and a function
     used as a decorator in the same file (`@maybe_script`), still script for speed, and are flagged.
 
+    Nor a call in test code: a test module (`test_*.py`, `*_test.py`, `conftest.py`, a `tests/`
+    folder) or a function pytest or unittest collects as a test (`test*`, at module level or in a
+    `Test*` / `TestCase` class), nested definitions and helpers of a test module included. A test
+    needs no speed: there a script or trace checks that the library's code stays scriptable or
+    traceable for its users (`assert_close(torch.jit.script(m)(x), m(x))`, a `trace=True`
+    parametrisation), and no other call tests that. The same call in a library module or a script
+    is flagged.
+
     Nor a call torch 2.13 never makes: under a branch a `torch.__version__` test excludes there
     (`if tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 9):`, `packaging.version`
     comparisons, names bound to either), or inside a `warnings.catch_warnings()` block that ignores
@@ -142,6 +150,38 @@ def traced(model, x):
         warnings.filterwarnings("ignore", message=".*jit.trace", category=DeprecationWarning)
         fast = torch.jit.trace(model, x)
     return fast(x)
+""", """
+import pytest
+import torch
+
+@pytest.mark.parametrize("size", [8, 16])
+def test_pool_scripts(size):
+    pool = AvgPool(size).eval()
+    x = torch.randn(2, size)
+    torch.testing.assert_close(torch.jit.script(pool)(x), pool(x))
+
+def test_trainer_on_traced_model():
+    for traced in (False, True):
+        model = Net()
+        if traced:
+            model = torch.jit.trace(model, torch.randn(1, 4))
+        run_one_epoch(model)
+""", """
+import unittest
+from torch import jit
+
+class OneHotCase(unittest.TestCase):
+    def test_scripted_one_hot(self):
+        class Wrapper(Module):
+            def forward(self, x):
+                return one_hot(x, 4)
+        scripted = jit.script(Wrapper())
+        self.assertTrue(scripted(idx).equal(Wrapper()(idx)))
+
+class TestExport:
+    def test_trace_module(self, model, example):
+        mod = jit.trace_module(model, inputs={"forward": example})
+        assert mod.code
 """]
     invalid = [Invalid("""
 import torch
@@ -213,9 +253,27 @@ def unknown(fn, x, flag):
     if flag < (2, 9):
         fn = torch.jit.script(fn)
     return fn(x)
-""", count=4)]
+""", count=4), Invalid("""
+import torch
+
+def attest_speed(model, x):
+    fast = torch.jit.trace(model, x)
+    return fast(x)
+
+class Helper:
+    def test_mode(self, fn):
+        fn = torch.jit.script(fn)
+        return fn(1)
+
+def run():
+    def test_inner(fn):
+        return torch.jit.script(fn)(1)
+    return test_inner
+""", count=3)]
 
     def applies(self, node: ast.Attribute, ctx: FileContext) -> bool:
+        if ctx.in_test(node):
+            return False  # scriptability is what a test checks
         call = ctx.parent(node)
         if not (isinstance(call, ast.Call) and call.func is node):
             return True

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 
 from torchpact.lint.context import FileContext
+from torchpact.lint.rules.memory._training_loops import runs_every_iteration
 
 SHRINKERS = {"clear", "pop", "popleft", "popitem", "remove"}
 DIFFERENTIATORS = {"backward", "manual_backward", "grad"}
@@ -157,3 +158,37 @@ def mentioned(expr: ast.AST) -> set[str]:
         elif isinstance(n, ast.Attribute):
             out.add(n.attr)
     return out
+
+
+def constant_trips(loop: ast.AST) -> bool:
+    """A ``for`` loop over ``range`` of int literals or over a literal list / tuple: its trip count is a
+    constant of the code."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    it = loop.iter
+    if isinstance(it, (ast.List, ast.Tuple)):
+        return True
+    return (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range" and bool(it.args)
+            and not it.keywords and all(isinstance(a, ast.Constant) and type(a.value) is int for a in it.args))
+
+
+def back_propagated_before(value: ast.AST, store: ast.AST, loop: ast.AST, ctx: FileContext) -> bool:
+    """``value`` is a name (or a method chain on it, ``loss.cpu()``) whose ``.backward()`` — directly or
+    through ``scaler.scale(name)`` — runs earlier in every iteration of ``loop``, on the same binding."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and not value.args:
+        value = value.func.value
+    if not isinstance(value, ast.Name):
+        return False
+    held = {id(o) for o, _ in ctx.bindings(value)}
+    for call in ctx.walk_scope(loop.body):  # type: ignore[attr-defined]
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "backward"):
+            continue
+        target = call.func.value
+        if isinstance(target, ast.Call) and isinstance(target.func, ast.Attribute) and target.func.attr == "scale" \
+                and target.args:
+            target = target.args[0]
+        if (isinstance(target, ast.Name) and target.id == value.id and {id(o) for o, _ in ctx.bindings(target)} == held
+                and (call.lineno, call.col_offset) < (store.lineno, store.col_offset)
+                and runs_every_iteration(call, loop, ctx)):
+            return True
+    return False

@@ -6,7 +6,9 @@ from typing import Iterator
 from torchpact.lint.context import FileContext
 from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.rule import Hit, Invalid, Rule
-from torchpact.lint.rules.memory._container_lifetime import differentiated_names, handed_to_caller, reset_inside
+from torchpact.lint.rules.memory._container_lifetime import (
+    back_propagated_before, constant_trips, differentiated_names, handed_to_caller, reset_inside,
+)
 from torchpact.lint.rules.memory._container_stores import (
     ADDERS, carries_graph, container_root, detached, is_bounded, is_container, local_and_kept, root_name, stored,
     varies_per_iteration,
@@ -39,6 +41,13 @@ class GraphKeptInContainer(Rule):
     whose contents are later back-propagated in the same function (`torch.stack(losses).sum().backward()`), and
     containers the function creates and returns (`return sum(losses)`: they live for one call, and the caller
     back-propagates them) are not flagged.
+
+    A value stored after `backward()` ran through it in the same iteration (`loss.backward();
+    optimizer.step(); losses.append(loss)`, also through `scaler.scale(loss).backward()`) keeps only
+    its graph's nodes: backward already freed the saved activations. In a loop with a constant trip
+    count (`for _ in range(5)`, over a literal list) that is a bounded leak, reported as `info`; in a
+    loop of unknown length the node chains still grow every step and the warning stays, as it does for
+    a value stored before its backward or never back-propagated.
 
     ## Why is this bad?
     Each stored tensor keeps its step's whole autograd graph reachable. On torch 2.13, until
@@ -539,6 +548,68 @@ def main(batches, opt):
         print(len(seen))
     epoch(nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)))
 """, evidence=Evidence.MAY),
+        Invalid("""
+import torch
+from torch import nn
+
+class Smoke:
+    def run(self, model: nn.Module, inputs, labels):
+        opt = torch.optim.SGD(model.parameters(), lr=100.0)
+        self.losses = []
+        for _ in range(5):
+            opt.zero_grad()
+            loss = model(inputs, labels=labels).loss
+            loss.backward()
+            opt.step()
+            self.losses.append(loss)
+        assert not torch.isclose(self.losses[0], self.losses[-1])
+
+    def amp(self, model: nn.Module, scaler, x, y):
+        opt = torch.optim.AdamW(model.parameters())
+        self.seen = {}
+        for step in range(0, 8, 2):
+            total = nn.functional.mse_loss(model(x), y)
+            scaler.scale(total).backward()
+            scaler.step(opt)
+            scaler.update()
+            self.seen[step] = total.float()
+        self.trace = []
+        for lr in (0.1, 0.01):
+            err = nn.functional.l1_loss(model(x), y)
+            err.backward()
+            opt.step()
+            self.trace.append(err)
+""", count=3, severity=Severity.INFO),
+        Invalid("""
+import torch
+from torch import nn
+
+class Loops:
+    def before(self, model: nn.Module, opt, x, y):
+        self.kept = []
+        for _ in range(5):
+            loss = nn.functional.mse_loss(model(x), y)
+            self.kept.append(loss)
+            loss.backward()
+            opt.step()
+
+    def unbounded(self, model: nn.Module, opt, loader):
+        self.kept = []
+        for x, y in loader:
+            loss = nn.functional.mse_loss(model(x), y)
+            loss.backward()
+            opt.step()
+            self.kept.append(loss)
+
+    def sometimes(self, model: nn.Module, opt, x, y, steps: int):
+        self.kept = []
+        for i in range(steps):
+            loss = nn.functional.mse_loss(model(x), y)
+            if i % 2:
+                loss.backward()
+                opt.step()
+            self.kept.append(loss)
+""", count=3),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -567,4 +638,12 @@ def main(batches, opt):
             return
         fixable = isinstance(root, ast.Name) and local_and_kept(root.id, scope, ctx)
         edits = [ctx.locator.replace(v, detached(v, ctx)) for v in graph_values] if fixable else []
+        if all(constant_trips(loop) for loop in loops) and all(
+                back_propagated_before(v, node, loops[0], ctx) for v in graph_values):
+            yield self.hit(node, subject=ctx.locator.source(container), edits=edits, severity=Severity.INFO,
+                           message=("a tensor that backward already ran through is kept across the iterations "
+                                    "of a loop with a constant trip count: its saved activations are freed, and "
+                                    "the graph nodes kept are bounded by that count"))
+            return
         yield self.hit(node, subject=ctx.locator.source(container), edits=edits)
+

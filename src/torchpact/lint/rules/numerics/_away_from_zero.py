@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 
 from torchpact.lint.context import FileContext, argument
-from torchpact.lint.rules.numerics._integers import whole_numbers
+from torchpact.lint.rules.numerics._integers import changed_in_place, whole_numbers
 
 _NON_NEGATIVE = frozenset({"exp", "softplus", "sigmoid", "relu", "abs", "square", "relu6", "elu1"})
 _SUMS = frozenset({"sum", "cumsum", "nansum"})
@@ -33,7 +33,8 @@ def zero_or_at_least_one(expr: ast.AST | None, ctx: FileContext, depth: int = _D
         return type(expr.value) in (int, float) and (expr.value == 0 or expr.value >= 1)
     if isinstance(expr, ast.Name):
         values = [v for _, v in ctx.bindings(expr)]
-        return bool(values) and all(v is not None and zero_or_at_least_one(v, ctx, d) for v in values)
+        return bool(values) and all(v is not None and zero_or_at_least_one(v, ctx, d) for v in values) \
+            and not changed_in_place(expr, ctx, d)
     if isinstance(expr, ast.BinOp):
         if isinstance(expr.op, ast.Add):
             if _at_least(expr.left, 1) and non_negative(expr.right, ctx, d):

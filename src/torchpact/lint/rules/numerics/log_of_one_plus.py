@@ -32,10 +32,17 @@ class LogOfOnePlus(Rule):
     `.size(0)`), or the result of `floor` / `ceil` / `round`, the indices or counts torch functions
     return (`bincount`, `argmax`, `topk` / `sort` indices, `unique(..., return_counts=True)` counts,
     `searchsorted`), or what a function of this file returns when every return is one of those — is
-    not flagged (`_integers.py`). Nor is `x` whose entries are each exactly 0 or at least 1, which
-    `1 + x` cannot round away: `exp` of a value that is non-negative or masked to `-inf` (`t[t < 0] =
-    -inf`, `masked_fill`, `torch.where`), `1 + softplus(z)`, a `clamp(min=1)`, and sums and products
-    of those (`_away_from_zero.py`). The rule needs `x` that can be a nonzero value below about eps.
+    not flagged (`_integers.py`). Nor a float tensor that holds whole numbers: `torch.arange` with
+    whole start and step whatever its `dtype=`, `.to(torch.float32)` / `.float()` of whole values
+    (an integer converted to a float stays an integer), `torch.meshgrid` (or a project function that
+    returns it, such as an `ndgrid` helper), `stack` / `cat`, differences, `abs`, `permute` /
+    `reshape` / `flatten` of those (relative-position tables built from index grids). A true
+    division, a factor that is not whole, or an in-place change (`x[:, 0] /= n`, `x.div_(n)`) that
+    can run before the read (not on a branch that excludes it) makes them fractional again. Nor is
+    `x` whose entries are each exactly 0 or at least 1, which `1 + x` cannot round away: `exp` of a
+    value that is non-negative or masked to `-inf` (`t[t < 0] = -inf`, `masked_fill`,
+    `torch.where`), `1 + softplus(z)`, a `clamp(min=1)`, and sums and products of those
+    (`_away_from_zero.py`). The rule needs `x` that can be a nonzero value below about eps.
 
     ## Why is this bad?
     For small `x`, `1 + x` rounds to 1 before the log is taken: on torch 2.13, in float32,
@@ -133,6 +140,35 @@ def clamped_term(d):
 
 def shifted_softplus(s):
     return torch.log(1 + (1 + F.softplus(s)))
+""", """
+import math
+from typing import Tuple
+import torch
+
+def ndgrid(*tensors):
+    return torch.meshgrid(*tensors, indexing="ij")
+
+def log_coords(win: Tuple[int, int], mode: str, device=None):
+    rows = torch.arange(-(win[0] - 1), win[0], device=device).to(torch.float32)
+    cols = torch.arange(-(win[1] - 1), win[1], device=device).to(dtype=torch.float32)
+    table = torch.stack(torch.meshgrid(rows, cols, indexing="ij")).permute(1, 2, 0).contiguous()
+    if mode == "swin":
+        table[:, :, 0] /= win[0] - 1
+        return torch.sign(table) * torch.log2(1.0 + table.abs()) / math.log2(8)
+    return torch.sign(table) * torch.log(1.0 + table.abs())
+
+class Bias:
+    def pairs(self, n):
+        grid = torch.stack(ndgrid(torch.arange(n, dtype=torch.float32),
+                                  torch.arange(self.size, dtype=torch.float32))).flatten(1)
+        rel = (grid[:, :, None] - grid[:, None, :]).permute(1, 2, 0).reshape(-1, 2).float()
+        return torch.log(1 + torch.abs(rel)), torch.log(torch.cat([rel, -rel]).abs() + 1)
+
+def offsets(n: int):
+    steps = torch.arange(0, 2 * n, 2).double() - n
+    for _ in range(3):
+        steps *= 2
+    return torch.log(1 + steps.abs().type(torch.float16))
 """]
     invalid = [
         Invalid("""
@@ -231,6 +267,33 @@ def features(tokens, scores, sim, pad, s, k):
     return (torch.log1p(uniq) + torch.log1p(rate(tokens)) + torch.log1p(vals)
             + torch.log1p(torch.exp(z).sum(1)) + torch.log1p(w.exp().sum(1)) + torch.log1p(F.softplus(s)))
 """, count=6),
+        Invalid("""
+import torch
+
+def scaled(win: int, scale):
+    coords = torch.arange(-(win - 1), win).float()
+    coords[:] /= win - 1
+    half = torch.arange(win) * 0.5
+    fine = torch.arange(0, 1, 0.1)
+    ratio = torch.arange(win).float()
+    for _ in range(2):
+        total = torch.log(1 + coords.abs()) + torch.log(1 + half) + torch.log(fine + 1) + torch.log(1 + ratio)
+        ratio.div_(scale)
+    return total
+""", fixed="""
+import torch
+
+def scaled(win: int, scale):
+    coords = torch.arange(-(win - 1), win).float()
+    coords[:] /= win - 1
+    half = torch.arange(win) * 0.5
+    fine = torch.arange(0, 1, 0.1)
+    ratio = torch.arange(win).float()
+    for _ in range(2):
+        total = torch.log1p(coords.abs()) + torch.log1p(half) + torch.log1p(fine) + torch.log1p(ratio)
+        ratio.div_(scale)
+    return total
+""", count=4),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Iterator
 
 from torchpact.findings import Category, Severity
@@ -26,6 +27,13 @@ class SigmoidIntoBCE(Rule):
     the loss module) when `p` is the output of a sigmoid: `torch.sigmoid` / `F.sigmoid` /
     `x.sigmoid()` / an `nn.Sigmoid` module, directly, through a variable assigned from it, after
     reshaping, or as the output of a model ending in `nn.Sigmoid()`.
+
+    A class or function that says it is the unstable form — its name or docstring names the
+    instability (`BCEAfterSigmoidLoss`: "the numerically unstable version of explicit Sigmoid + BCE
+    loss", offered next to the stable loss, or kept to compare against it) — computes it on purpose:
+    the finding is then `info`, a reminder of the documented choice, and no fix is offered (it would
+    replace the very option the code exists to offer). Only the class and functions that enclose the
+    loss call count, not their callers.
 
     ## Why is this bad?
     In float32 `torch.sigmoid` of a logit of 17 or more is exactly 1.0, and `binary_cross_entropy`
@@ -111,6 +119,45 @@ disc = nn.Sequential(nn.Linear(64, 1), nn.Sigmoid())
 bce = nn.BCELoss()
 d_loss = bce(disc(fake), zeros)
 """,
+        Invalid("""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+class BCEAfterSigmoidLoss(nn.Module):
+    \"\"\"The numerically unstable version of explicit Sigmoid + BCE loss.\"\"\"
+
+    def forward(self, x, target, weight=None):
+        return F.binary_cross_entropy(x.sigmoid(), target, weight=weight)
+
+class Baselines:
+    \"\"\"Reference losses.\"\"\"
+
+    def naive(self, logits, y):
+        \"\"\"Kept to show the instability of sigmoid followed by BCE.\"\"\"
+        probs = torch.sigmoid(logits)
+        return nn.BCELoss()(probs, y)
+
+def unstable_bce(z, y):
+    def inner(p):
+        return F.binary_cross_entropy(input=p, target=y)
+    return inner(torch.sigmoid(z)) + F.binary_cross_entropy(torch.sigmoid(z), y)
+""", count=3, severity=Severity.INFO),
+        Invalid("""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+class StableLoss(nn.Module):
+    \"\"\"A numerically stable binary loss.\"\"\"
+
+    def forward(self, x, target):
+        return nn.BCELoss()(torch.sigmoid(x), target)
+
+def train_step(logits, y):
+    \"\"\"One training step on probabilities.\"\"\"
+    return nn.BCELoss()(logits.sigmoid(), y)
+""", count=2),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -127,4 +174,22 @@ d_loss = bce(disc(fake), zeros)
                 and node.args[0] is arg):
             edits = [ctx.locator.replace(node.func, ctx.locator.source(node.func) + "_with_logits"),
                      ctx.locator.replace(arg, ctx.locator.source(logits))]
-        yield self.hit(arg, subject=arg.id if isinstance(arg, ast.Name) else None, edits=edits)
+        subject = arg.id if isinstance(arg, ast.Name) else None
+        if _documented_unstable(node, ctx):
+            yield self.hit(arg, subject=subject, severity=Severity.INFO, message=(
+                "sigmoid output is fed to binary_cross_entropy in code that documents it as the unstable form: "
+                "saturated predictions give a loss clamped at 100 and a zero gradient, as stated"))
+            return
+        yield self.hit(arg, subject=subject, edits=edits)
+
+
+_UNSTABLE = re.compile(r"(?i)unstable|instabilit")
+
+
+def _documented_unstable(call: ast.Call, ctx: FileContext) -> bool:
+    """Whether a class or function enclosing ``call`` names the instability (name or docstring)."""
+    for anc in ctx.ancestors(call):
+        if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            if _UNSTABLE.search(anc.name) or _UNSTABLE.search(ast.get_docstring(anc) or ""):
+                return True
+    return False

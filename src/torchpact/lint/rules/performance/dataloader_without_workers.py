@@ -6,8 +6,8 @@ from typing import Iterator
 from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext, argument, is_const
 from torchpact.lint.dataflow import _Unpacked
-from torchpact.lint.rule import Hit, Rule
-from torchpact.lint.datasets import array_aliases, serves_held_items
+from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.datasets import array_aliases, concrete_subclasses, feeds_callers_state, serves_held_items
 from torchpact.lint.project import IN_MEMORY_ITEMS
 from torchpact.lint.rules._tensors import resolved_tensor
 from torchpact.lint.rules.performance._loader_use import callee, consumed_with_work
@@ -31,10 +31,25 @@ class DataloaderWithoutWorkers(Rule):
     built by torch or numpy, not loaded or memory-mapped from a file) or whose `__iter__` yields
     from such data or yields tensors torch makes (`yield torch.rand(1)`). The class may be of this
     file or of another linted module of the project (its project facts); a class lint cannot see
-    leaves the finding `unresolved`. A dataset variable set in several branches counts as in
-    memory when every branch is. There each batch is a few index operations and `default_collate`,
-    which workers would only add inter-process copies to (the proof times nothing; it shows the
-    items are views of the tensors already held).
+    leaves the finding `unresolved`. Held data that `__init__` computes by any call counts as in
+    memory whatever computed it (`self.x = simulator(self.theta)`, `self.theta =
+    prior.sample((n,))`: computed once, at construction), unless the call is lazy by type — its name
+    says it opens, maps or streams (`open`, `h5py.File`, `memmap`, `zarr`, `lmdb`, a `*Dataset` /
+    `*Loader` / `*Reader`, a client or cursor) or it passes `mmap_mode=` / `mmap=` — since such a
+    value reads when indexed. A dataset variable set in several branches counts as in
+    memory when every branch is; a parameter annotated with a dataset class of this file
+    (`dataset: PredictionDataset`) counts as that class's family here, the class and its subclasses
+    with a `__getitem__` / `__iter__` of their own (an abstract one that only raises is left out),
+    and is in memory when each of them is. There each batch is a few index operations and
+    `default_collate`, which workers would only add inter-process copies to (the proof times
+    nothing; it shows the items are views of the tensors already held).
+
+    Workers cannot serve either a dataset whose `__iter__` / `__getitem__` writes into an object its
+    constructor was handed (`self.metrics[key].append(v)`, `self.sink[i] = v`, `self.queue.put(x)`),
+    or that iterates such a dataset held from an annotated constructor parameter (a batcher over a
+    queue-fed stream): a worker process iterates a copy of the dataset, whose writes never reach the
+    caller's object, so `num_workers=0` is required there. A dataset writing only into state it made
+    itself (its own cache dict) is judged by its items as above.
 
     Per-batch work exists unless every loop of this file that iterates the loader does nothing per
     batch beyond collecting or comparing it (`batches.append(b)`, `assert ...`, `print`), or the
@@ -219,6 +234,108 @@ class Batching(unittest.TestCase):
             self.assertEqual(images.shape[0], 3)
             torch.testing.assert_close(labels, labels)
 """,
+        """
+import torch
+from torch.utils.data import DataLoader, Dataset
+class Simulated(Dataset):
+    def __init__(self, count, prior, simulate):
+        params = prior.sample((count,))
+        self.params = params
+        self.obs = simulate(params)[:, 0]
+
+    def __getitem__(self, k):
+        return self.params[k, ...], self.obs[k]
+
+    def __len__(self):
+        return len(self.params)
+
+def fit(net, opt, prior, simulate):
+    for p, o in DataLoader(dataset=Simulated(256, prior, simulate), batch_size=32):
+        net(p, o).mean().backward()
+        opt.step()
+""",
+        """
+import abc
+import torch
+from torch.utils.data import DataLoader, Dataset
+class Pairs(Dataset):
+    @abc.abstractmethod
+    def __getitem__(self, index):
+        raise NotImplementedError
+
+class Grid(Pairs):
+    def __init__(self, rows, cols):
+        self.cols = cols
+
+    def __getitem__(self, index):
+        row, col = divmod(index, self.cols)
+        return torch.as_tensor([row, col])
+
+class Picked(Grid):
+    def __init__(self, left, right):
+        self.left, self.right = torch.as_tensor(left), torch.as_tensor(right)
+
+    def __getitem__(self, index):
+        return torch.tensor([self.left[index], self.right[index]])
+
+def score(model, pairs: Pairs, out):
+    for batch in DataLoader(pairs, batch_size=512):
+        out.append(model(batch))
+
+def score_later(model, pairs: "Grid"):
+    return [model(b) for b in DataLoader(pairs, 64)]
+""",
+        """
+import queue
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+class FromQueue(IterableDataset):
+    def __init__(self, source, stats):
+        self.source = source
+        self.stats = stats
+
+    def __iter__(self):
+        while True:
+            item = self.source.get()
+            self.stats["waited"].append(1.0)
+            yield item
+
+class Grouped(IterableDataset):
+    def __init__(self, inner: FromQueue, size):
+        self.inner = inner
+        self.size = size
+
+    def __iter__(self):
+        group = []
+        for sample in self.inner:
+            group.append(sample)
+            if len(group) == self.size:
+                yield group
+                group = []
+
+def train(model, q, stats, grouped):
+    data = FromQueue(q, stats)
+    if grouped:
+        data = Grouped(data, 4)
+    for batch in DataLoader(data, batch_size=1):
+        model(batch).sum().backward()
+""",
+        """
+import torch
+from torch.utils.data import DataLoader, Dataset
+class Counting(Dataset):
+    def __init__(self, table, seen):
+        self.table = torch.as_tensor(table)
+        self.seen = seen
+
+    def __getitem__(self, i):
+        self.seen[i] = self.seen.get(i, 0) + 1
+        return self.table[i]
+
+def loop(model, table, counts):
+    for b in DataLoader(Counting(table, counts), batch_size=2):
+        model(b).sum().backward()
+""",
     ]
     invalid = [
         """
@@ -327,6 +444,53 @@ def test_collects_then_trains(model, tmp_path):
     for images, labels in loader:
         model(images)
 """,
+        Invalid("""
+import h5py
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+class Lazy(Dataset):
+    def __init__(self, path, simulate):
+        self.rows = h5py.File(path, "r")["x"]
+        self.mapped = load_table(path, mmap_mode="r")
+        self.sim = simulate
+
+    def __getitem__(self, k):
+        return self.rows[k], self.mapped[k]
+
+class Base(Dataset):
+    def __getitem__(self, index):
+        raise NotImplementedError
+
+class Held(Base):
+    def __init__(self, n):
+        self.x = torch.randn(n, 2)
+
+    def __getitem__(self, index):
+        return self.x[index]
+
+class FromFiles(Base):
+    def __init__(self, files):
+        self.files = files
+
+    def __getitem__(self, index):
+        return torch.load(self.files[index])
+
+class Cached(IterableDataset):
+    def __init__(self, paths):
+        self.paths = paths
+        self.cache = {}
+
+    def __iter__(self):
+        for p in self.paths:
+            self.cache[p] = torch.load(p)
+            yield self.cache[p]
+
+def fit(model, path, simulate, data: Base, paths):
+    for loader in (DataLoader(Lazy(path, simulate)), DataLoader(data), DataLoader(Cached(paths))):
+        for batch in loader:
+            model(batch).sum().backward()
+""", count=3),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -358,8 +522,9 @@ def _in_memory(dataset: ast.AST | None, ctx: FileContext, depth: int = 10) -> bo
     if isinstance(dataset, _Unpacked):  # ``train, val = random_split(...)``
         return _in_memory(dataset.value, ctx, depth - 1)
     if isinstance(dataset, (ast.Name, ast.Attribute)):
-        values = [v for _, v in ctx.bindings(dataset)]
-        return bool(values) and all(_in_memory(v, ctx, depth - 1) for v in values)
+        found = ctx.bindings(dataset)
+        return bool(found) and all(_annotated_in_memory(o, ctx) if isinstance(o, ast.arg) else
+                                   _in_memory(v, ctx, depth - 1) for o, v in found)
     if isinstance(dataset, (ast.List, ast.Tuple)):  # ConcatDataset([a, b]), or a list of items
         return all(_in_memory(e, ctx, depth - 1) or _item(e, ctx) for e in dataset.elts)
     if isinstance(dataset, ast.ListComp):  # [(x[i], y[i]) for i in range(n)], [i * 2 for i in range(n)]
@@ -379,14 +544,33 @@ def _in_memory(dataset: ast.AST | None, ctx: FileContext, depth: int = 10) -> bo
         if qn in ("list", "tuple") and len(dataset.args) == 1 and not dataset.keywords:
             return _in_memory(dataset.args[0], ctx, depth - 1)
         if isinstance(dataset.func, ast.Name) and dataset.func.id in ctx.classes:
-            cls = ctx.classes[dataset.func.id]
-            return _items_in_memory(cls, ctx) or serves_held_items(cls, _array_roots(ctx))
+            return _class_in_memory(ctx.classes[dataset.func.id], ctx)
         if ctx.calls_project_function_that(dataset, IN_MEMORY_ITEMS):
             return True  # a dataset class of another linted module that serves held items
         name = ctx.project_callee(dataset)
         if name and name[:1].isupper():
             ctx.note(Evidence.UNRESOLVED, f"what `{name}`'s items are is not seen (a class of another module)")
     return resolved_tensor(dataset, ctx)
+
+
+def _class_in_memory(cls: ast.ClassDef, ctx: FileContext) -> bool:
+    """A dataset class of this file whose items are held data, or that feeds the consumer's own state
+    (which workers cannot serve)."""
+    return (_items_in_memory(cls, ctx) or serves_held_items(cls, _array_roots(ctx))
+            or feeds_callers_state(cls, ctx.classes))
+
+
+def _annotated_in_memory(param: ast.arg, ctx: FileContext) -> bool:
+    """A parameter annotated with a dataset class of this file: every concrete class of its family
+    (the class and its subclasses here, abstract ``__getitem__`` left out) is in memory."""
+    ann = param.annotation
+    name = ann.value if isinstance(ann, ast.Constant) and isinstance(ann.value, str) else \
+        ann.id if isinstance(ann, ast.Name) else None
+    cls = ctx.classes.get(name.strip()) if name else None
+    if cls is None:
+        return False
+    family = concrete_subclasses(cls, ctx.classes)
+    return bool(family) and all(_class_in_memory(c, ctx) for c in family)
 
 
 def _items_in_memory(cls: ast.ClassDef, ctx: FileContext) -> bool:

@@ -7,7 +7,7 @@ from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, is_const, keyword
 from torchpact.lint.rule import Hit, Invalid, Rule, last_names
 from torchpact.lint.rules.security._checkpoint_use import comes_from_outside, loaded_as_weights
-from torchpact.lint.rules.security._sources import downloaded
+from torchpact.lint.rules.security._sources import TORCH_SAVE, downloaded
 
 TORCH_LOAD = {"torch.load", "torch.serialization.load"}
 LOAD_FROM_URL = {"torch.hub.load_state_dict_from_url", "torch.utils.model_zoo.load_url"}
@@ -344,9 +344,6 @@ def round_trip(load: ast.Call, ctx: FileContext) -> bool:
         elif any(ast.dump(a) == wanted for a in node.args) and _saves_an_argument(node, ctx):
             return True
     return False
-
-
-TORCH_SAVE = ("torch.save", "torch.serialization.save")
 
 
 def _written_paths(target: ast.AST, ctx: FileContext) -> set[str]:

@@ -9,7 +9,7 @@ from torchpact.config import torch_floor_from_dependencies
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, keyword
 from torchpact.lint.rule import Hit, Invalid, Rule, last_names
-from torchpact.lint.rules.security._sources import downloaded
+from torchpact.lint.rules.security._sources import downloaded, written_here
 from torchpact.lint.rules.security.load_with_full_pickle import TORCH_LOAD, compat_fallback, round_trip
 from torchpact.lint.torch_version import runs_on_some
 
@@ -43,7 +43,14 @@ class LoadWithoutWeightsOnly(Rule):
     from the network (its path or bytes come from `hf_hub_download`, `cached_path`, `urlretrieve`,
     `requests.get`, a URL, or the destination of `download_url_to_file`: see `_sources.py`), which
     is untrusted input in a test as anywhere —, a load of a file the same code has just written (as
-    for TP951), and the compatibility fallback
+    for TP951) or that this file (module or notebook) writes anywhere — the path a `torch.save` of
+    the file writes (the same string, the same name bound by the same definitions, the same attribute
+    chain such as a config's `cache_file`: a cache read back before it is rebuilt, a checkpoint an
+    earlier cell saved), or a path inside the folder the file hands a training framework's checkpoint
+    writer (`ModelCheckpoint(dirname=...)`, `DiskSaver(...)`) —, since replacing the program's own
+    output needs write access to it, which already lets an attacker change what runs; a path the user
+    gives (a command-line argument, a config's `resume_from`, a public loader's parameter) that the
+    file never writes stays a finding, as does a downloaded one; and the compatibility fallback
     `except TypeError: torch.load(f)` after a `torch.load(f, weights_only=...)` that an older torch
     rejected. Nor a load that torch < 2.6 never reaches: under a branch a `torch.__version__`
     test keeps to torch >= 2.6 (evaluated for each supported version below 2.6, lint/torch_version.py),
@@ -130,6 +137,84 @@ def read_all(paths):
     return ([torch.load(p) for p in paths] if TORCH_MINOR >= (2, 6)
             else [torch.load(p, weights_only=True) for p in paths])
 """,
+        """
+# /// script
+# dependencies = ["torch>=2.0"]
+# ///
+import os
+import torch
+
+def build_features(model, cfg):
+    if cfg.feature_cache is not None and os.path.isfile(cfg.feature_cache):
+        feats = torch.load(cfg.feature_cache, map_location="cpu")
+    else:
+        feats = {n: p.detach() for n, p in model.named_parameters()}
+        if cfg.feature_cache is not None:
+            torch.save(feats, cfg.feature_cache)
+    return feats
+""",
+        """
+# /// script
+# dependencies = ["torch>=1.13"]
+# ///
+import torch
+
+class Stats:
+    def __init__(self, where):
+        self.store = where
+
+    def read(self):
+        return torch.load(self.store)
+
+    def write(self, table):
+        with open(self.store, "wb") as handle:
+            torch.save(table, handle)
+""",
+        """
+# /// script
+# dependencies = ["torch>=2.2"]
+# ///
+import torch
+RUN_FILE = "runs/last_epoch.pt"
+
+for epoch in range(3):
+    torch.save({"epoch": epoch}, RUN_FILE)
+
+resumed = torch.load(f=RUN_FILE, map_location="cpu")
+again = torch.load("runs/./last_epoch.pt")
+""",
+        """
+# /// script
+# dependencies = ["torch>=2.1"]
+# ///
+import os
+import torch
+from ignite.handlers import Checkpoint, DiskSaver, ModelCheckpoint
+
+saver = ModelCheckpoint(dirname="/tmp/gan_ckpts", filename_prefix="")
+state = torch.load("/tmp/gan_ckpts/checkpoint_500.pt")
+
+def best_of(run_dir, model):
+    handler = Checkpoint({"model": model}, DiskSaver(run_dir), n_saved=1)
+    if handler is not None:
+        return torch.load(os.path.join(run_dir, "model.pt"))
+""",
+        """
+# /// script
+# dependencies = ["torch>=2.0"]
+# ///
+import torch
+from pathlib import Path
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+out = Path("checkpoints") / "exp1"
+callback = ModelCheckpoint(dirpath=out, save_top_k=2)
+
+def newest(folder):
+    return sorted(Path(folder).glob("*.ckpt"))[-1]
+
+weights = [torch.load(newest(out)) for _ in range(1)]
+""",
     ]
     # The examples run with the default configuration (torch 2.13): only a script's own metadata can
     # lower the floor there. tests/proofs/test_security.py checks the configured floor.
@@ -187,6 +272,39 @@ def load_model(model, filename, device):
     extra = torch.load(f=filename)
     return model, extra
 """, count=1),
+        Invalid("""
+# /// script
+# dependencies = ["torch>=2.0"]
+# ///
+import os
+import torch
+from ignite.handlers import ModelCheckpoint
+
+def train(args, model, url):
+    torch.save(model.state_dict(), args.output)
+    state = torch.load(args.resume_from)            # a path the user gives, never written here
+
+    ModelCheckpoint(dirname="/tmp/run_a")
+    other = torch.load("/tmp/run_b/model.pt")       # another folder than the writer's
+
+    torch.save(state, "weights.pt")
+    torch.hub.download_url_to_file(url, "weights.pt")
+    fetched = torch.load("weights.pt")             # overwritten by a download
+
+class Writer:
+    def save(self, obj):
+        torch.save(obj, self.path)
+
+class Reader:
+    def load(self):
+        return torch.load(self.path)               # another class's ``self.path``
+
+def export(obj, path):
+    torch.save(obj, path)
+
+def restore(path):
+    return torch.load(path)                        # another function's parameter
+""", count=5),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -200,13 +318,16 @@ def load_model(model, filename, device):
             return
         if len(node.args) >= 3 or any(k.arg is None for k in node.keywords):
             return
-        if compat_fallback(node, ctx, TORCH_LOAD) or round_trip(node, ctx):
+        if compat_fallback(node, ctx, TORCH_LOAD):
             return
         if not runs_on_some(node, ctx, _risky_versions(floor)):
             return  # under a version test that only lets torch >= 2.6 (or no supported torch) reach it
         if _repeats_earlier_load(node, ctx):
             return  # the same file was already unpickled by the load before it, which is the finding
-        if ctx.is_test_file and not downloaded(node, ctx):
+        fetched = downloaded(node, ctx)
+        if not fetched and (round_trip(node, ctx) or written_here(node, ctx)):
+            return  # the program's own cache or checkpoint: replacing it needs write access to its output
+        if ctx.is_test_file and not fetched:
             return  # a test reads fixtures its own repository ships or writes: not untrusted input
         shown = ".".join(map(str, floor))
         yield self.hit(node, message=(
