@@ -23,6 +23,7 @@ SIGKILL, 139 for a segfault), and as ``--nproc`` reports a rank killed by a sign
 
 from __future__ import annotations
 
+import gc
 import json
 import mmap
 import os
@@ -141,6 +142,11 @@ def fork_and_wait(child: Callable[[], None]) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
+    # What this process holds so far (torchpact's modules, the command line's) goes to the GC's permanent
+    # generation: the child's collections, a full one of which walks every object the script's process holds,
+    # neither scan it again nor write to its objects' GC headers, which would copy each page they sit on from
+    # this process. The parent, which only waits, takes it back.
+    gc.freeze()
     pid = os.fork()
     if pid == 0:
         try:
@@ -151,6 +157,7 @@ def fork_and_wait(child: Callable[[], None]) -> int:
             os._exit(70)  # EX_SOFTWARE: the child could not be set up
         child()
         os._exit(70)  # not reached: child() exits
+    gc.unfreeze()
     try:
         while True:
             info = signal.sigwaitinfo(watched)
