@@ -9,7 +9,9 @@ threads), and appends each finding to a journal the moment it is reported; the p
 then assembles the report from the journal, whether the child finished it or died.
 
 Cost: a fork of the small process that parsed the command line (no second Python start, no torch
-in the parent), one ``write`` per finding, one 8-byte store in shared memory per optimizer step.
+in the parent), one ``write`` per finding, one 8-byte store in shared memory per optimizer step. The
+parent's objects go to the GC's permanent generation before the fork (the script's collections do not
+walk them), and the parent ends without the interpreter's teardown once the report is out (``cli.main``).
 
 Signals: the terminal's (Ctrl-C, Ctrl-\\) reach both processes; the parent leaves them to the
 script. A signal sent to the parent by a process (``kill PID``, ``timeout``, a container stopping,
