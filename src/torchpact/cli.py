@@ -208,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _end_now(code: int) -> None:
     """End the process that supervised ``run``'s child, now that the report is out, without the interpreter's
-    teardown: it ran none of the script's code, and freeing its modules' objects one by one (~10 ms) is all a
+    teardown: it ran none of the script's code, and freeing its modules' objects one by one (~15 ms) is all a
     normal exit would add to the atexit handlers and the flush of the streams done here. A thread still
     running (none of torchpact's) gets the normal exit, which waits for it."""
     import threading

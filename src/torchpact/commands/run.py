@@ -70,7 +70,8 @@ def execute(args: argparse.Namespace) -> Outcome:
     elif not args.output and args.format == "github":
         heading = "\n"  # each annotation on a line of its own, whatever the script printed last
     return Outcome(findings=outcome.findings, fail_on=args.fail_on, code=outcome.exit_code, text=heading,
-                   supervised=supervised, report=Report(outcome.findings, meta, format=args.format, output=args.output, html=args.html,
+                   supervised=supervised,
+                   report=Report(outcome.findings, meta, format=args.format, output=args.output, html=args.html,
                                  footer=run_footer(outcome), stamp_exit=True, after_run=True))
 
 
