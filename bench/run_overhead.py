@@ -66,16 +66,18 @@ class Run(NamedTuple):
     gc_cpu: float    # CPU seconds in them
 
 
-def measure(cmds: list[list[str]], env_extra: dict[str, str] | None = None, cwd: str | None = None) -> list[Run]:
+def measure(cmds: list[list[str]], env_extra: dict[str, str] | None = None, cwd: str | None = None,
+            envs: list[dict[str, str] | None] | None = None) -> list[Run]:
     """One run of each of ``cmds``, all started together (each with a core of its own when there are as many);
-    ``env_extra`` adds to their environment (a PYTHONPATH there goes before the gc counter's), in ``cwd``."""
+    ``env_extra`` adds to their environment (a PYTHONPATH there goes before the gc counter's), in ``cwd``;
+    ``envs``, one per command, adds to that command's only."""
     with tempfile.TemporaryDirectory() as tmp:
         results: list[Run | None] = [None] * len(cmds)
         failures: list[str] = []
 
         def one(i: int) -> None:
             gc_out, err_path = os.path.join(tmp, f"gc{i}"), os.path.join(tmp, f"err{i}")
-            extra = dict(env_extra or {})
+            extra = dict(env_extra or {}, **((envs[i] or {}) if envs else {}))
             path = [str(HERE / "gc_count"), extra.pop("PYTHONPATH", None), os.environ.get("PYTHONPATH")]
             env = dict(os.environ, **ENV, **extra, TP_BENCH_GC_OUT=gc_out,
                        PYTHONPATH=os.pathsep.join(filter(None, path)))
@@ -122,10 +124,11 @@ def median_interval(values: list[float], level: float = 0.95) -> tuple[float, fl
     return ordered[k - 1], ordered[n - k]
 
 
-def write_bytecode(names: list[str]) -> None:
-    """Cache the bytecode of torchpact and of what each named workload imports, before measuring."""
-    subprocess.run([PY, "-m", "compileall", "-q", os.path.dirname(torchpact.__file__)],
-                   env=dict(os.environ, **ENV), timeout=600, check=True)
+def write_bytecode(names: list[str], baseline: str | None = None) -> None:
+    """Cache the bytecode of torchpact (and of the baseline's) and of what each named workload imports, before
+    measuring."""
+    for package in [os.path.dirname(torchpact.__file__), *([os.path.join(baseline, "torchpact")] if baseline else [])]:
+        subprocess.run([PY, "-m", "compileall", "-q", package], env=dict(os.environ, **ENV), timeout=600, check=True)
     for name in names:  # one unmeasured run each
         out = subprocess.run([PY, str(WORKLOADS[name][0])], env=dict(os.environ, **ENV), capture_output=True,
                              text=True, timeout=1800)
@@ -139,22 +142,29 @@ def main() -> int:
     ap.add_argument("--only", nargs="*", choices=sorted(WORKLOADS), help="a subset of the workloads")
     ap.add_argument("--sequential", action="store_true",
                     help="run the two variants one after the other, not side by side (the default with 2+ CPUs)")
+    ap.add_argument("--baseline", metavar="SRC",
+                    help="also run torchpact from this source folder (a checkout's src/ of another commit) in each "
+                         "set, beside the others: its figures are shown under this one's, from the same sets")
     args = ap.parse_args()
     names = args.only or list(WORKLOADS)
     side_by_side = not args.sequential and len(os.sched_getaffinity(0)) >= 2
-    write_bytecode(names)
+    if args.baseline and not os.path.isfile(os.path.join(args.baseline, "torchpact", "__init__.py")):
+        ap.error(f"--baseline {args.baseline}: no torchpact package there (give a checkout's src/)")
+    write_bytecode(names, args.baseline)
     runs: dict[tuple[str, str], list[Run]] = {}
     for k in range(args.repeat):
         for name in names:
             script = str(WORKLOADS[name][0])
-            variants = [("plain", [PY, script]), ("torchpact", [*TORCHPACT, script])]
-            if k % 2:  # the other one starts first
-                variants.reverse()
+            variants: list[tuple[str, list[str], dict[str, str] | None]] = [
+                ("plain", [PY, script], None), ("torchpact", [*TORCHPACT, script], None)]
+            if args.baseline:
+                variants.append(("baseline", [*TORCHPACT, script], {"PYTHONPATH": args.baseline}))
+            variants = variants[k % len(variants):] + variants[:k % len(variants)]  # who starts first turns
             if side_by_side:
-                measured = measure([cmd for _, cmd in variants])
+                measured = measure([cmd for _, cmd, _ in variants], envs=[env for _, _, env in variants])
             else:
-                measured = [measure([cmd])[0] for _, cmd in variants]
-            for (variant, _), run in zip(variants, measured, strict=True):
+                measured = [measure([cmd], env)[0] for _, cmd, env in variants]
+            for (variant, _, _), run in zip(variants, measured, strict=True):
                 runs.setdefault((name, variant), []).append(run)
                 print(f"  {name} {variant}: {run.cpu:.2f} CPU-s, {run.wall:.2f} s, {run.full} full collections "
                       f"({run.gc_cpu:.2f} CPU-s)", file=sys.stderr, flush=True)
@@ -175,15 +185,25 @@ def main() -> int:
         intervals[name] = median_interval(ratios)
         best = min(run.cpu for run in tp) / min(run.cpu for run in plain)
         target = WORKLOADS[name][1]
+        base = runs.get((name, "baseline"), [])  # (only with --baseline: not judged)
         if target is None:  # start-up: the CPU seconds added
             extra = statistics.median(t.cpu - p.cpu for p, t in zip(plain, tp, strict=True))
             ok &= extra <= STARTUP_EXTRA
             print(f"{name:<9} {pc:9.2f} {tc:8.2f} {'':>9} {'':>7} {'':>7} {pw:10.2f} {tw:8.2f} {tw / pw:9.3f}x "
                   f"paired difference {extra:+.3f} CPU-s (target <= +{STARTUP_EXTRA:.2f})")
+            if base:
+                print(f"  baseline: paired difference "
+                      f"{statistics.median(b.cpu - p.cpu for p, b in zip(plain, base, strict=True)):+.3f} CPU-s; "
+                      f"this one less the baseline, paired "
+                      f"{statistics.median(t.cpu - b.cpu for b, t in zip(base, tp, strict=True)):+.3f} CPU-s")
             continue
         ok &= max(tc / pc, paired) <= target
         print(f"{name:<9} {pc:9.2f} {tc:8.2f} {tc / pc:8.3f}x {paired:6.3f}x {best:6.3f}x {pw:10.2f} {tw:8.2f} "
               f"{tw / pw:9.3f}x {target:6.2f}x")
+        if base:
+            bc = statistics.median(run.cpu for run in base)
+            print(f"  baseline: {bc:8.2f} CPU-s {bc / pc:8.3f}x, paired "
+                  f"{statistics.median(b.cpu / p.cpu for p, b in zip(plain, base, strict=True)):6.3f}x")
     print("interval of the paired ratio's median (distribution-free, >= 95% where the runs allow; the whole range "
           "below 6 runs): " + ", ".join(f"{name} {lo:.3f}-{hi:.3f}x" for name, (lo, hi) in intervals.items()))
     print("full garbage collections per run (median count, median CPU-s in them): with torch loaded each "

@@ -111,13 +111,12 @@ def test_the_parent_does_not_import_torch(tmp_path):
     script = tmp_path / "check.py"
     script.write_text("import os\nprint('script parent', os.getppid())\n")
     probe = textwrap.dedent(f'''
-        import os, sys
+        import atexit, os, sys
         from torchpact.cli import main
         sys.argv = ["torchpact", "run", "-q", {str(script)!r}]
-        try:
-            main()
-        finally:  # in both processes: the script's exits through here too
-            print("process", os.getpid(), "torch" in sys.modules)
+        # in both processes: the parent ends without the interpreter's teardown, but after the atexit handlers
+        atexit.register(lambda: print("process", os.getpid(), "torch" in sys.modules, flush=True))
+        main()
     ''')
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     lines = [ln.split() for ln in out.stdout.splitlines() if ln.strip()]

@@ -61,6 +61,9 @@ class Outcome:
     text: str = ""  # written to stdout first, as is
     notes: list[str] = field(default_factory=list)  # lines for stderr, after the text
     report: Report | None = None
+    # the process ran none of the user's code (it supervised the child that did): once the report is out it
+    # may end without the interpreter's teardown (``cli.main``)
+    supervised: bool = False
 
     def exit_code(self) -> int:
         if self.code:

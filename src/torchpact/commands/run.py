@@ -39,6 +39,7 @@ def execute(args: argparse.Namespace) -> Outcome:
     for path in (args.output, args.html):  # before the script runs: not after hours of training
         check_writable(path)
     watchers = _watchers(args)
+    supervised = False
     try:
         if args.nproc is not None:
             from torchpact.launch.distributed import run_distributed
@@ -48,6 +49,7 @@ def execute(args: argparse.Namespace) -> Outcome:
                                       watchers=_split(args.watchers) or None, sampler=sampler,
                                       quiet=args.quiet, module=module)
         elif args.own_process and supervise.available():
+            supervised = True
             outcome = supervise.run_supervised(args.script, args.args, watchers=watchers, sampler=sampler,
                                                live=not args.quiet, module=module)
         else:
@@ -68,6 +70,7 @@ def execute(args: argparse.Namespace) -> Outcome:
     elif not args.output and args.format == "github":
         heading = "\n"  # each annotation on a line of its own, whatever the script printed last
     return Outcome(findings=outcome.findings, fail_on=args.fail_on, code=outcome.exit_code, text=heading,
+                   supervised=supervised,
                    report=Report(outcome.findings, meta, format=args.format, output=args.output, html=args.html,
                                  footer=run_footer(outcome), stamp_exit=True, after_run=True))
 
