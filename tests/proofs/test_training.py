@@ -118,6 +118,23 @@ def test_eval_mode_changes_nothing_in_a_model_without_mode_dependent_modules():
     assert all(torch.equal(a, b) for a, b in zip(trained, in_eval, strict=True))  # bit for bit
 
 
+class _BuildsDropout:
+    def __init__(self, *args, **kwargs):
+        self.drop = nn.Dropout(0.5)
+
+
+class _MixinAfterModule(nn.Module, _BuildsDropout):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+
+def test_module_init_never_runs_the_init_of_a_base_listed_after_it():
+    # TP402 counts a base this file does not show only when listed before nn.Module
+    assert not hasattr(_MixinAfterModule(), "drop")
+    assert not any(isinstance(m, nn.Dropout) for m in _MixinAfterModule().modules())
+
+
 def test_mode_dependent_set_is_every_torch_nn_module_that_reads_training():
     import ast
     import inspect
