@@ -98,6 +98,68 @@ def test_eval_inside_the_epoch_loop_leaves_later_epochs_in_eval_mode():
     assert all(not m.training for m in model.modules())
 
 
+def _train_mlp(eval_mode: bool) -> list[torch.Tensor]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 16), nn.ReLU(inplace=True), nn.Linear(16, 16), nn.ReLU(), nn.Linear(16, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+    model.train()
+    for x, y in _batches(5):
+        if eval_mode:
+            model.eval()  # left on for every later step
+        optimizer.zero_grad()
+        nn.functional.mse_loss(model(x), y).backward()
+        optimizer.step()
+    return [p.detach().clone() for p in model.parameters()]
+
+
+@pytest.mark.proves("TP402")
+def test_eval_mode_changes_nothing_in_a_model_without_mode_dependent_modules():
+    trained, in_eval = _train_mlp(False), _train_mlp(True)
+    assert all(torch.equal(a, b) for a, b in zip(trained, in_eval, strict=True))  # bit for bit
+
+
+class _BuildsDropout:
+    def __init__(self, *args, **kwargs):
+        self.drop = nn.Dropout(0.5)
+
+
+class _MixinAfterModule(nn.Module, _BuildsDropout):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+
+
+def test_module_init_never_runs_the_init_of_a_base_listed_after_it():
+    # TP402 counts a base this file does not show only when listed before nn.Module
+    assert not hasattr(_MixinAfterModule(), "drop")
+    assert not any(isinstance(m, nn.Dropout) for m in _MixinAfterModule().modules())
+
+
+def test_mode_dependent_set_is_every_torch_nn_module_that_reads_training():
+    import ast
+    import inspect
+    import textwrap
+
+    from torchpact.lint.rules.training._mode_dependence import MODE_DEPENDENT
+
+    reads = set()
+    for name in dir(nn):
+        cls = getattr(nn, name)
+        if not (isinstance(cls, type) and issubclass(cls, nn.Module)) or cls is nn.Module:
+            continue
+        for klass in cls.__mro__:
+            if klass in (nn.Module, object) or not klass.__module__.startswith("torch.nn"):
+                continue
+            tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+            if any(isinstance(n, ast.Attribute) and n.attr == "training" and isinstance(n.ctx, ast.Load)
+                   for n in ast.walk(tree)):
+                reads.add(name)
+    # Transformer and its decoder (layer) read nothing themselves but always build Dropout layers
+    assert reads <= MODE_DEPENDENT, sorted(reads - MODE_DEPENDENT)
+    assert MODE_DEPENDENT <= reads | {"Transformer", "TransformerDecoder", "TransformerDecoderLayer"}, sorted(
+        MODE_DEPENDENT - reads)
+
+
 class _PlainList(nn.Module):
     def __init__(self):
         super().__init__()

@@ -300,7 +300,7 @@ RULES = (
     {'code': 'TP402', 'category': 'training', 'qualname': 'EvalModeLeaksIntoTraining',
      'module': 'torchpact.lint.rules.training.eval_mode_leaks_into_training',
      'nodes': ('Call',),
-     'triggers': ('eval',),
+     'triggers': ('eval', '.train('),
      },
     {'code': 'TP403', 'category': 'training', 'qualname': 'SubmodulesInPlainContainer',
      'module': 'torchpact.lint.rules.training.submodules_in_plain_container',

@@ -8,6 +8,7 @@ from torchpact.findings import Category, Severity
 from torchpact.lint.context import GRAPH, LOSS, NUMBER, OUTPUT, FileContext, is_const, keyword
 from torchpact.lint.rule import Hit, Rule
 from torchpact.lint.rules.memory._training_loops import is_step_loop, runs_every_iteration, step_loops
+from torchpact.lint.rules.performance._host_reads import synchronises_every_iteration
 
 _TO_HOST = {"item", "tolist", "numpy", "cpu"}
 _DEVICE_KINDS = {LOSS, OUTPUT, GRAPH}
@@ -39,6 +40,17 @@ class HostSyncEveryStep(Rule):
     operation"). Once per step, the CPU can no longer run ahead: data loading, Python overhead and
     kernel launches stop overlapping with GPU work. This is advice, not an error: one sync per step
     costs little when steps are long.
+
+    Nor is a loop that already waits for the device on every iteration for a reason it cannot
+    avoid: a read whose value the host needs to go on — the test of an `if` / `while` or an
+    `assert` (`if loss.item() < best:`), or an argument of host-only code (a CPU library such as
+    `scipy.optimize.linear_sum_assignment(cost.cpu().numpy())`, numpy, an environment's
+    `env.step(action.cpu().numpy())`) — in the loop's body or in a function or module `forward` of
+    this file that the body calls (a criterion that matches predictions on the CPU). There one more
+    read for a log line adds a copy, not a new wait. Reads only recorded or shown (`print`,
+    `append`, `+=`, a logger's `log` / `track_data`, `set_postfix`) are avoidable and do not count.
+    A wait that happens in a caller of another module (an off-policy update run once per
+    environment step, whose actions the caller brings back to the CPU) is not seen.
 
     What the read costs cannot be seen in the source: nothing there says how long a step is, or
     whether it already synchronises inside a library (exact Gaussian-process solves read values on
@@ -126,6 +138,79 @@ def restart_losses(base, x, n):
         losses.append(loss.item())
     return losses
 """,
+        """
+import torch
+from scipy.optimize import linear_sum_assignment
+
+class MatchingLoss(torch.nn.Module):
+    def forward(self, pred, target):
+        cost = torch.cdist(pred, target)
+        rows, cols = linear_sum_assignment(cost.detach().cpu().numpy())
+        return (pred[rows] - target[cols]).pow(2).mean()
+
+criterion = MatchingLoss()
+running = 0.0
+for x, y in loader:
+    loss = criterion(model(x.to("cuda")), y.to("cuda"))
+    loss.backward()
+    optimizer.step()
+    running += loss.item()
+""",
+        """
+import torch
+def rollout_and_learn(policy, env, opt, steps, device):
+    obs = env.reset()
+    losses = []
+    for _ in range(steps):
+        action, logp = policy(torch.as_tensor(obs, device=device))
+        obs, reward, done, info = env.step(action.cpu().numpy())
+        loss = -(logp * reward).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+""",
+        """
+import torch
+best, step = float("inf"), 0
+while step < max_steps:
+    out = net(batch.to(device))
+    loss = out.pow(2).mean()
+    loss.backward()
+    optim.step()
+    step += 1
+    if loss.item() < best:
+        best = loss.item()
+        torch.save(net.state_dict(), "best.pt")
+""",
+        """
+import numpy as np
+import torch
+
+def hardest(scores):
+    return np.argsort(scores.to("cpu").numpy())[-8:]
+
+def train(model, loader, optimizer):
+    for x in loader:
+        scores = model(x.cuda())
+        picked = hardest(scores.detach())
+        loss = scores[picked].mean()
+        loss.backward()
+        optimizer.step()
+        print(f"loss {loss.item():.4f}")
+""",
+        """
+import torch
+for epoch in range(3):
+    for x, y in loader:
+        logits = classifier(x.to("cuda"))
+        loss = torch.nn.functional.cross_entropy(logits, y.to("cuda"))
+        assert torch.isfinite(loss).item(), "diverged"
+        loss.backward()
+        opt.step()
+        meter.update(loss.item())
+""",
     ]
     invalid = [
         """
@@ -165,6 +250,64 @@ for batch in loader:
         """
 import torch
 
+class SoftMatchingLoss(torch.nn.Module):
+    def forward(self, pred, target):
+        weights = torch.softmax(-torch.cdist(pred, target), dim=1)
+        return (pred - weights @ target).pow(2).mean()
+
+criterion = SoftMatchingLoss()
+running = 0.0
+for x, y in loader:
+    loss = criterion(model(x.to("cuda")), y.to("cuda"))
+    loss.backward()
+    optimizer.step()
+    running += loss.item()
+""",
+        """
+import torch
+def learn(policy, batches, opt, device):
+    losses = []
+    for obs, reward in batches:
+        action, logp = policy(obs.to(device))
+        loss = -(logp * reward.to(device)).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses
+""",
+        """
+import torch
+best, step = float("inf"), 0
+while step < max_steps:
+    out = net(batch.to(device))
+    loss = out.pow(2).mean()
+    loss.backward()
+    optim.step()
+    step += 1
+    history.append(loss.item())
+    if step % 100 == 0:
+        if loss.item() < best:
+            best = loss.item()
+""",
+        """
+import torch
+
+def show(scores):
+    writer.add_histogram("scores", scores.to("cpu").numpy())
+
+def train(model, loader, optimizer):
+    for x in loader:
+        scores = model(x.cuda())
+        show(scores.detach())
+        loss = scores.mean()
+        loss.backward()
+        optimizer.step()
+        print(f"loss {loss.item():.4f}")
+""",
+        """
+import torch
+
 def train(model, loader, opt):
     for x in loader:
         model = model.cuda()
@@ -191,8 +334,8 @@ def train(model, loader, opt):
                 continue  # ``out.cpu().numpy()`` is one copy
             seen_statements.add(id(stmt))
             sites.append(n)
-        if not sites:
-            return
+        if not sites or synchronises_every_iteration(node, ctx):
+            return  # no read, or the loop waits for the device every iteration anyway
         first = sites[0]
         text = _short(ctx.locator.source(first))
         more = f" ({len(sites)} such reads in this loop)" if len(sites) > 1 else ""

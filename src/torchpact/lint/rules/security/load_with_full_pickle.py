@@ -19,7 +19,12 @@ class LoadWithFullPickle(Rule):
     ## What it does
     Flags `torch.load(..., pickle_module=...)` without `weights_only`, whose default is then
     `False` (with `weights_only=True` as well, torch raises "Can not safely load weights when
-    explicit pickle_module is specified"), and `torch.hub.load_state_dict_from_url(...)` (also
+    explicit pickle_module is specified"), where it is actionable as for an explicit
+    `weights_only=False` below: the file is downloaded by the same code, or it comes from outside
+    the program and only weights are used from it. A pickler of one's own (`dill`) is otherwise a
+    choice of format: a load of whole objects that such a pickler wrote (a library's own checkpoint
+    of a training strategy, read back for its objects), which `weights_only=True` cannot load, is
+    not reported. Also flags `torch.hub.load_state_dict_from_url(...)` (also
     `torch.utils.model_zoo.load_url`) unless it passes `weights_only=True`: on torch 2.13 its
     `weights_only` still defaults to `False`, so a downloaded file is fully unpickled (spelled out
     there, `weights_only=False` is reported as an `info`: the file is downloaded, and a state dict).
@@ -170,6 +175,57 @@ def test_fixture(tmp_path):
     assert torch.load(path, weights_only=False).shape == (4,)
 """,
         """
+import dill
+import torch
+
+def maybe_resume(strategy, fname, map_location=None):
+    ckp = torch.load(fname, pickle_module=dill, map_location=map_location)
+    strategy.__dict__.update(ckp["strategy"].__dict__)
+    return strategy, ckp["exp_counter"]
+""",
+        """
+from torch import load
+import dill
+def restore(path):
+    return load(path, pickle_module=dill)
+""",
+        """
+import argparse
+import cloudpickle
+import torch
+args = argparse.ArgumentParser().parse_args()
+agent = torch.load(args.agent, "cpu", cloudpickle)
+agent.act(observation)
+""",
+        """
+import os
+import dill
+import torch
+
+def _read(p):
+    return torch.load(p, pickle_module=dill)
+
+def resume(run_dir):
+    path = os.path.join(run_dir, "trainer.pkl")
+    if os.path.exists(path):
+        trainer = _read(path)
+        trainer.fit()
+""",
+        """
+import dill
+import torch
+state = torch.load("cache/strategy.pkl", pickle_module=dill)
+model.load_state_dict(state.model)
+""",
+        """
+import dill
+import torch
+def checkpoint_round_trip(strategy, fname):
+    torch.save(strategy, fname, pickle_module=dill)
+    again = torch.load(fname, pickle_module=dill)
+    again.model.load_state_dict(strategy.model.state_dict())
+""",
+        """
 from torch.hub import load_state_dict_from_url
 
 def fetch_weights(url):
@@ -231,10 +287,32 @@ import torch
 table = torch.load(sys.argv[1], weights_only=False).to("cuda")
 """, severity=Severity.INFO),
         """
-from torch import load
+import torch
 import dill
-def restore(path):
-    return load(path, pickle_module=dill)
+def load_weights(model, path):
+    model.load_state_dict(torch.load(path, pickle_module=dill))
+""",
+        """
+import sys
+import pickle
+import torch
+net.load_state_dict(torch.load(sys.argv[1], "cpu", pickle))
+""",
+        """
+import os
+import pickle
+import torch
+def load_parts(model, root, files):
+    for f in files:
+        model.load_state_dict(torch.load(os.path.join(root, f), pickle_module=pickle), strict=False)
+""",
+        """
+import dill
+import torch
+from huggingface_hub import hf_hub_download
+def fetch(repo):
+    local = hf_hub_download(repo, "agent.pkl")
+    return torch.load(local, map_location="cpu", pickle_module=dill)
 """,
         """
 import torch.hub
@@ -288,7 +366,10 @@ def fetch(url, dst):
                 f"`{shown}` fully unpickles the downloaded file (its `weights_only` defaults to False even on "
                 "torch 2.13): a malicious file runs arbitrary code the moment it is loaded"),
                 fix_hint="pass `weights_only=True`")
-        elif keyword(node, "pickle_module") is not None or len(node.args) >= 3:
+        elif ((keyword(node, "pickle_module") is not None or len(node.args) >= 3) and not round_trip(node, ctx)
+              and (downloaded(node, ctx) or _outside_weights(node, ctx))):
+            # a pickler of one's own is a choice of format (torch refuses it with weights_only=True):
+            # worth a finding only where the file is untrusted and holds what the default loader reads
             yield self.hit(node, subject=shown, message=(
                 "passing `pickle_module` makes `torch.load` default to `weights_only=False`: the file is fully "
                 "unpickled and a malicious one runs arbitrary code the moment it is loaded"),

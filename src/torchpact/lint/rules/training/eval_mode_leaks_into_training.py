@@ -3,9 +3,10 @@ from __future__ import annotations
 import ast
 from typing import Iterator
 
-from torchpact.findings import Category, Severity
+from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
-from torchpact.lint.rule import Hit, Rule
+from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.rules.training._mode_dependence import DEPENDENT, FREE, UNKNOWN, ModeDependence
 from torchpact.lint.rules.training._util import (
     innermost_training_loop,
     local_callees,
@@ -35,13 +36,30 @@ class EvalModeLeaksIntoTraining(Rule):
     constructor, a factory, `copy.deepcopy`, an item of the models it iterates): no later iteration
     trains the module it put in eval mode.
 
+    The consequence depends on what the model holds, and the finding says what was seen. Only a
+    module whose forward reads `self.training` computes differently in eval mode: in torch 2.13 the
+    Dropout family (`p > 0`), BatchNorm (`track_running_stats=True`, the default), InstanceNorm with
+    `track_running_stats=True`, RReLU, RNN / LSTM / GRU with `dropout > 0`, MultiheadAttention and
+    the Transformer layers, and any class of the project that reads `.training` itself. When the
+    model is built in this file (its class, `nn.Sequential(...)`, a local factory, also through
+    `a, model = make()`) and nothing it builds or is handed is such a module — `Linear`, `ReLU`,
+    `Conv2d`, `LayerNorm`, an `LSTM` without dropout... — training in eval mode is bit-for-bit the
+    same, and nothing is reported. A base class this file does not show counts only if it can run:
+    `nn.Module.__init__` does not call the next base's `__init__`, so a mixin listed after
+    `nn.Module`, whose attributes the class never reads, adds nothing. When the model comes from
+    elsewhere (a parameter, another package's factory) the finding is an `info` about a latent
+    mistake: whether it holds a mode-dependent module is not seen.
+
     ## Why is this bad?
     `eval()` sets `training = False` on every submodule and it stays so until `train()` is called.
     From the second epoch on (or from the first evaluation on), the model trains in eval mode:
     dropout is off and BatchNorm normalizes with its running statistics instead of the batch's, and
     stops updating them. On torch 2.13, a model with `nn.Dropout(0.5)` gives identical outputs for
     repeated calls after `evaluate(model)` returns, where train mode drops half the activations
-    every call. No error: the model just regularizes less and its BatchNorm statistics freeze.
+    every call. No error: the model just regularizes less and its BatchNorm statistics freeze. A
+    model of `Linear` and `ReLU` layers trained with `eval()` left on ends with exactly the weights
+    of the same training in train mode (the proof checks both, and that the list of mode-dependent
+    modules above is every `torch.nn` module whose code reads `training`).
 
     ## Fix safety
     No autofix. Call `model.train()` at the start of each epoch's training part (inside the loop),
@@ -55,13 +73,16 @@ class EvalModeLeaksIntoTraining(Rule):
     requires = (
         "the loop back-propagates, and the model switched to eval in it is put in train mode only before the "
         "loop",
+        "the model holds a module whose forward reads `training` (resolved when the model is built in this file; "
+        "`info` when it is not seen)",
     )
     facts = ("eval-mode-persists-until-train",)
     message = ("the model is put in eval mode inside the training loop and train() is only called before the "
-               "loop: later iterations train with dropout off and BatchNorm frozen")
+               "loop: later iterations train with its modules that read `training` (Dropout, BatchNorm...) in "
+               "eval mode")
     fix_hint = "call model.train() inside the loop, before the training steps (or restore the mode after evaluating)"
     nodes = (ast.Call,)
-    triggers = ("eval",)
+    triggers = ("eval", ".train(")
 
     valid = [
         """
@@ -160,9 +181,122 @@ def train(net, loader, opt, device, val_set):
             loss.backward()
             opt.step()
 """,
+        """
+import torch
+from torch import nn
+
+class TinyMLP(nn.Module):
+    def __init__(self, d_in=6, hidden=10):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(inplace=True))
+        self.head = nn.Linear(hidden, 2)
+    def forward(self, x):
+        return self.head(self.body(x))
+
+mlp = TinyMLP()
+opt = torch.optim.SGD(mlp.parameters(), lr=0.1)
+mlp.train()
+for epoch in range(3):
+    for x, y in train_loader:
+        opt.zero_grad()
+        nn.functional.cross_entropy(mlp(x), y).backward()
+        opt.step()
+    mlp.eval()
+    with torch.no_grad():
+        val = sum(nn.functional.cross_entropy(mlp(x), y).item() for x, y in val_loader)
+""",
+        """
+import torch
+import torch.nn as nn
+regressor = nn.Sequential(nn.Conv1d(3, 8, 3), nn.Tanh(), nn.Flatten(), nn.LazyLinear(1), nn.LayerNorm(1))
+optim = torch.optim.Adam(regressor.parameters())
+step = 0
+while step < 1000:
+    loss = (regressor(next(batches)) ** 2).mean()
+    optim.zero_grad()
+    loss.backward()
+    optim.step()
+    step += 1
+    if step % 50 == 0:
+        regressor.train(False)
+""",
+        """
+import torch
+from torch import nn
+
+def build(width):
+    return nn.Sequential(nn.Embedding(100, width), nn.LSTM(width, width, batch_first=True))
+
+def score(m, data):
+    m.eval()
+    return [m(t)[0].sum() for t in data]
+
+encoder = build(16)
+sgd = torch.optim.SGD(encoder.parameters(), lr=0.01)
+encoder.train()
+for tokens in loader:
+    sgd.zero_grad()
+    encoder(tokens)[0].pow(2).mean().backward()
+    sgd.step()
+    score(encoder, held_out)
+""",
+        """
+import torch
+from torch import nn
+
+class Plain(nn.Module):
+    def __init__(self, n_in: int, n_out: int):
+        super().__init__()
+        self.fc = nn.Linear(n_in, n_out)
+        self.norm = nn.BatchNorm1d(n_out, track_running_stats=False)
+        self.drop = nn.Dropout(p=0.0)
+    def forward(self, x):
+        return self.drop(self.norm(self.fc(x)))
+
+def prepare():
+    data = make_data()
+    return data, Plain(4, 3).to("cpu")
+
+def run():
+    data, net = prepare()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    net.train()
+    for x, y in data:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(net(x), y).backward()
+        opt.step()
+        net.eval()
+""",
+        """
+import torch
+from torch import nn
+from mylib.models import Describable
+
+class Probe(nn.Module, Describable):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        self.act = nn.GELU()
+    def forward(self, x):
+        return self.act(self.proj(x))
+
+class Trainer:
+    def __init__(self):
+        self.model = Probe()
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+    def fit(self, loader):
+        self.model.train()
+        for i, x in enumerate(loader):
+            self.opt.zero_grad()
+            self.model(x).sum().backward()
+            self.opt.step()
+            if i % 10 == 0:
+                self.model.eval()
+""",
     ]
     invalid = [
-        """
+        Invalid("""
 import torch
 def evaluate(net, loader):
     net.eval()
@@ -176,8 +310,8 @@ for epoch in range(10):
         criterion(model(x), y).backward()
         optimizer.step()
     val_loss = evaluate(model, val_loader)
-""",
-        """
+""", severity=Severity.INFO),
+        Invalid("""
 import torch
 class Trainer:
     def fit(self):
@@ -194,7 +328,7 @@ class Trainer:
     def validate(self):
         with torch.no_grad():
             return [self.model(**b).loss.item() for b in self.val_loader]
-""",
+""", severity=Severity.INFO),
         """
 import torch.nn as nn
 class Net(nn.Module):
@@ -217,6 +351,115 @@ def main(loader, optimizer):
             optimizer.step()
         test(model, loader)
 """,
+        """
+import torch
+from torch import nn
+
+class TinyMLP(nn.Module):
+    def __init__(self, d_in=6, hidden=10):
+        super().__init__()
+        self.body = nn.Sequential(nn.Linear(d_in, hidden), nn.ReLU(inplace=True), nn.Dropout(0.2))
+        self.head = nn.Linear(hidden, 2)
+    def forward(self, x):
+        return self.head(self.body(x))
+
+mlp = TinyMLP()
+opt = torch.optim.SGD(mlp.parameters(), lr=0.1)
+mlp.train()
+for epoch in range(3):
+    for x, y in train_loader:
+        opt.zero_grad()
+        nn.functional.cross_entropy(mlp(x), y).backward()
+        opt.step()
+    mlp.eval()
+""",
+        """
+import torch
+import torch.nn as nn
+regressor = nn.Sequential(nn.Conv1d(3, 8, 3), nn.BatchNorm1d(8), nn.Tanh(), nn.Flatten(), nn.LazyLinear(1))
+optim = torch.optim.Adam(regressor.parameters())
+step = 0
+while step < 1000:
+    loss = (regressor(next(batches)) ** 2).mean()
+    optim.zero_grad()
+    loss.backward()
+    optim.step()
+    step += 1
+    if step % 50 == 0:
+        regressor.train(False)
+""",
+        """
+import torch
+from torch import nn
+
+def build(width):
+    return nn.Sequential(nn.Embedding(100, width), nn.LSTM(width, width, num_layers=2, dropout=0.1))
+
+def score(m, data):
+    m.eval()
+    return [m(t)[0].sum() for t in data]
+
+encoder = build(16)
+sgd = torch.optim.SGD(encoder.parameters(), lr=0.01)
+encoder.train()
+for tokens in loader:
+    sgd.zero_grad()
+    encoder(tokens)[0].pow(2).mean().backward()
+    sgd.step()
+    score(encoder, held_out)
+""",
+        """
+import torch
+from torch import nn
+
+class Noisy(nn.Module):
+    def __init__(self, n_in: int, n_out: int):
+        super().__init__()
+        self.fc = nn.Linear(n_in, n_out)
+    def forward(self, x):
+        y = self.fc(x)
+        return y + torch.randn_like(y) if self.training else y
+
+def prepare():
+    data = make_data()
+    return data, Noisy(4, 3).to("cpu")
+
+def run():
+    data, net = prepare()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1)
+    net.train()
+    for x, y in data:
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(net(x), y).backward()
+        opt.step()
+        net.eval()
+""",
+        Invalid("""
+import torch
+from torch import nn
+from mylib.models import Describable
+
+class Probe(Describable, nn.Module):
+    def __init__(self, dim=8):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+    def forward(self, x):
+        return self.proj(x)
+
+class Trainer:
+    def __init__(self):
+        self.model = Probe()
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+
+    def fit(self, loader):
+        self.model.train()
+        for i, x in enumerate(loader):
+            self.opt.zero_grad()
+            self.model(x).sum().backward()
+            self.opt.step()
+            if i % 10 == 0:
+                self.model.eval()
+""", severity=Severity.INFO),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -238,7 +481,18 @@ def main(loader, optimizer):
                 continue
             if _mode_before(ctx, before, text) != "train":
                 continue
-            yield self.hit(node, subject=text)
+            mode = _model_mode(ctx, node, body, text)
+            if mode == FREE:
+                continue  # no module of it reads `training`: eval mode trains the same
+            if mode == DEPENDENT:
+                yield self.hit(node, subject=text)
+            else:
+                ctx.note(Evidence.UNRESOLVED, f"`{text}` is not built in this file: whether it holds a module that "
+                         "reads `training` (Dropout, BatchNorm...) is not seen")
+                yield self.hit(node, subject=text, message=(
+                    "the model is put in eval mode inside the training loop and train() is only called before the "
+                    "loop: if it holds Dropout, BatchNorm or another module that reads `training`, later "
+                    "iterations train with them in eval mode"))
             return
 
     @staticmethod
@@ -255,6 +509,17 @@ def main(loader, optimizer):
         trained = {text for mode, text, _ in events if mode == "train"}
         return [text for mode, text, _ in events if mode == "eval" and text not in trained
                 and not text.startswith("<")]
+
+
+def _model_mode(ctx: FileContext, node: ast.AST, body: list[ast.AST], text: str) -> str:
+    """Whether the module ``text`` (as this loop reads it) computes differently in eval mode."""
+    dep = ctx.memo.get("mode_dependence")
+    if not isinstance(dep, ModeDependence):
+        dep = ctx.memo["mode_dependence"] = ModeDependence(ctx)
+    for n in [*ast.walk(node), *ctx.walk_scope(body)]:
+        if isinstance(n, (ast.Name, ast.Attribute)) and src(ctx, n) == text:
+            return dep.of_expr(n)
+    return UNKNOWN
 
 
 def _leaves_loop_after(ctx: FileContext, node: ast.AST) -> bool:
