@@ -28,7 +28,15 @@ Rule, fixed on 2026-12-05 before any rule was changed for it:
   30's round-5 brief named plus one RL library, mixing libraries (torchdiffeq, torchsde,
   segmentation-models-pytorch), training recipes and examples (lightning-bolts, denoising-diffusion-pytorch),
   RL (d3rlpy) and domain packages (openunmix, torch-audiomentations); they are linted once with main
-  f343d24 and read only for that measurement.
+  f343d24 and read only for that measurement;
+- **blind round 6** (fixed on 2026-12-06, after round 5's pooled gate and before linting it) is eight more
+  projects from the package index that are in none of the lists above and under none of ``/work/corpus``
+  and ``/work/corpus-round2`` to ``/work/corpus-round5`` (``bench/lint_blind/fetch_round6.sh``, pinned
+  releases; the sdist where the index gives one, the wheel for pytorch-tabnet and pytorch-widedeep),
+  chosen from the candidates issue 30's round-6 brief named, preferring projects with training scripts,
+  tools and tests: libraries (x-transformers, vector-quantize-pytorch, pytorch-optimizer, torchcde),
+  training recipes with configs and tools (mmpretrain) and domain packages (pythae, pytorch-tabnet,
+  pytorch-widedeep); they are linted once with main df7825e and read only for that measurement.
 
 Rules are tuned on TUNING only. A blind part is measured once (every error and warning read), its
 verdicts recorded in ``bench/lint_blind/``; after what it taught is fixed it is spent, and says so.
@@ -51,7 +59,10 @@ BLIND_ROUND4 = ("asteroid", "avalanche-lib", "braindecode", "e3nn", "neuralforec
                 "ultralytics")
 BLIND_ROUND5 = ("d3rlpy", "denoising-diffusion-pytorch", "lightning-bolts", "openunmix",
                 "segmentation-models-pytorch", "torch-audiomentations", "torchdiffeq", "torchsde")
+BLIND_ROUND6 = ("mmpretrain", "pythae", "pytorch-optimizer", "pytorch-tabnet", "pytorch-widedeep", "torchcde",
+                "vector-quantize-pytorch", "x-transformers")
 
 if __name__ == "__main__":
-    for name in ("TUNING", "BLIND_ROUND1", "BLIND_ROUND2", "BLIND_ROUND3", "BLIND_ROUND4", "BLIND_ROUND5"):
+    for name in ("TUNING", "BLIND_ROUND1", "BLIND_ROUND2", "BLIND_ROUND3", "BLIND_ROUND4", "BLIND_ROUND5",
+                 "BLIND_ROUND6"):
         print(f"{name}: {' '.join(globals()[name])}")
