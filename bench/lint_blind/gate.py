@@ -144,7 +144,6 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.pooled:
             new = pooled()
-            rows = [m for by_severity in new.values() for m in by_severity.values()]
         else:
             rows = read_verdicts(args.verdicts)
             projects = [p.strip() for p in args.projects.split(",") if p.strip()] if args.projects else None
@@ -163,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     data["measured"] = dict(sorted(measured.items()))
     out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     print("\n".join(table(new)))
-    count = sum(m["judged"] for m in rows) if args.pooled else len(rows)
+    count = sum(m["judged"] for by_severity in new.values() for m in by_severity.values())
     print(f"{count} verdicts -> {out}; run `make docs` to update the rule pages")
     return 0
 

@@ -157,3 +157,26 @@ def test_a_listener_that_hears_unsampled_steps_keeps_the_loss_wrappers_on():
     assert {s for s, (ce, _) in seen.items() if ce} == set()       # decorrelated_labels undecided: it hears them
     assert {s for s, (_, bw) in seen.items() if bw} == {2, 3, 4, 6, 7}
     assert F.cross_entropy is ORIGINAL_CROSS_ENTROPY and torch.autograd.backward is ORIGINAL_BACKWARD
+
+
+def test_a_switch_made_while_a_tracer_paused_the_patches_is_made_at_the_next_step():
+    from torchpact.watch.watchers._patch import pause_all, resume_all
+
+    counting = Counting()
+    torch.manual_seed(0)
+    model = nn.Linear(6, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with watch([counting], sampler=every_step_sampled) as session:
+        for step in range(5):
+            counting.seen_as[session.step] = F.cross_entropy is ORIGINAL_CROSS_ENTROPY
+            opt.zero_grad()
+            F.cross_entropy(model(torch.randn(4, 6)), torch.tensor([0, 1, 2, 0])).backward()
+            if step == 1:  # the switch to unsampled steps comes while torch's own functions are put back
+                pause_all()
+                opt.step()
+                resume_all()
+            else:
+                opt.step()
+    assert counting.seen_as == {0: False, 1: False, 2: False, 3: True, 4: True}
+    assert counting.heard == [0, 1]
+    assert F.cross_entropy is ORIGINAL_CROSS_ENTROPY

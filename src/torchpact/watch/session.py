@@ -179,9 +179,9 @@ class Session:
         if not self._started or self.closed:
             return
         resting = not self._sampled and not self._hooks.compiling
-        if resting != self._resting:  # the setter runs at every step: most change nothing
+        # the setter runs at every step: most change nothing; a tracer's pause defers the change to a later step
+        if resting != self._resting and self._patches.rest(resting):
             self._resting = resting
-            self._patches.rest(resting)
 
     def _hooks_on_for_roots(self) -> bool | None:
         """Whether an outermost call with grad disabled may be taken off the global hooks now: not once dynamo

@@ -53,25 +53,32 @@ class Patches:
         self.paused: list[dict[tuple[int, str], Any]] = []   # per pause_all() not yet resumed: the wrappers taken off
         self.resting: set[tuple[int, str]] = set()   # attributes holding torch's own function for an unsampled stretch
 
-    def rest(self, unsampled: bool) -> None:
+    def rest(self, unsampled: bool) -> bool:
         """Between steps: on an unsampled step, torch's own function back in each attribute whose every patch is
         ``sampled_only`` (its wrappers would only pass through), so the script's calls cost what they cost
         without torchpact; on a sampled step the wrappers again. An attribute is only swapped while it holds
         what this registry put there: a wrapper someone else set on top stays, and ours under it pass through.
-        A reference the script took to a wrapper keeps working: it passes through while its step is unsampled."""
+        A reference the script took to a wrapper keeps working: it passes through while its step is unsampled.
+        False when nothing could be arranged (a tracer has paused every patch): ask again later."""
         if self.paused:
-            return
+            return False
         for key, (owner, original, patches) in self.originals.items():
-            attr = key[1]
-            outer = patches[-1].wrapper
             if unsampled and all(p.sampled_only() for p in patches if p.active):
-                if key not in self.resting and owner.__dict__.get(attr) is outer:
-                    setattr(owner, attr, original)
+                if key not in self.resting and owner.__dict__.get(key[1]) is patches[-1].wrapper:
+                    setattr(owner, key[1], original)
                     self.resting.add(key)
-            elif key in self.resting:
-                self.resting.discard(key)
-                if owner.__dict__.get(attr) is original:
-                    setattr(owner, attr, outer)
+            else:
+                self.wake(key)
+        return True
+
+    def wake(self, key: tuple[int, str]) -> None:
+        """The wrappers back in an attribute that holds torch's own function for an unsampled stretch."""
+        if key not in self.resting:
+            return
+        self.resting.discard(key)
+        owner, original, patches = self.originals[key]
+        if owner.__dict__.get(key[1]) is original:
+            setattr(owner, key[1], patches[-1].wrapper)
 
     def close(self) -> None:
         if self in _open:
@@ -128,10 +135,7 @@ class Patch:
         self.active = True
         self.sampled_only: Callable[[], bool] = sampled_only if callable(sampled_only) else (
             _always if sampled_only else _never)
-        if key in registry.resting:  # made on an unsampled step: the wrappers back first, to wrap around them
-            registry.resting.discard(key)
-            if owner.__dict__.get(attr) is originals[key][1]:
-                setattr(owner, attr, originals[key][2][-1].wrapper)
+        registry.wake(key)  # made on an unsampled step: the wrappers back first, to wrap around them
         previous = getattr(owner, attr)
         inner = make(previous)
 
