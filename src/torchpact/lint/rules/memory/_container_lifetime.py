@@ -114,13 +114,7 @@ def differentiated_names(scope: ast.AST, ctx: FileContext) -> set[str]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DIFFERENTIATORS:
             for part in [node.func.value, *node.args, *(k.value for k in node.keywords)]:
                 names |= mentioned(part)
-    for _ in range(3):
-        before = len(names)
-        for a in assigns:
-            if any(mentioned(t) & names for t in a.targets):
-                names |= mentioned(a.value)
-        if len(names) == before:
-            break
+    _through_assignments(names, assigns)
     scope._tp_differentiated = names  # type: ignore[attr-defined]
     return names
 
@@ -140,14 +134,19 @@ def handed_to_caller(root: ast.expr, scope: ast.AST, ctx: FileContext) -> bool:
             returned |= mentioned(node.value)
         elif isinstance(node, ast.Assign):
             assigns.append(node)
-    for _ in range(3):  # ``loss = sum(losses); return loss``
-        before = len(returned)
-        for a in assigns:
-            if any(mentioned(t) & returned for t in a.targets):
-                returned |= mentioned(a.value)
-        if len(returned) == before:
-            break
+    _through_assignments(returned, assigns)  # ``loss = sum(losses); return loss``
     return root.id in returned
+
+
+def _through_assignments(names: set[str], assigns: list[ast.Assign]) -> None:
+    """Add to ``names`` what the assignments to them read, through up to three hops (``a = b; c = a``)."""
+    for _ in range(3):
+        before = len(names)
+        for a in assigns:
+            if any(mentioned(t) & names for t in a.targets):
+                names |= mentioned(a.value)
+        if len(names) == before:
+            break
 
 
 def mentioned(expr: ast.AST) -> set[str]:
