@@ -40,10 +40,11 @@ Rule, fixed on 2026-12-05 before any rule was changed for it:
 - **blind round 7** (fixed on 2026-12-06, after round 6's pooled gate and before linting it) is eight more
   projects from the package index that are in none of the lists above and under none of ``/work/corpus``
   and ``/work/corpus-round2`` to ``/work/corpus-round6`` (``bench/lint_blind/fetch_round7.sh``, pinned
-  releases, the sdist where the index gives one, the wheel for allennlp), chosen by field without reading their code: differential
-  privacy training (opacus), RL (pfrl), probabilistic models (normflows), tabular (pytorch-tabular), audio
-  (demucs), graph learning (torch-geometric-temporal), an NLP training library (allennlp) and video
-  (pytorchvideo); they are linted once with main 41f4947 and read only for that measurement.
+  releases, the sdist where the index gives one, the wheel for allennlp), chosen by field without reading
+  their code: differential privacy training (opacus), RL (pfrl), probabilistic models (normflows), tabular
+  (pytorch-tabular), audio (demucs), graph learning (torch-geometric-temporal), an NLP training library
+  (allennlp) and video (pytorchvideo); they are linted once with main 41f4947 and read only for that
+  measurement.
 
 Rules are tuned on TUNING only. A blind part is measured once (every error and warning read), its
 verdicts recorded in ``bench/lint_blind/``; after what it taught is fixed it is spent, and says so.
