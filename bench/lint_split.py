@@ -36,7 +36,15 @@ Rule, fixed on 2026-12-05 before any rule was changed for it:
   chosen from the candidates issue 30's round-6 brief named, preferring projects with training scripts,
   tools and tests: libraries (x-transformers, vector-quantize-pytorch, pytorch-optimizer, torchcde),
   training recipes with configs and tools (mmpretrain) and domain packages (pythae, pytorch-tabnet,
-  pytorch-widedeep); they are linted once with main df7825e and read only for that measurement.
+  pytorch-widedeep); they are linted once with main df7825e and read only for that measurement;
+- **blind round 7** (fixed on 2026-12-06, after round 6's pooled gate and before linting it) is eight more
+  projects from the package index that are in none of the lists above and under none of ``/work/corpus``
+  and ``/work/corpus-round2`` to ``/work/corpus-round6`` (``bench/lint_blind/fetch_round7.sh``, pinned
+  releases, the sdist where the index gives one, the wheel for allennlp), chosen by field without reading
+  their code: differential privacy training (opacus), RL (pfrl), probabilistic models (normflows), tabular
+  (pytorch-tabular), audio (demucs), graph learning (torch-geometric-temporal), an NLP training library
+  (allennlp) and video (pytorchvideo); they are linted once with main 41f4947 and read only for that
+  measurement.
 
 Rules are tuned on TUNING only. A blind part is measured once (every error and warning read), its
 verdicts recorded in ``bench/lint_blind/``; after what it taught is fixed it is spent, and says so.
@@ -61,8 +69,10 @@ BLIND_ROUND5 = ("d3rlpy", "denoising-diffusion-pytorch", "lightning-bolts", "ope
                 "segmentation-models-pytorch", "torch-audiomentations", "torchdiffeq", "torchsde")
 BLIND_ROUND6 = ("mmpretrain", "pythae", "pytorch-optimizer", "pytorch-tabnet", "pytorch-widedeep", "torchcde",
                 "vector-quantize-pytorch", "x-transformers")
+BLIND_ROUND7 = ("allennlp", "demucs", "normflows", "opacus", "pfrl", "pytorch-tabular", "pytorchvideo",
+                "torch-geometric-temporal")
 
 if __name__ == "__main__":
     for name in ("TUNING", "BLIND_ROUND1", "BLIND_ROUND2", "BLIND_ROUND3", "BLIND_ROUND4", "BLIND_ROUND5",
-                 "BLIND_ROUND6"):
+                 "BLIND_ROUND6", "BLIND_ROUND7"):
         print(f"{name}: {' '.join(globals()[name])}")

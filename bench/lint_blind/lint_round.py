@@ -27,9 +27,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from lint_split import BLIND_ROUND1, BLIND_ROUND2, BLIND_ROUND3, BLIND_ROUND4, BLIND_ROUND5, BLIND_ROUND6  # noqa: E402
+from lint_split import (BLIND_ROUND1, BLIND_ROUND2, BLIND_ROUND3, BLIND_ROUND4, BLIND_ROUND5,  # noqa: E402
+                        BLIND_ROUND6, BLIND_ROUND7)
 
-ROUNDS = {1: BLIND_ROUND1, 2: BLIND_ROUND2, 3: BLIND_ROUND3, 4: BLIND_ROUND4, 5: BLIND_ROUND5, 6: BLIND_ROUND6}
+ROUNDS = {1: BLIND_ROUND1, 2: BLIND_ROUND2, 3: BLIND_ROUND3, 4: BLIND_ROUND4, 5: BLIND_ROUND5, 6: BLIND_ROUND6,
+          7: BLIND_ROUND7}
 COLUMNS = ("project", "path", "line", "column", "code", "severity", "message", "evidence", "cell")
 
 
