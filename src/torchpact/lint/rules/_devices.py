@@ -123,29 +123,30 @@ def _made_with(expr: ast.AST, ctx: FileContext, keyword: str) -> frozenset[Key]:
 
 
 def _device_keys(expr: ast.AST | None, ctx: FileContext, depth: int) -> frozenset[Key]:
-    """The placements ``expr``'s device is known to equal; empty when unknown."""
+    """The placements ``expr``'s device is known to equal; empty when unknown. ``depth`` counts the
+    definitions followed, not the nesting of one expression."""
     if expr is None or depth <= 0:
         return frozenset()
+    if not isinstance(expr, ast.Name):
+        return _judge(expr, ctx, depth)
     memo_key = ("device_keys", id(expr))
     known = ctx.memo.get(memo_key)
     if known is not None:
         return known  # type: ignore[no-any-return]
     ctx.memo[memo_key] = frozenset()  # in progress: a loop-carried ``x = x * 2`` proves nothing
-    found = ctx.memo[memo_key] = _judge(expr, ctx, depth - 1)
+    binds = ctx.bindings(expr)
+    found: frozenset[Key] = frozenset()
+    if binds:
+        shared: frozenset[Key] | None = None
+        for _, value in binds:
+            keys = _device_keys(value, ctx, depth - 1) if isinstance(value, ast.expr) else frozenset()
+            shared = keys if shared is None else shared & keys
+        found = frozenset({("of", frozenset(id(owner) for owner, _ in binds))}) | (shared or frozenset())
+    ctx.memo[memo_key] = found
     return found
 
 
 def _judge(expr: ast.AST, ctx: FileContext, depth: int) -> frozenset[Key]:
-    if isinstance(expr, ast.Name):
-        binds = ctx.bindings(expr)
-        if not binds:
-            return frozenset()
-        own: frozenset[Key] = frozenset({("of", frozenset(id(owner) for owner, _ in binds))})
-        shared: frozenset[Key] | None = None
-        for _, value in binds:
-            keys = _device_keys(value, ctx, depth) if isinstance(value, ast.expr) else frozenset()
-            shared = keys if shared is None else shared & keys
-        return own | (shared or frozenset())
     if isinstance(expr, ast.Subscript):
         return _device_keys(expr.value, ctx, depth)  # an index tensor on the CPU may index any device
     if isinstance(expr, ast.UnaryOp):
@@ -213,11 +214,11 @@ def _no_tensor(expr: ast.AST, ctx: FileContext, depth: int) -> bool:
     if isinstance(expr, ast.Constant):
         return isinstance(expr.value, (int, float, complex, bool)) or expr.value is None
     if isinstance(expr, (ast.Tuple, ast.List)):
-        return all(_no_tensor(e, ctx, depth - 1) for e in expr.elts)
+        return all(_no_tensor(e, ctx, depth) for e in expr.elts)
     if isinstance(expr, ast.BinOp):
-        return _no_tensor(expr.left, ctx, depth - 1) and _no_tensor(expr.right, ctx, depth - 1)
+        return _no_tensor(expr.left, ctx, depth) and _no_tensor(expr.right, ctx, depth)
     if isinstance(expr, ast.UnaryOp):
-        return _no_tensor(expr.operand, ctx, depth - 1)
+        return _no_tensor(expr.operand, ctx, depth)
     if isinstance(expr, ast.Attribute) and expr.attr in ("shape", "ndim"):
         return True
     if isinstance(expr, ast.Subscript):
@@ -228,14 +229,20 @@ def _no_tensor(expr: ast.AST, ctx: FileContext, depth: int) -> bool:
             return True
         return isinstance(expr.func, ast.Attribute) and expr.func.attr in _SCALAR_METHODS
     if isinstance(expr, ast.Name):
+        memo_key = ("no_tensor", id(expr))
+        known = ctx.memo.get(memo_key)
+        if known is not None:
+            return known  # type: ignore[no-any-return]
+        ctx.memo[memo_key] = False  # in progress
         binds = ctx.bindings(expr)
-        if not binds:
-            return False
-        for owner, value in binds:
-            annotation = getattr(owner, "annotation", None)
-            if isinstance(annotation, ast.Name) and annotation.id in ("int", "float", "bool"):
-                continue
-            if value is None or not isinstance(value, ast.expr) or not _no_tensor(value, ctx, depth - 1):
-                return False
-        return True
+        found = bool(binds) and all(_number_definition(owner, value, ctx, depth - 1) for owner, value in binds)
+        ctx.memo[memo_key] = found
+        return found
     return False
+
+
+def _number_definition(owner: ast.AST, value: ast.AST | None, ctx: FileContext, depth: int) -> bool:
+    annotation = getattr(owner, "annotation", None)
+    if isinstance(annotation, ast.Name) and annotation.id in ("int", "float", "bool"):
+        return True
+    return isinstance(value, ast.expr) and _no_tensor(value, ctx, depth)

@@ -137,8 +137,11 @@ import numpy as np
 import torch
 def shrink(rate: torch.Tensor, n: int):
     root = torch.sqrt(9 * rate ** 2 + (n + 1) ** 2)
-    gap = (root - 3 * rate) / (n + 1) - n * math.log(n + 2)
+    low = (-3 * rate + root) / (n + 1)
+    high = (n + 1 + 3 * rate + root) / 4
+    gap = (4 * high * low) / (1 + low) - n * math.log(n + 2)
     gap.to(rate.device)
+    low.to(rate.device)
     offset = gap * np.float64(0.5) + len(rate.shape)
     offset.to(device=rate.device)
     return gap, offset
