@@ -59,7 +59,7 @@ def callee(call: ast.AST, ctx: FileContext) -> str | None:
 
 
 def consumed_with_work(loader: ast.Call, ctx: FileContext) -> bool:
-    """Whether the batches of the DataLoader built by ``loader`` may meet per-batch work (see above).
+    """Whether the batches of the DataLoader built by ``loader`` may meet training steps (see above).
     A loader whose consumer lint cannot see counts, with an ``unresolved`` note."""
     target = _bound_name(loader, ctx)
     if target is None:

@@ -22,7 +22,7 @@ class DataloaderWithoutWorkers(Rule):
     loading in the main process is the right choice.
 
     The condition it needs, in torch's terms: fetching a batch does work that workers could overlap
-    with per-batch work of the consumer. Both halves must be possible.
+    with the consumer's training steps. Both halves must be possible.
 
     Loading does work unless every item is already in memory: a `TensorDataset`, a tensor itself, a
     list of tensors (`[(x[i], y[i]) for i in range(n)]`), a Python `range` or a list of numbers, a
