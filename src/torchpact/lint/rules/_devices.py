@@ -17,7 +17,8 @@ definition that reaches it was
   CUDA tensor gives a CUDA result.
 
 Placements compare by what they are written as and by the definitions of the names they read, so
-``device=q.device`` and ``.to(q.device)`` match only while ``q`` is the same binding.
+``device=q.device`` and ``.to(q.device)`` match only while ``q`` is the same binding. ``.cuda()`` and
+``"cuda"`` name the current CUDA device; a ``torch.cuda.set_device`` between the two is not tracked.
 """
 
 from __future__ import annotations
