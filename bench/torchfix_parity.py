@@ -81,7 +81,7 @@ CASES = [
     Case("TOR201", "import torchvision\nm = torchvision.models.resnet50(pretrained=True)\n", "TP410"),
     Case("TOR202", "from torchvision.transforms import v2\nt = v2.ToTensor()\n", "TP512"),
     # performance (off by default in TorchFix; info in torchpact, which also needs a consumer doing
-    # per-batch work: a loader nothing iterates loads nothing)
+    # training steps: a loader nothing trains on costs no step)
     Case("TOR401", "import torch\nloader = torch.utils.data.DataLoader(ds, batch_size=8)\n"
                    "for x, y in loader:\n    model(x).sum().backward()\n", "TP920"),
 ]

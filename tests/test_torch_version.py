@@ -57,3 +57,20 @@ def test_version_tests_are_evaluated_for_the_torch_asked(test, new, old):
     for version, expected in (((2, 13), new), ((2, 4), old)):
         value = evaluate(expr, ctx, version)
         assert value is expected if expected is UNKNOWN else value == expected, (test, version)
+
+
+VISION = frozenset({"torchvision.__version__"})
+
+
+@pytest.mark.parametrize("test,new,old", [
+    ('version.parse(torchvision.__version__) < version.parse("0.13")', False, True),
+    ('tuple(int(x) for x in torchvision.__version__.split(".")[:2]) >= (0, 13)', True, False),
+    ('torchvision.__version__ < "0.13"', False, False),  # a plain str: compared as a string ("0.9.0" > "0.13")
+    ('torch.__version__ >= "2.9"', UNKNOWN, UNKNOWN),  # torch's version is not the one asked about
+])
+def test_another_package_version_is_evaluated_through_its_names(test, new, old):
+    ctx = _context("import torch\nimport torchvision\nfrom packaging import version\n" + f"value = {test}\n")
+    expr = ctx.tree.body[-1].value  # type: ignore[attr-defined]
+    for version, expected in (((0, 28), new), ((0, 9), old)):
+        value = evaluate(expr, ctx, version, names=VISION)
+        assert value is expected if expected is UNKNOWN else value == expected, (test, version)

@@ -192,6 +192,44 @@ def test_default_onnx_export_in_training_mode_keeps_dropout_active(tmp_path):
 
 
 @pytest.mark.proves("TP703")
+def test_a_callable_that_adds_the_batch_dimension_itself_exports_one_sample_inputs(tmp_path):
+    # What the rule leaves alone: the exported function / forward makes the leading 1 from each input,
+    # so the ONNX inputs are one sample and no batch size is fixed.
+    onnx, ort = _onnx()
+    import numpy as np
+
+    policy = nn.Linear(6, 3).eval()
+    for p in policy.parameters():
+        p.requires_grad_(False)
+
+    def act(*obs):
+        obs = [o.view(1, *o.shape) for o in obs]
+        return policy(obs[0])
+
+    class Framewise(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(40, 10)
+
+        def forward(self, frame):
+            return self.proj(frame.unsqueeze(0)).squeeze(0)
+
+    traced_path, module_path = tmp_path / "act.onnx", tmp_path / "frame.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        traced = torch.jit.trace(act, (torch.rand(6),), check_trace=False)
+        torch.onnx.export(traced, (torch.rand(6),), traced_path, dynamo=False)
+        torch.onnx.export(Framewise().eval(), (torch.rand(40),), module_path, verbose=False)
+        with pytest.raises(Exception, match="instance of `torch.nn.Module`"):
+            torch.onnx.export(traced, (torch.rand(6),), tmp_path / "never.onnx", verbose=False)  # TP704's case
+    for path, size in ((traced_path, 6), (module_path, 40)):
+        inp = onnx.load(path).graph.input[0]
+        assert [d.dim_param or d.dim_value for d in inp.type.tensor_type.shape.dim] == [size]
+        sess = _session(ort, path)
+        assert sess.run(None, {sess.get_inputs()[0].name: np.random.rand(size).astype("float32")})[0].size in (3, 10)
+
+
+@pytest.mark.proves("TP703")
 def test_onnx_export_without_dynamic_shapes_fixes_the_batch_size(tmp_path):
     onnx, ort = _onnx()
     import numpy as np

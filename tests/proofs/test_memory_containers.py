@@ -145,6 +145,28 @@ def test_eval_mode_still_records_graphs_and_saves_activations():
 
 
 @pytest.mark.proves("TP103")
+def test_a_forward_that_takes_gradients_fails_under_no_grad_so_its_retry_needs_autograd():
+    # What the rule leaves alone: `try: with no_grad(): out = model(x)` / `except RuntimeError: out = model(x)`.
+    class Penalised(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 1)
+
+        def forward(self, x):
+            x = x.detach().requires_grad_(True)
+            y = self.lin(x).sum()
+            (g,) = torch.autograd.grad(y, x, create_graph=True)  # a gradient penalty inside the forward
+            return y + g.pow(2).sum()
+
+    model = Penalised().eval()
+    x = torch.randn(4, 3)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        with torch.no_grad():
+            model(x)
+    assert model(x).grad_fn is not None  # the fallback is the only way the forward runs at all
+
+
+@pytest.mark.proves("TP103")
 def test_collecting_eval_outputs_without_no_grad_keeps_every_batchs_activations():
     model = _mlp()
     model.eval()

@@ -167,6 +167,30 @@ def test_tensor_methods_as_statements_leave_the_tensor_unchanged():
 
 
 @pytest.mark.proves("TP417")
+def test_a_conversion_to_where_the_tensor_already_is_returns_the_tensor_itself():
+    # What the rule leaves alone: `.to(k.device)` of a tensor computed from k and non-tensors.
+    # The meta device stands in for a second device on a CPU-only torch.
+    import math
+
+    import numpy as np
+
+    k = torch.rand(4, device="meta")
+    n = 3
+    gap = (torch.sqrt(4 * k ** 2 + (n - 1) ** 2) - 2 * k) / (n - 1) - n * np.log(n - 1) + math.pi
+    assert gap.device == k.device and (np.float64(0.5) * k).device == k.device
+    assert gap.to(k.device) is gap and gap.to(device=k.device, non_blocking=True) is gap
+    bias = torch.zeros(2, 2, dtype=torch.float16)
+    assert bias.to(torch.float16) is bias and bias.cpu() is bias
+    assert bias.to("cpu", copy=True) is not bias
+    # A tensor of unknown placement among the operands decides the device: a 0-dim CPU tensor
+    # combined with a tensor on another device gives a result on that other device.
+    scalar = torch.tensor(2.0)
+    assert (scalar * k).device == k.device != scalar.device
+    with pytest.raises(TypeError):
+        k + np.ones(4)  # a numpy array cannot join a tensor of another device: it raises
+
+
+@pytest.mark.proves("TP417")
 def test_objects_that_are_not_tensors_convert_in_place(tmp_path):
     # What torch.load / torch.jit.load / quantize_dynamic return may be a whole module, whose .to()
     # and .half() convert it in place; a numpy array's .fill() fills it in place.

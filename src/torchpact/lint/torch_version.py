@@ -82,20 +82,25 @@ def runs_on_some(node: ast.AST, ctx: FileContext, versions: Iterable[tuple[int, 
     return any(runs_on(node, ctx, v) for v in versions)
 
 
-def evaluate(expr: ast.AST, ctx: FileContext, version: tuple[int, int], depth: int = _DEPTH) -> object:
-    """The value of ``expr`` on torch ``version`` where it is made of version tests, else UNKNOWN."""
+def evaluate(expr: ast.AST, ctx: FileContext, version: tuple[int, int], depth: int = _DEPTH,
+             names: frozenset[str] = _TORCH_VERSION_NAMES) -> object:
+    """The value of ``expr`` on torch ``version`` where it is made of version tests, else UNKNOWN.
+
+    ``names``: the qualified names that hold the version string (another package's, such as
+    ``torchvision.__version__``, a plain ``str`` that compares as a string where torch's compares as a
+    version)."""
     if depth <= 0:
         return UNKNOWN
     d = depth - 1
     if isinstance(expr, ast.Constant):
         return expr.value
     if isinstance(expr, (ast.Tuple, ast.List)):
-        items = [evaluate(e, ctx, version, d) for e in expr.elts]
+        items = [evaluate(e, ctx, version, d, names) for e in expr.elts]
         return UNKNOWN if any(i is UNKNOWN for i in items) else tuple(items)
     if isinstance(expr, ast.Compare):
-        return _compare(expr, ctx, version, d)
+        return _compare(expr, ctx, version, d, names)
     if isinstance(expr, ast.BoolOp):
-        values = [evaluate(v, ctx, version, d) for v in expr.values]
+        values = [evaluate(v, ctx, version, d, names) for v in expr.values]
         if isinstance(expr.op, ast.And):
             if any(v is False for v in values):
                 return False
@@ -104,13 +109,14 @@ def evaluate(expr: ast.AST, ctx: FileContext, version: tuple[int, int], depth: i
             return True
         return False if all(v is False for v in values) else UNKNOWN
     if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not):
-        v = evaluate(expr.operand, ctx, version, d)
+        v = evaluate(expr.operand, ctx, version, d, names)
         return (not v) if isinstance(v, bool) else UNKNOWN
     if isinstance(expr, (ast.Name, ast.Attribute)):
-        if ctx.resolve(expr) in _TORCH_VERSION_NAMES:
-            return _TorchVersionString(f"{version[0]}.{version[1]}.0")
+        if ctx.resolve(expr) in names:
+            text = f"{version[0]}.{version[1]}.0"
+            return _TorchVersionString(text) if names is _TORCH_VERSION_NAMES else text
         if isinstance(expr, ast.Attribute):
-            base = evaluate(expr.value, ctx, version, d)
+            base = evaluate(expr.value, ctx, version, d, names)
             if isinstance(base, Release) and expr.attr in ("release", "major", "minor", "micro"):
                 padded = tuple(base) + (0, 0, 0)
                 return {"release": base, "major": padded[0], "minor": padded[1], "micro": padded[2]}[expr.attr]
@@ -121,11 +127,11 @@ def evaluate(expr: ast.AST, ctx: FileContext, version: tuple[int, int], depth: i
         values = [v for _, v in ctx.bindings(expr)]
         if not values or any(v is None for v in values):
             return UNKNOWN
-        found = [evaluate(v, ctx, version, d) if isinstance(v, ast.AST) else UNKNOWN for v in values]
+        found = [evaluate(v, ctx, version, d, names) if isinstance(v, ast.AST) else UNKNOWN for v in values]
         return found[0] if all(f is not UNKNOWN and f == found[0] for f in found) else UNKNOWN
     if isinstance(expr, ast.Subscript):
-        base = evaluate(expr.value, ctx, version, d)
-        index = _slice(expr.slice, ctx, version, d)
+        base = evaluate(expr.value, ctx, version, d, names)
+        index = _slice(expr.slice, ctx, version, d, names)
         if isinstance(base, (str, tuple, list)) and index is not UNKNOWN:
             try:
                 out = base[index]  # type: ignore[index,call-overload]
@@ -134,47 +140,48 @@ def evaluate(expr: ast.AST, ctx: FileContext, version: tuple[int, int], depth: i
             return tuple(out) if isinstance(out, list) else out
         return UNKNOWN
     if isinstance(expr, ast.Call):
-        return _call(expr, ctx, version, d)
+        return _call(expr, ctx, version, d, names)
     return UNKNOWN
 
 
-def _slice(node: ast.AST, ctx: FileContext, version: tuple[int, int], depth: int) -> object:
+def _slice(node: ast.AST, ctx: FileContext, version: tuple[int, int], depth: int, names: frozenset[str]) -> object:
     if isinstance(node, ast.Slice):
-        parts = [None if p is None else evaluate(p, ctx, version, depth) for p in (node.lower, node.upper, node.step)]
+        parts = [None if p is None else evaluate(p, ctx, version, depth, names)
+                 for p in (node.lower, node.upper, node.step)]
         if any(p is UNKNOWN or (p is not None and not isinstance(p, int)) for p in parts):
             return UNKNOWN
         return slice(*parts)
-    value = evaluate(node, ctx, version, depth)
+    value = evaluate(node, ctx, version, depth, names)
     return value if isinstance(value, int) else UNKNOWN
 
 
-def _call(call: ast.Call, ctx: FileContext, version: tuple[int, int], depth: int) -> object:
+def _call(call: ast.Call, ctx: FileContext, version: tuple[int, int], depth: int, names: frozenset[str]) -> object:
     name = ctx.call_name(call)
     func = call.func
     if name is None and isinstance(func, ast.Name):
         name = func.id
     args = call.args
     if name in _PARSERS and len(args) == 1:
-        return Release.of(evaluate(args[0], ctx, version, depth))
+        return Release.of(evaluate(args[0], ctx, version, depth, names))
     if isinstance(func, ast.Attribute) and func.attr in ("split", "partition", "strip") and len(args) <= 1:
-        base = evaluate(func.value, ctx, version, depth)
-        sep = evaluate(args[0], ctx, version, depth) if args else None
+        base = evaluate(func.value, ctx, version, depth, names)
+        sep = evaluate(args[0], ctx, version, depth, names) if args else None
         if isinstance(base, str) and (sep is None or isinstance(sep, str)):
             return tuple(getattr(str(base), func.attr)(*([sep] if args else [])))
         return UNKNOWN
     if name in ("tuple", "list") and len(args) == 1:
-        return _sequence(args[0], ctx, version, depth)
+        return _sequence(args[0], ctx, version, depth, names)
     if name == "int" and len(args) == 1:
-        v = evaluate(args[0], ctx, version, depth)
+        v = evaluate(args[0], ctx, version, depth, names)
         return int(v) if isinstance(v, str) and v.isdigit() else UNKNOWN
     return UNKNOWN
 
 
-def _sequence(expr: ast.AST, ctx: FileContext, version: tuple[int, int], depth: int) -> object:
+def _sequence(expr: ast.AST, ctx: FileContext, version: tuple[int, int], depth: int, names: frozenset[str]) -> object:
     """``tuple(int(x) for x in parts)``, ``tuple(map(int, parts))``, ``tuple(parts)``."""
     if isinstance(expr, (ast.GeneratorExp, ast.ListComp)) and len(expr.generators) == 1:
         gen = expr.generators[0]
-        source = evaluate(gen.iter, ctx, version, depth)
+        source = evaluate(gen.iter, ctx, version, depth, names)
         if gen.ifs or not isinstance(gen.target, ast.Name) or not isinstance(source, tuple):
             return UNKNOWN
         elt = expr.elt
@@ -186,8 +193,8 @@ def _sequence(expr: ast.AST, ctx: FileContext, version: tuple[int, int], depth: 
         return UNKNOWN
     if (isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "map"
             and len(expr.args) == 2 and isinstance(expr.args[0], ast.Name) and expr.args[0].id == "int"):
-        return _ints(evaluate(expr.args[1], ctx, version, depth))
-    value = evaluate(expr, ctx, version, depth)
+        return _ints(evaluate(expr.args[1], ctx, version, depth, names))
+    value = evaluate(expr, ctx, version, depth, names)
     return tuple(value) if isinstance(value, (tuple, list)) else UNKNOWN
 
 
@@ -201,13 +208,14 @@ _OPS = {ast.Lt: lambda a, b: a < b, ast.LtE: lambda a, b: a <= b, ast.Gt: lambda
         ast.GtE: lambda a, b: a >= b, ast.Eq: lambda a, b: a == b, ast.NotEq: lambda a, b: a != b}
 
 
-def _compare(expr: ast.Compare, ctx: FileContext, version: tuple[int, int], depth: int) -> object:
-    left = evaluate(expr.left, ctx, version, depth)
+def _compare(expr: ast.Compare, ctx: FileContext, version: tuple[int, int], depth: int,
+             names: frozenset[str]) -> object:
+    left = evaluate(expr.left, ctx, version, depth, names)
     if left is UNKNOWN:
         return UNKNOWN
     result = True
     for op, right_node in zip(expr.ops, expr.comparators, strict=True):
-        right = evaluate(right_node, ctx, version, depth)
+        right = evaluate(right_node, ctx, version, depth, names)
         fn = _OPS.get(type(op))
         if right is UNKNOWN or fn is None:
             return UNKNOWN

@@ -96,3 +96,14 @@ def is_eval_call(call: ast.AST) -> bool:
         arg = call.args[0] if call.args else keyword(call, "mode")
         return arg is not None and (is_const(arg, False) or is_const(arg, 0))
     return False
+
+
+def exports_torchscript(ec: ExportCall, ctx: FileContext) -> str | None:
+    """The TorchScript maker (``torch.jit.script`` / ``trace`` / ``load``...) of every value of the model that
+    ``ec`` hands to ``torch.export`` (directly or as the default ONNX exporter), which raises on it; else None."""
+    if ec.legacy_onnx or ec.qualname.startswith("torch.jit") or ec.model is None:
+        return None
+    makers = [ctx.call_name(call_chain(v)[0]) for v in ctx.values(ec.model)]
+    if not makers or not all(m in SCRIPT_MAKERS for m in makers):
+        return None
+    return makers[0]

@@ -6,7 +6,7 @@ from typing import Iterator
 from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Invalid, Rule
-from torchpact.lint.rules.export._util import EXPORT_CALLEES, SCRIPT_MAKERS, call_chain, export_call
+from torchpact.lint.rules.export._util import EXPORT_CALLEES, export_call, exports_torchscript
 
 
 class OnnxExportOfScriptModule(Rule):
@@ -84,13 +84,9 @@ def export(path, example):
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
         ec = export_call(node, ctx)
-        if ec is None or ec.legacy_onnx or ec.qualname.startswith("torch.jit") or ec.model is None:
+        maker = None if ec is None else exports_torchscript(ec, ctx)
+        if ec is None or maker is None:
             return
-        values = ctx.values(ec.model)
-        makers = [ctx.call_name(call_chain(v)[0]) for v in values]
-        if not makers or not all(m in SCRIPT_MAKERS for m in makers):
-            return
-        maker = makers[0]
         message = (f"{ec.label} of a TorchScript module (from `{maker}`): torch.export does not take "
                    "TorchScript and raises 'Exporting a ScriptModule is not supported'")
         yield self.hit(node, message=message, subject=ctx.segment(ec.model) if isinstance(ec.model, ast.Name) else None,

@@ -29,6 +29,13 @@ class EvalLoopWithoutNoGrad(Rule):
     `predict_step` hooks (run under no_grad by Lightning) and models frozen with
     `requires_grad_(False)` are not flagged. The outermost such loop is reported once.
 
+    A graph is wasted only when nothing needs it. A forward in an `except` handler whose `try` first
+    ran the same call under `no_grad` / `inference_mode` (`try: with torch.no_grad(): out =
+    model(x)` / `except RuntimeError: out = model(x)`) runs with autograd on only when the no-grad
+    attempt failed — a model whose forward takes gradients itself (`torch.autograd.grad` of a
+    penalty raises `element 0 of tensors does not require grad` under `no_grad`) — so it is the
+    deliberate fallback, not a graph built for nothing, and is not flagged.
+
     ## Why is this bad?
     `eval()` only switches dropout and batch-norm to inference behaviour. With gradients enabled,
     every forward on torch 2.13 still builds an autograd graph: the outputs carry a `grad_fn` and
@@ -127,6 +134,76 @@ teacher.requires_grad_(False)
 for x in loader:
     soft = teacher(x)
     store(soft)
+""",        """
+import torch
+class Evaluator:
+    def eval_epoch(self, batches):
+        self.net.eval()
+        total = 0.0
+        for inputs in batches:
+            try:
+                with torch.inference_mode():
+                    out = self.net(inputs, split="eval")
+            except RuntimeError:
+                out = self.net(inputs, split="eval")
+            total += out.loss.item()
+        return total
+""",
+        """
+import torch
+def score(model, loader):
+    model.eval()
+    preds = []
+    for x, _ in loader:
+        try:
+            with torch.no_grad():
+                y = model.forward(x)
+        except (RuntimeError, TypeError) as err:
+            if "grad" not in str(err):
+                raise
+            y = model.forward(x).detach()
+        preds.append(y)
+    return preds
+""",
+        """
+import torch
+from torch import nn
+def drain(net: nn.Module, queue):
+    net.eval()
+    while queue:
+        batch = queue.pop()
+        try:
+            with torch.set_grad_enabled(False):
+                net(batch)
+        except Exception:
+            net(batch)
+""",
+        """
+import torch
+class Runner:
+    def validate(self, loader):
+        self.model.train(False)
+        losses = []
+        for x in loader:
+            try:
+                with torch.no_grad():
+                    loss = self.model(inputs=x, epoch=0)
+            except RuntimeError:
+                loss = self.model(inputs=x, epoch=0)
+            losses.append(float(loss))
+        return losses
+""",
+        """
+import torch
+def evaluate(model, loader, retry):
+    model.eval()
+    for step, x in enumerate(loader):
+        try:
+            with torch.no_grad():
+                model(x)
+        except RuntimeError:
+            if retry:
+                model(x)
 """,
     ]
     invalid = [
@@ -165,6 +242,41 @@ class Runner:
             with torch.autocast("cpu"):
                 results.append(self.model.forward(batch).float())
         return results
+""", severity=Severity.INFO),        Invalid("""
+import torch
+def score(model, teacher, loader):
+    model.eval()
+    preds = []
+    for x, _ in loader:
+        try:
+            y = model(x)
+        except RuntimeError:
+            y = model(x.float())
+        preds.append(y)
+    for x, _ in loader:
+        try:
+            with torch.no_grad():
+                y = teacher(x)
+        except RuntimeError:
+            y = model(x)
+        preds.append(y)
+    return preds
+""", count=2, severity=Severity.INFO),
+        Invalid("""
+import torch
+def validate(model, loader):
+    model.eval()
+    losses = []
+    for x in loader:
+        try:
+            with torch.no_grad():
+                loss = model(x)
+        except RuntimeError:
+            continue
+        else:
+            loss = model(x)
+        losses.append(loss)
+    return losses
 """, severity=Severity.INFO),
     ]
 
@@ -187,7 +299,8 @@ class Runner:
         if first_eval is None or first_eval > (loop.end_lineno or 0, loop.end_col_offset or 0):  # type: ignore[attr-defined]
             return None  # no .eval() before or in it: the cheap test first, the dataflow only if needed
         body = [*loop.body, *([loop.test] if isinstance(loop, ast.While) else [])]  # type: ignore[attr-defined]
-        forwards = [n for n in ctx.walk_scope(body) if _is_forward(n, ctx) and not ctx.grad_disabled(n)]
+        forwards = [n for n in ctx.walk_scope(body)
+                    if _is_forward(n, ctx) and not ctx.grad_disabled(n) and not _retry_of_no_grad_forward(n, loop, ctx)]
         if not forwards:
             return None
         fn = ctx.enclosing_function(loop)
@@ -209,6 +322,23 @@ class Runner:
         if fn is not None and _called_without_grad(fn, ctx):
             return None
         return forwards[0]
+
+
+def _retry_of_no_grad_forward(forward: ast.Call, loop: ast.AST, ctx: FileContext) -> bool:
+    """``try: with torch.no_grad(): out = model(x)`` / ``except RuntimeError: out = model(x)``: the forward
+    with autograd on runs only when the same call failed without it, i.e. when the forward needs a graph
+    (it takes gradients itself)."""
+    called = ctx.locator.source(_callee(forward))
+    for anc in ctx.ancestors(forward):
+        if anc is loop:
+            return False
+        if isinstance(anc, ast.ExceptHandler):
+            attempt = ctx.parent(anc)
+            if isinstance(attempt, ast.Try) and any(
+                    isinstance(n, ast.Call) and ctx.grad_disabled(n) and _is_forward(n, ctx)
+                    and ctx.locator.source(_callee(n)) == called for n in ctx.walk_scope(attempt.body)):
+                return True
+    return False
 
 
 def _callee(call: ast.Call) -> ast.expr:

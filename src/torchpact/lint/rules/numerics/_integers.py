@@ -16,7 +16,9 @@ Whole values stay whole, whatever the dtype holds them: `torch.arange` of whole 
 any `dtype=`, `.to(torch.float32)` / `.float()` / `.type(...)` of whole values (every float that
 rounds an integer is an integer), `torch.abs` / `neg`, and `torch.stack` / `cat` / `meshgrid` (or a
 function of the project that returns `torch.meshgrid(...)`, such as a `ndgrid` helper: the project
-fact `returns_grid`) of whole tensors, then `permute` / `reshape` / `flatten` / indexing of those. A
+fact `returns_grid`) of whole tensors, then `permute` / `reshape` / `flatten` / indexing of those, and
+einops' `rearrange` / `repeat` (which only move or copy entries) and its `reduce` by `sum` / `max` /
+`min` / `prod` (not `mean`). A
 true division, a float factor, or an in-place change of the name (or of a part of it, `x[:, 0] /= n`)
 that can run before the read ends it.
 Anything else may be fractional.
@@ -59,6 +61,10 @@ _KEEP_FUNCTIONS = frozenset(f"torch.{f}" for f in ("abs", "neg", "negative", "fl
 # torch functions joining a sequence of tensors: whole when every tensor is.
 _JOINS = frozenset(f"torch.{f}" for f in ("stack", "cat", "concat", "concatenate", "hstack", "vstack", "dstack",
                                           "column_stack"))
+# einops functions that only move or copy entries (``rearrange(pos, "n -> n 1")``), and ``reduce``'s
+# reductions that keep whole numbers whole (a mean does not).
+_EINOPS_MOVES = frozenset({"einops.rearrange", "einops.repeat"})
+_WHOLE_REDUCTIONS = frozenset({"sum", "max", "min", "prod", "any", "all"})
 # Methods that change a tensor in place; those keeping whole numbers whole are harmless.
 _INPLACE_KEEPS = frozenset({"add_", "sub_", "mul_", "neg_", "abs_", "floor_", "ceil_", "round_", "trunc_",
                             "clamp_", "zero_", "fill_", "copy_", "requires_grad_", "share_memory_"})
@@ -206,6 +212,8 @@ def _whole_call(call: ast.Call, ctx: FileContext, depth: int) -> bool:
             return whole_numbers(argument(call, "input", 0), ctx, depth)
         if qn in _JOINS:
             return whole_sequence(argument(call, "tensors", 0), ctx, depth)
+        if qn in _EINOPS_MOVES or qn == "einops.reduce" and _whole_reduction(call):
+            return whole_numbers(argument(call, "tensor", 0), ctx, depth)
         return False
     if _whole_returns(call, ctx, depth):
         return True
@@ -225,6 +233,11 @@ def _whole_call(call: ast.Call, ctx: FileContext, depth: int) -> bool:
     if func.attr in ("clamp", "clip"):
         return _clamped_whole(call, func.value, 0, ctx, depth)
     return func.attr in _KEEP_METHODS and whole_numbers(func.value, ctx, depth)
+
+
+def _whole_reduction(call: ast.Call) -> bool:
+    how = argument(call, "reduction", 2)
+    return isinstance(how, ast.Constant) and how.value in _WHOLE_REDUCTIONS
 
 
 def _clamped_whole(call: ast.Call, tensor: ast.AST | None, first: int, ctx: FileContext, depth: int) -> bool:

@@ -36,7 +36,9 @@ class LogOfOnePlus(Rule):
     whole start and step whatever its `dtype=`, `.to(torch.float32)` / `.float()` of whole values
     (an integer converted to a float stays an integer), `torch.meshgrid` (or a project function that
     returns it, such as an `ndgrid` helper), `stack` / `cat`, differences, `abs`, `permute` /
-    `reshape` / `flatten` of those (relative-position tables built from index grids). A true
+    `reshape` / `flatten` of those (relative-position tables built from index grids), einops'
+    `rearrange` / `repeat` of them (which only move or copy entries: `pos = rearrange(torch.arange(-n +
+    1, n).float(), "... -> ... 1")`) and its `reduce` by `sum` / `max` / `min` / `prod`. A true
     division, a factor that is not whole, or an in-place change (`x[:, 0] /= n`, `x.div_(n)`) that
     can run before the read (not on a branch that excludes it) makes them fractional again. Nor is
     `x` whose entries are each exactly 0 or at least 1, which `1 + x` cannot round away: `exp` of a
@@ -52,7 +54,9 @@ class LogOfOnePlus(Rule):
 
     ## Fix safety
     The fix rewrites the call to `torch.log1p(x)`, which computes the same function without the
-    intermediate rounding: the results agree where `1 + x` was exact and are more accurate elsewhere.
+    intermediate rounding: where `1 + x` was exact the results agree to rounding (they may differ in
+    the last bit: two implementations, both within one ulp on whole float32 values) and elsewhere
+    `log1p` is more accurate.
     """
 
     code = "TP319"
@@ -169,6 +173,46 @@ def offsets(n: int):
     for _ in range(3):
         steps *= 2
     return torch.log(1 + steps.abs().type(torch.float16))
+""", """
+import torch
+from einops import rearrange
+def distance_feats(n: int, device=None):
+    pos = torch.arange(-n + 1, n, device=device).float()
+    pos = rearrange(pos, "... -> ... 1")
+    return torch.sign(pos) * torch.log(pos.abs() + 1)
+""", """
+import einops
+from torch import arange, log
+def table(seq):
+    n = seq.shape[1]
+    offs = einops.repeat(arange(start=0, end=n).to(dtype=seq.dtype), "j -> i j", i=n)
+    return log(1 + offs)
+""", """
+import torch
+from einops import reduce
+def log_counts(labels, classes: int):
+    out = []
+    for k in range(classes):
+        hits = reduce((labels == k).float(), "b n -> b", reduction="sum")
+        out.append(torch.log(hits + 1))
+    return out
+""", """
+import torch
+from einops import rearrange
+def offsets(width: int):
+    return rearrange(torch.arange(width).double() - width // 2, "w -> 1 w")
+
+def bias(width: int, use_log: bool):
+    rel = offsets(width)
+    if use_log:
+        rel = torch.log(1 + rel.abs())
+    return rel
+""", """
+import torch
+from einops import reduce
+steps = torch.arange(0, 64, 4).float().view(4, 4)
+peak = reduce(steps, "a b -> a", "max")
+scale = torch.log(peak + 1)
 """]
     invalid = [
         Invalid("""
@@ -294,6 +338,23 @@ def scaled(win: int, scale):
         ratio.div_(scale)
     return total
 """, count=4),
+        Invalid("""
+import torch
+from einops import rearrange, reduce, repeat
+def feats(n: int, labels, temp):
+    share = reduce((labels == 1).float(), "b n -> b", "mean")
+    frac = rearrange(torch.arange(n) / n, "n -> n 1")
+    warm = repeat(temp, "d -> b d", b=n)
+    return torch.log(share + 1), torch.log(1 + frac), torch.log(warm + 1)
+""", fixed="""
+import torch
+from einops import rearrange, reduce, repeat
+def feats(n: int, labels, temp):
+    share = reduce((labels == 1).float(), "b n -> b", "mean")
+    frac = rearrange(torch.arange(n) / n, "n -> n 1")
+    warm = repeat(temp, "d -> b d", b=n)
+    return torch.log1p(share), torch.log1p(frac), torch.log1p(warm)
+""", count=3),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:

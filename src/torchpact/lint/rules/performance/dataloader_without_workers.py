@@ -22,7 +22,7 @@ class DataloaderWithoutWorkers(Rule):
     loading in the main process is the right choice.
 
     The condition it needs, in torch's terms: fetching a batch does work that workers could overlap
-    with per-batch work of the consumer. Both halves must be possible.
+    with the consumer's training steps. Both halves must be possible.
 
     Loading does work unless every item is already in memory: a `TensorDataset`, a tensor itself, a
     list of tensors (`[(x[i], y[i]) for i in range(n)]`), a Python `range` or a list of numbers, a
@@ -51,12 +51,17 @@ class DataloaderWithoutWorkers(Rule):
     caller's object, so `num_workers=0` is required there. A dataset writing only into state it made
     itself (its own cache dict) is judged by its items as above.
 
-    Per-batch work exists unless every loop of this file that iterates the loader does nothing per
-    batch beyond collecting or comparing it (`batches.append(b)`, `assert ...`, `print`), or the
-    loader is only fetched from once (`next(iter(loader))`), or never iterated at all. A loop does
-    work when it back-propagates, steps an optimizer, calls a module or loss, or calls code lint
-    cannot see into. A loader that leaves the code lint sees (returned, stored on an object, handed
-    to a trainer) may be iterated by a training loop elsewhere and is flagged, `unresolved`.
+    What `num_workers=0` costs is training throughput: the accelerator idles between optimizer steps
+    while the training process loads the next batch. So the loader must be consumed by training
+    steps: some loop of this file that iterates it back-propagates or steps an optimizer per batch
+    (directly or through a function of this file it calls), or calls code lint cannot see into that
+    may (then `unresolved`). A prediction, embedding or feature-extraction pass takes no training
+    step — forwards of a module (`model(x)`, `self.network(x)`, `model.predict(x)` / `.generate` /
+    `.encode`), losses computed for a metric, tensor methods, bookkeeping (`append`, `print`,
+    asserts, `is_*` / `check_*` predicates), anything under `no_grad` / `inference_mode` — and nor
+    does a loader that is only fetched from once (`next(iter(loader))`) or never iterated. A loader
+    that leaves the code lint sees (returned, stored on an object, handed to a trainer) may be
+    iterated by a training loop elsewhere and is flagged, `unresolved`.
 
     ## Why is this bad?
     With `num_workers=0` on torch 2.13 every batch is loaded, decoded and augmented synchronously
@@ -75,9 +80,10 @@ class DataloaderWithoutWorkers(Rule):
     requires = (
         "the loader resolves to `torch.utils.data.DataLoader` and gets no `num_workers` above 0",
         "the dataset's items are not resolved as data already in memory",
-        "a loop that iterates the loader does per-batch work, or the loader leaves the file's view",
+        "a loop that iterates the loader back-propagates or steps an optimizer per batch (or calls code lint "
+        "cannot see into), or the loader leaves the file's view",
     )
-    message = "the DataLoader loads every batch in the consuming process (`num_workers=0`), between its per-batch work"
+    message = "the DataLoader loads every batch in the training process (`num_workers=0`), between its training steps"
     fix_hint = "set `num_workers` (e.g. 4-8, with `pin_memory=True` and `persistent_workers=True` on GPU)"
     nodes = (ast.Call,)
     calls = frozenset({"DataLoader"})
@@ -335,6 +341,86 @@ class Counting(Dataset):
 def loop(model, table, counts):
     for b in DataLoader(Counting(table, counts), batch_size=2):
         model(b).sum().backward()
+""",        """
+import torch
+import torch.utils.data as tud
+if small:
+    ds = tud.TensorDataset(torch.arange(10.0))
+else:
+    ds = ShardedTextDataset(path)
+loader = tud.DataLoader(ds, batch_size=8)
+with torch.no_grad():
+    embeddings = [encoder(b) for b in loader]
+""",
+        """
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+class Classifier:
+    def predict_proba(self, paths):
+        self.network.eval()
+        scores = []
+        for x in DataLoader(ImageFiles(paths), batch_size=256, shuffle=False):
+            scores.append(torch.softmax(self.network(x), dim=1).detach().numpy())
+        return np.vstack(scores)
+""",
+        """
+import torch
+from torch.utils.data import DataLoader
+def fit_prior(ae_model, samples):
+    loader = DataLoader(dataset=SampleFiles(samples), batch_size=100, shuffle=True)
+    codes = []
+    try:
+        with torch.no_grad():
+            for _, batch in enumerate(loader):
+                codes.append(ae_model(batch).mean(0))
+    except RuntimeError:
+        for _, batch in enumerate(loader):
+            codes.append(ae_model(batch).mean(0).detach())
+    return torch.cat(codes)
+""",
+        """
+import torch
+from torch.utils.data import DataLoader
+from torchvision.datasets import ImageFolder
+def _embed(net, batch):
+    return net(batch).flatten(1)
+
+def gallery(net, folder):
+    feats = []
+    for images in DataLoader(ImageFolder(folder), batch_size=32):
+        feats.append(_embed(net, images))
+    return torch.cat(feats)
+
+def validate(net, criterion, root):
+    total = 0.0
+    for x, y in DataLoader(ImageFolder(root), batch_size=64):
+        total += criterion(net(x), y).item()
+    return total
+""",
+        """
+from torch.utils.data import DataLoader
+from tqdm import tqdm
+def transcribe(model, files):
+    loader = DataLoader(AudioClips(files), batch_size=16)
+    preds = []
+    for i, (clip, _) in enumerate(tqdm(loader)):
+        preds.extend(model.generate(clip).tolist())
+    return preds
+""",        """
+import tabnet_lib
+from torch.utils.data import DataLoader
+class Tabular:
+    def __init__(self):
+        self.tabnet = tabnet_lib.TabNet(8, 2)
+
+    def explain(self, rows):
+        self.tabnet.eval()
+        masks = []
+        for batch in DataLoader(RowFiles(rows), batch_size=512):
+            masks.append(self.tabnet.forward_masks(batch))
+            self.tabnet(batch)
+        return masks
 """,
     ]
     invalid = [
@@ -370,17 +456,59 @@ it = DataLoader(both, 4)
 for step, batch in enumerate(it):
     run_step(batch)
 """,
-        """
+        Invalid("""
 import torch
 import torch.utils.data as tud
+from .steps import train_step
 if small:
     ds = tud.TensorDataset(torch.arange(10.0))
 else:
     ds = ShardedTextDataset(path)
 loader = tud.DataLoader(ds, batch_size=8)
-with torch.no_grad():
-    embeddings = [encoder(b) for b in loader]
+losses = [train_step(b) for b in loader]
+""", evidence="unresolved"),
+        """
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+class Classifier:
+    def fit(self, paths):
+        self.network.train()
+        for x, y in DataLoader(ImageFiles(paths), batch_size=256, shuffle=True):
+            loss = torch.nn.functional.cross_entropy(self.network(x), y)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
 """,
+        Invalid("""
+import tabnet_lib
+from torch.utils.data import DataLoader
+class Tabular:
+    def __init__(self):
+        self.tabnet = tabnet_lib.TabNet(8, 2)
+
+    def explain(self, rows):
+        masks = []
+        for batch in DataLoader(RowFiles(rows), batch_size=512):
+            masks.append(self.tabnet.forward_masks(batch))
+        return masks
+""", evidence="unresolved"),
+        Invalid("""
+import torch
+from torch.utils.data import DataLoader
+from torchvision.datasets import ImageFolder
+def _step(net, opt, batch):
+    net(batch).mean().backward()
+    opt.step()
+
+def epoch(net, opt, folder):
+    for images in DataLoader(ImageFolder(folder), batch_size=32):
+        _step(net, opt, images)
+
+def validate_and_tune(net, criterion, root):
+    for x, y in DataLoader(ImageFolder(root), batch_size=64):
+        criterion(net(x), y).backward()
+""", count=2),
         """
 import torch
 from torch.utils.data import DataLoader, Dataset
@@ -442,7 +570,7 @@ def test_collects_then_trains(model, tmp_path):
     for images, labels in loader:
         seen.append(labels)
     for images, labels in loader:
-        model(images)
+        model(images).sum().backward()
 """,
         Invalid("""
 import h5py

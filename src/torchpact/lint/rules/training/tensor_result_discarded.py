@@ -8,6 +8,7 @@ from torchpact.lint.context import (
     BATCH, GRAD_LEAF, GRAPH, LOSS, MODULE, OUTPUT, TENSOR, FileContext,
 )
 from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.rules._devices import already_placed
 from torchpact.lint.rules._tensors import resolved_tensor
 
 # Tensor methods that return a new tensor and leave their receiver unchanged.
@@ -42,6 +43,20 @@ class TensorResultDiscarded(Rule):
     `torch.quantization` results, a whole batch and an unannotated parameter are not resolved and
     not flagged. For names only tensors have (`masked_fill`, `unsqueeze`, `clamp`), a receiver that
     local dataflow types as a tensor (a module's output included) and not as a module suffices.
+
+    A conversion is only lost when it would have converted something: `Tensor.to(device)` returns the
+    tensor itself (no copy) when it already has that device, `.to(dtype)` when it already has that
+    dtype, `.cuda()` / `.cpu()` likewise. So a discarded `.to(...)` / `.cuda()` / `.cpu()` is not
+    reported when every definition reaching the receiver already has the placement asked for: created
+    with it (`torch.zeros(n, device=q.device)` then `.to(q.device)`; `dtype=q.dtype` then
+    `.to(q.dtype)`; `torch.zeros_like(q)`; an earlier `.cuda()`), or — for the device — computed by
+    torch operators and elementwise/reduction functions from such tensors (or from `k` itself when the
+    target is `k.device`) and from values that hold no tensor (Python numbers, numpy scalars, sizes):
+    such an operation returns its result on that device or raises (`lint/rules/_devices.py`). The move
+    really costs something — the data stays where it was — when the receiver was made without that
+    placement (`torch.from_numpy`, `torch.ones(n)` on the default device), arrived as a parameter,
+    or one operand of its computation is a tensor of unknown placement (a 0-dim CPU tensor combined
+    with a CUDA tensor gives a CUDA result, so `k`'s device is not enough there).
 
     ## Why is this bad?
     Unlike `nn.Module.to`, which moves the module in place and returns it, `Tensor.to` and the
@@ -116,6 +131,54 @@ def place(thing, device):
     thing.to(device)
     return thing
 """,
+        """
+import math
+import numpy as np
+import torch
+def shrink(rate: torch.Tensor, n: int):
+    root = torch.sqrt(9 * rate ** 2 + (n + 1) ** 2)
+    low = (-3 * rate + root) / (n + 1)
+    high = (n + 1 + 3 * rate + root) / 4
+    gap = (4 * high * low) / (1 + low) - n * math.log(n + 2)
+    gap.to(rate.device)
+    low.to(rate.device)
+    offset = gap * np.float64(0.5) + len(rate.shape)
+    offset.to(device=rate.device)
+    return gap, offset
+""",
+        """
+import torch
+def causal_bias(q, steps):
+    for _ in range(steps):
+        bias = torch.zeros(4, 4, dtype=q.dtype, device=q.device)
+        bias.masked_fill_(bias > 0, float("-inf"))
+        bias.to(q.dtype)
+        bias.to(q.device, non_blocking=True)
+""",
+        """
+import torch
+def pad_like(x, flag, dev):
+    fill = torch.zeros_like(x) if flag else torch.ones_like(x)
+    fill.to(x.device)
+    if flag:
+        grid = torch.arange(8, device=dev).float() / 8
+        grid.to(dev)
+""",
+        """
+import torch
+w = torch.randn(3).cuda()
+scaled = w.clamp(0, 1) * 2
+scaled.cuda()
+host = torch.ones(2).cpu() + 1
+host.cpu()
+""",
+        """
+import torch
+def first_column(logits: torch.Tensor):
+    probs = logits.softmax(-1)[:, 0].unsqueeze(1)
+    probs.to(logits.device)
+    return probs
+""",
     ]
     invalid = [Invalid("""
 import torch
@@ -151,6 +214,35 @@ import torch
 mask = torch.ones(4).bool() if keep else torch.zeros(4).bool()
 mask.long()
 """),
+        Invalid("""
+import torch
+def shrink(rate: torch.Tensor, other: torch.Tensor, n: int):
+    gap = (other - 3 * rate) / (n + 1)
+    gap.to(rate.device)
+"""),
+        Invalid("""
+import torch
+def causal_bias(q, kv):
+    bias = torch.zeros(4, 4, device=q.device)
+    bias.to(kv.device)
+    bias.to(q.dtype)
+    q = kv
+    bias.to(q.device)
+""", count=3),
+        Invalid("""
+import torch
+def pad_like(x, flag):
+    fill = torch.zeros_like(x) if flag else torch.zeros(3)
+    fill.to(x.device)
+"""),
+        Invalid("""
+import numpy as np
+import torch
+w = torch.from_numpy(np.ones(3)) * 2
+w.cuda()
+kept = torch.randn(3).cuda()
+kept.to("cuda", copy=True)
+""", count=2),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
@@ -170,4 +262,6 @@ mask.long()
             kinds = ctx.kinds(recv)  # a name only tensors have: a value typed as one suffices
             if not kinds & TENSOR_KINDS or MODULE in kinds:
                 return
+        if call.func.attr in ("to", "cuda", "cpu") and already_placed(call, ctx):
+            return  # the conversion returns ``recv`` itself: dropping it loses nothing
         yield self.hit(call, subject=ctx.locator.source(recv))
