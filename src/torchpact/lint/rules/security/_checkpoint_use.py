@@ -140,7 +140,7 @@ def _helper_uses_as_weights(call: ast.Call, arg: ast.AST, ctx: FileContext, dept
         if isinstance(arg, ast.keyword):
             param = next((p for p in [*params, *fn.args.kwonlyargs] if p.arg == arg.arg), None)
         else:
-            index = next(i for i, a in enumerate(call.args) if a is arg) + offset
+            index = next((i + offset for i, a in enumerate(call.args) if a is arg), len(params))
             param = params[index] if index < len(params) else None
         if param is None:
             return False

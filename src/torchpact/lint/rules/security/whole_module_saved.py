@@ -24,11 +24,11 @@ class WholeModuleSaved(Rule):
     the function: a path, an open file, a buffer it returns, stores or hands on.
 
     A save into an in-memory file object (`io.BytesIO()`, `tempfile.TemporaryFile()`,
-    `tempfile.SpooledTemporaryFile()`) that the function creates and whose bytes never leave it (the
-    buffer is only saved to, loaded from, `seek`ed, `tell`ed, `close`d) writes no artifact: read back
-    with `torch.load(buf, weights_only=False)` it is a deep copy of the module (the "clone by
-    serialisation" idiom), and no one else ever loads it. It is reported only where the function loads
-    it back in a way torch 2.13 refuses: without `weights_only=False` (nor a `pickle_module`, which
+    `tempfile.SpooledTemporaryFile()`) that the function (or script) creates and whose bytes never
+    leave it (the buffer is only saved to, loaded from, `seek`ed, `tell`ed, `close`d) writes no
+    artifact: read back with `torch.load(buf, weights_only=False)` it is a deep copy of the module (the
+    "clone by serialisation" idiom), and no one else ever loads it. It is reported only where the
+    function loads it back in a way torch 2.13 refuses: without `weights_only=False` (nor a `pickle_module`, which
     turns the full unpickle on, nor the classes allowed through `torch.serialization.safe_globals` /
     `add_safe_globals` in the file), the load raises `UnpicklingError`.
 
@@ -121,6 +121,15 @@ def copy_allowed(model: nn.Sequential):
 import io
 import torch
 from torch import nn
+backbone = nn.Sequential(nn.Linear(8, 8), nn.ReLU())
+frozen = io.BytesIO()
+torch.save(backbone, frozen)
+frozen.seek(0)
+teacher = torch.load(frozen, weights_only=False).eval()
+""", """
+import io
+import torch
+from torch import nn
 class Student(nn.Module):
     def snapshot(self):
         if self.training:
@@ -202,15 +211,15 @@ _REFUSED_FIX = "pass `weights_only=False` to the load of your own buffer, or cop
 
 
 def _loads_of_own_buffer(target: ast.expr | None, save: ast.Call, ctx: FileContext) -> list[ast.Call] | None:
-    """The ``torch.load`` calls that read ``target`` when it is an in-memory file object this function
-    creates and whose bytes never leave it; None when it is any other file."""
+    """The ``torch.load`` calls that read ``target`` when it is an in-memory file object this function (or
+    script) creates and whose bytes never leave it; None when it is any other file."""
     if isinstance(target, ast.Call):
         return [] if ctx.call_name(target) in IN_MEMORY_FILES else None  # saved, then dropped
     if not isinstance(target, ast.Name):
         return None
     scope = ctx.scope(save)
     bindings = ctx.bindings(target)
-    if not bindings or scope is ctx.tree or any(
+    if not bindings or any(
             not (isinstance(v, ast.Call) and ctx.call_name(v) in IN_MEMORY_FILES)
             or isinstance(o, ast.arg) or ctx.scope(o) is not scope for o, v in bindings):
         return None
