@@ -66,6 +66,11 @@ class Net(Module):
             self._decorated(x)
             fn = lambda t: in_lambda(t)
         xs = [comp(v) for v in x if self.training]
+        match x:
+            case [first, *_] if self.training and first:
+                in_case()
+            case _:
+                other_case()
         for layer in self.layers:
             if not self.training:
                 continue
@@ -91,8 +96,8 @@ class Net(Module):
 EXPECTED = {
     "a": True, "b": False, "c": True, "d": True, "e": False, "f": True, "g": False, "h": False, "i": True,
     "j": True, "k": False, "l": True, "m": True, "guarded_helper": True, "loose_helper": False,
-    "recursive": False, "decorated": False, "in_lambda": False, "comp": True, "in_loop": True,
-    "after_exit": True, "asserted": True, "in_nested": True, "not_self": False,
+    "recursive": False, "decorated": False, "in_lambda": False, "comp": True, "in_case": True,
+    "other_case": False, "in_loop": True, "after_exit": True, "asserted": True, "in_nested": True, "not_self": False,
 }
 
 

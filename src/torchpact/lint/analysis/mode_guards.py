@@ -5,7 +5,7 @@ A node runs only in training mode when every path to it passes a test that is tr
 ``self.training`` is (``self`` being the method's first parameter):
 
 - it sits in the branch of an ``if`` / ``while`` / conditional expression / ``and`` / ``or`` /
-  comprehension filter that such a test selects (``if self.training and p > 0:``, ``x if not
+  comprehension filter / ``case ... if`` guard that such a test selects (``if self.training and p > 0:``, ``x if not
   self.training else F.dropout(x)``, ``if not self.training: ... else: ...``);
 - an earlier statement of an enclosing block leaves it when not training (``if not self.training:
   return x``, ``... continue``, ``raise``, ``assert self.training``);
@@ -92,6 +92,8 @@ class ModeGuards:
             # ``a and b``: b runs only when a is true; ``a or b``: only when a is false
             truth = isinstance(anc.op, ast.And)
             return any(self._implies(v, truth, me, cls, depth) for v in before)
+        if isinstance(anc, ast.match_case) and child in anc.body and anc.guard is not None:
+            return self._implies(anc.guard, True, me, cls, depth)
         if isinstance(anc, _COMPREHENSIONS) and not isinstance(child, ast.comprehension):
             return any(self._implies(c, True, me, cls, depth) for g in anc.generators for c in g.ifs)
         return False
