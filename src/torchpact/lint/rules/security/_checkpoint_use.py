@@ -126,7 +126,8 @@ def _helper_uses_as_weights(call: ast.Call, arg: ast.AST, ctx: FileContext, dept
     it receives only as weights; False for a callee the analysis does not see."""
     func = call.func
     if isinstance(func, ast.Name):
-        candidates, offset = ctx.functions.get(func.id, []), 0
+        candidates = [f for f in ctx.functions.get(func.id, []) if not isinstance(ctx.parent(f), ast.ClassDef)]
+        offset = 0
     elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and (
             cls := ctx.enclosing_class(call)) is not None:
         candidates, offset = [m for m in [ctx.method(cls, func.attr)] if m is not None], 1
