@@ -240,6 +240,42 @@ def test_functional_dropout_keeps_dropping_after_eval():
     assert torch.equal(a, b)  # the fix is identical in training mode
 
 
+@pytest.mark.proves("TP458")
+def test_functional_dropout_behind_a_mode_test_drops_nothing_after_eval():
+    # what the rule's valid examples rely on: eval() sets training=False on every submodule, so a call
+    # behind a test of it does not run; p=0 drops nothing; the alpha dropouts default to training=False
+    class Guarded(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.p = 0.5
+
+        def _drop(self, t):
+            return F.dropout(t, self.p)
+
+        def forward(self, x):
+            if self.training and self.p > 0:
+                x = F.dropout(x, self.p)
+            x = F.dropout(x, self.p) if self.training else x
+            x = F.dropout(x, self.p if self.training else 0.0)
+            if self.training:
+                x = self._drop(x)
+            if not self.training:
+                return x
+            return F.dropout(x, self.p)
+
+    x = torch.ones(1000)
+    model = nn.Sequential(nn.Linear(1000, 1000), Guarded())
+    model.eval()
+    assert not model[1].training
+    with torch.no_grad():
+        assert torch.equal(model[1](x), x)
+    torch.manual_seed(0)
+    assert (model[1].train()(x) == 0).sum() > 500  # the same calls drop in training mode
+    assert torch.equal(F.alpha_dropout(x, 0.5), x) and torch.equal(F.feature_alpha_dropout(x[None, :, None], 0.5),
+                                                                    x[None, :, None])
+    assert not torch.equal(F.alpha_dropout(x, 0.5, training=True), x)
+
+
 @pytest.mark.proves("TP460")
 def test_optimizer_recreated_each_step_loses_adam_state():
     torch.manual_seed(0)

@@ -11,7 +11,8 @@ from the file and the analyses it needs (never from the context, so they form no
   (analysis/bindings.py, lint/dataflow.py); attributes stay flow-insensitive;
 - ``value_kinds``: what a value holds and how surely (lint/kinds.py), whose answers note the evidence
   of the current check into ``evidence`` (analysis/value_kinds.py);
-- ``grad_mode`` and ``rank_guards``: whether code records autograd, whether it runs on some ranks only;
+- ``grad_mode``, ``rank_guards`` and ``mode_guards``: whether code records autograd, whether it runs on
+  some ranks only, whether it runs only while its module is in training mode;
 - ``project_questions``: facts other linted files give about the functions this one calls;
 - ``budget``: the CPU time the current rule may still spend on the file.
 """
@@ -31,6 +32,7 @@ from torchpact.lint.analysis.budget import Budget, BudgetExceeded
 from torchpact.lint.analysis.definitions import Definitions, Function
 from torchpact.lint.analysis.grad_mode import NO_GRAD_CONTEXTS, GradMode
 from torchpact.lint.analysis.imports import Imports, canonical, dotted
+from torchpact.lint.analysis.mode_guards import ModeGuards
 from torchpact.lint.analysis.navigation import (
     COMPREHENSION_TYPES, FUNCTION_TYPES, LOOP_TYPES, SCOPE_TYPES, Navigation, walk_scope,
 )
@@ -107,6 +109,8 @@ class FileContext:
     function_disables_grad: Callable[[Function], bool]
     in_rank_guard: Callable[[ast.AST], bool]
     tests_rank: Callable[[ast.AST], bool]
+    only_in_training: Callable[[ast.AST], bool]
+    implies_training: Callable[[ast.AST, bool, ast.AST], bool]
     project_callee: Callable[[ast.AST], str | None]
     calls_project_function_that: Callable[[ast.AST, str], bool]
     # budget
@@ -159,6 +163,8 @@ class FileContext:
 
         ranks = self.rank_guards = RankGuards(nav, flow)
         self.in_rank_guard, self.tests_rank = ranks.guarded, ranks.tests_rank
+        modes = self.mode_guards = ModeGuards(nav, flow)
+        self.only_in_training, self.implies_training = modes.only_in_training, modes.implies
 
         # Facts about the functions of every linted file (lint/project.py): helpers in other modules.
         self.project = project or ProjectFacts()

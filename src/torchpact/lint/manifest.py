@@ -387,7 +387,7 @@ RULES = (
      'module': 'torchpact.lint.rules.training.functional_dropout_ignores_eval',
      'nodes': ('Call',),
      'triggers': ('dropout',),
-     'calls': frozenset({'alpha_dropout', 'dropout', 'dropout1d', 'dropout2d', 'dropout3d', 'feature_alpha_dropout'}),
+     'calls': frozenset({'dropout', 'dropout1d', 'dropout2d', 'dropout3d'}),
      },
     {'code': 'TP460', 'category': 'training', 'qualname': 'OptimizerCreatedInTrainingLoop',
      'module': 'torchpact.lint.rules.training.optimizer_created_in_training_loop',

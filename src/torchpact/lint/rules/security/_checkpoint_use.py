@@ -7,12 +7,16 @@ An explicit ``torch.load(f, weights_only=False)`` is worth a finding only when b
   command line (``sys.argv``, ``parser.parse_args()``), the environment, or a download
   (``hf_hub_download``, ``download_url_to_file``, ``urlretrieve``...) — and not from a temporary
   directory (a name with ``tmp``/``temp``, ``tempfile``) the program writes to itself;
-- what it loads is what ``weights_only=True`` loads too: the result goes to ``load_state_dict`` (or
-  a ``load_model...`` / ``load_weights...`` function) or is read as a tensor (``.to()``, ``.float()``,
-  ``.shape``, ``torch.is_tensor``), directly, through the name it is bound to, or as the list of such
-  loads (a key test, ``"module" in sd``, reads nothing). A result read for its keys (``ckpt["epoch"]``, ``"args" in
-  ckpt``), handed to other code or returned may hold pickled objects (a config, a Namespace, a whole module) that only
-  full unpickling restores: spelling out ``weights_only=False`` there is the format's need.
+- what it loads is what ``weights_only=True`` loads too (tensors, and containers of tensors, numbers
+  and strings): every use of the result is ``load_state_dict`` (``nn.Module``'s, an optimizer's,
+  torch's ``set_model_state_dict``: they take a mapping of tensors and plain values) or a tensor read
+  (``.to()``, ``.float()``, ``.shape``, ``torch.is_tensor``), directly, through the name it is bound
+  to, as the list of such loads (a key test, ``"module" in sd``, reads nothing), or as the argument of
+  a function of this file whose parameter is used only so. A result read for its keys (``ckpt["epoch"]``,
+  ``pkg["klass"]``), handed to code the analysis does not follow (a helper of another module, whatever
+  its name says: demucs' ``load_model(pkg)`` reads a pickled class from it) or returned may hold
+  pickled objects (a config, a Namespace, a class, a whole module) that only full unpickling restores:
+  spelling out ``weights_only=False`` there is the format's need.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ from torchpact.lint.context import FileContext
 
 _DOWNLOAD = re.compile(r"download|hf_hub|urlretrieve|urlopen|cached_file|cached_path|load_url|get_file", re.I)
 _TEMP = re.compile(r"(^|_)(tmp|temp)(_|$|dir|path|file)|tempfile", re.I)
-_LOADS_INTO_MODEL = re.compile(r"load_state_dict|^load_(model|weights)|^set_model_state_dict$")
+# Calls that take a mapping of tensors and plain values, as ``weights_only=True`` loads it.
+_LOADS_INTO_MODEL = frozenset({"load_state_dict", "set_model_state_dict", "set_state_dict"})
 _TENSOR_READS = frozenset({
     "to", "cuda", "cpu", "float", "half", "double", "bfloat16", "flatten", "view", "reshape", "numel",
     "shape", "dtype", "device", "size", "dim", "ndim", "contiguous", "clone", "detach", "numpy", "tolist",
@@ -99,8 +104,9 @@ def _uses_as_weights(expr: ast.AST, ctx: FileContext, depth: int) -> bool | None
         expr, parent = parent, ctx.parent(parent)
     if isinstance(parent, ast.Call) and expr is not parent.func:
         name = ctx.call_name(parent) or _last_name(parent.func)
-        last = name.rsplit(".", 1)[-1]
-        return bool(_LOADS_INTO_MODEL.search(last)) or name == "torch.is_tensor"
+        if name.rsplit(".", 1)[-1] in _LOADS_INTO_MODEL or name == "torch.is_tensor":
+            return True
+        return _helper_uses_as_weights(parent, expr, ctx, depth - 1)
     if isinstance(parent, ast.Attribute):
         return parent.attr in _TENSOR_READS
     if isinstance(parent, ast.Compare) and expr is not parent.left \
@@ -113,6 +119,36 @@ def _uses_as_weights(expr: ast.AST, ctx: FileContext, depth: int) -> bool | None
     if isinstance(parent, ast.Assign) and len(parent.targets) == 1 and isinstance(parent.targets[0], ast.Name):
         return _name_used_as_weights(parent.targets[0].id, parent, ctx, depth - 1)
     return False
+
+
+def _helper_uses_as_weights(call: ast.Call, arg: ast.AST, ctx: FileContext, depth: int) -> bool | None:
+    """``helper(..., loaded, ...)`` where every function of this file by that name uses the parameter
+    it receives only as weights; False for a callee the analysis does not see."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        candidates = [f for f in ctx.functions.get(func.id, []) if not isinstance(ctx.parent(f), ast.ClassDef)]
+        offset = 0
+    elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self" and (
+            cls := ctx.enclosing_class(call)) is not None:
+        candidates, offset = [m for m in [ctx.method(cls, func.attr)] if m is not None], 1
+    else:
+        return False
+    if not candidates or any(isinstance(a, ast.Starred) for a in call.args):
+        return False
+    verdicts = []
+    for fn in candidates:
+        params = [*fn.args.posonlyargs, *fn.args.args]
+        if isinstance(arg, ast.keyword):
+            param = next((p for p in [*params, *fn.args.kwonlyargs] if p.arg == arg.arg), None)
+        else:
+            index = next((i + offset for i, a in enumerate(call.args) if a is arg), len(params))
+            param = params[index] if index < len(params) else None
+        if param is None:
+            return False
+        verdicts.append(_name_used_as_weights(param.arg, param, ctx, depth))
+    if any(v is False for v in verdicts):
+        return False
+    return True if any(v is True for v in verdicts) else None
 
 
 def _name_used_as_weights(name: str, owner: ast.AST, ctx: FileContext, depth: int) -> bool | None:

@@ -34,12 +34,17 @@ class LoadWithFullPickle(Rule):
     derives from a parameter of the function, the command line (`sys.argv`, `parse_args()`), the
     environment, or a call whose name says it downloads (`maybe_download_weights(...)`; the known
     downloads below are warnings), and not from a temporary directory the program writes itself —
-    and what is loaded is what `weights_only=True` loads too: the result goes to `load_state_dict`
-    (or a `load_model...` / `load_weights...` function), directly, through its name or as a list of
-    such loads, or is read as a tensor (`.to()`, `.float()`, `.shape`, `torch.is_tensor`). A result
-    read for other keys (`ckpt["args"]`, `"epoch" in ckpt`), handed to other code or returned may
-    hold pickled objects that only full unpickling restores (a config, a Namespace, a whole module):
-    there the option is the format's need, and no finding. Nor is a load of a file the same function
+    and what is loaded is what `weights_only=True` loads too (tensors, and dicts, lists and tuples of
+    tensors, numbers and strings): every use of the result is `load_state_dict` (a module's or an
+    optimizer's, `set_model_state_dict`: they take a mapping of tensors and plain values) or a tensor
+    read (`.to()`, `.float()`, `.shape`, `torch.is_tensor`), directly, through its name, as a list of
+    such loads, or as the argument of a function of this file whose parameter is itself used only so.
+    A result read for other keys (`ckpt["args"]`, `pkg["klass"]`), handed to code the analysis does
+    not follow (a helper of another module, whatever its name: a `load_model(pkg)` that builds
+    `pkg["klass"](*pkg["args"])`) or returned may hold pickled objects that only full unpickling
+    restores (a config, a Namespace, a class, a whole module; `weights_only=True` refuses a dict
+    holding `nn.Linear` itself with `UnpicklingError`): there the option is the format's need, and no
+    finding. Nor is a load of a file the same function
     has just written with `torch.save` (directly, through `with open(path, "wb")` or through a
     helper of the file), nor a load in the `except TypeError` handler of a `try` whose body makes the
     same kind of call with `weights_only=`: that handler runs only on a torch whose loader has no
@@ -234,6 +239,55 @@ def fetch_weights(url):
     except TypeError:  # torch < 1.13 has no weights_only
         return load_state_dict_from_url(url, map_location="cpu", progress=False)
 """,
+        """
+import torch
+from mypkg.states import load_model
+
+def check_conversion(checkpoint):
+    return load_model(torch.load(checkpoint, "cpu", weights_only=False))
+""",
+        """
+import torch
+
+def build(package):
+    model = package["klass"](*package["args"], **package["kwargs"])
+    model.load_state_dict(package["state"])
+    return model
+
+def restore(path):
+    return build(torch.load(path, map_location="cpu", weights_only=False))
+""",
+        """
+import torch
+
+class Zoo:
+    def _instantiate(self, spec):
+        return spec["klass"](**spec["kwargs"])
+
+    def open(self, source):
+        blob = torch.load(source, weights_only=False)
+        return self._instantiate(spec=blob)
+""",
+        """
+import torch
+from trainer_utils import apply_checkpoint
+
+def load_weights(net, ckpt):
+    apply_checkpoint(net, ckpt)
+
+def warm_start(net, path):
+    load_weights(net, torch.load(path, weights_only=False))
+""",
+        """
+import torch
+import restore_lib
+
+def ensemble(files):
+    members = []
+    for f in files:
+        members.append(restore_lib.load_weights(torch.load(f, weights_only=False)))
+    return members
+""",
     ]
     invalid = [
         Invalid("""
@@ -331,6 +385,38 @@ def fetch(url, dst):
     torch.hub.download_url_to_file(url, dst)
     return torch.load(dst, map_location="cpu", weights_only=False)
 """,
+        Invalid("""
+import torch
+
+def load_weights(net, state):
+    net.load_state_dict(state)
+
+def warm_start(net, path):
+    load_weights(net, torch.load(path, map_location="cpu", weights_only=False))
+""", severity=Severity.INFO),
+        Invalid("""
+import torch
+
+class Zoo:
+    def _apply(self, spec):
+        self.model.load_state_dict(spec, strict=False)
+
+    def open(self, source):
+        blob = torch.load(source, weights_only=False)
+        self._apply(spec=blob)
+""", severity=Severity.INFO),
+        Invalid("""
+import torch
+
+def to_device(table):
+    return table.to("cuda")
+
+def ensemble(files):
+    members = []
+    for f in files:
+        members.append(to_device(torch.load(f, weights_only=False)))
+    return members
+""", severity=Severity.INFO),
     ]
 
     def check(self, node: ast.AST, ctx: FileContext) -> Iterator[Hit]:
