@@ -44,6 +44,15 @@ Rule, fixed on 2026-12-05 before any rule was changed for it:
   their code: differential privacy training (opacus), RL (pfrl), probabilistic models (normflows), tabular
   (pytorch-tabular), audio (demucs), graph learning (torch-geometric-temporal), an NLP training library
   (allennlp) and video (pytorchvideo); they are linted once with main 41f4947 and read only for that
+  measurement;
+- **blind round 8** (fixed on 2026-12-06, after round 7's pooled gate and before linting it) is eight more
+  projects from the package index that are in none of the lists above and under none of ``/work/corpus``
+  and ``/work/corpus-round2`` to ``/work/corpus-round7`` (``bench/lint_blind/fetch_round8.sh``, pinned
+  releases, the sdist where the index gives one that ``unpack_releases.sh`` can take, the wheel for
+  torchgan, tts and yolov5), chosen by field without reading their code: object detection and segmentation
+  training scripts (yolov5), speech synthesis (tts), recommender systems (recbole), time series imputation
+  (pypots), generative adversarial training (torchgan), RL (rl-games), graph learning (dive-into-graphs)
+  and scientific ML (neuraloperator); they are linted once with main dec94b8 and read only for that
   measurement.
 
 Rules are tuned on TUNING only. A blind part is measured once (every error and warning read), its
@@ -71,8 +80,10 @@ BLIND_ROUND6 = ("mmpretrain", "pythae", "pytorch-optimizer", "pytorch-tabnet", "
                 "vector-quantize-pytorch", "x-transformers")
 BLIND_ROUND7 = ("allennlp", "demucs", "normflows", "opacus", "pfrl", "pytorch-tabular", "pytorchvideo",
                 "torch-geometric-temporal")
+BLIND_ROUND8 = ("dive-into-graphs", "neuraloperator", "pypots", "recbole", "rl-games", "torchgan", "tts",
+                "yolov5")
 
 if __name__ == "__main__":
     for name in ("TUNING", "BLIND_ROUND1", "BLIND_ROUND2", "BLIND_ROUND3", "BLIND_ROUND4", "BLIND_ROUND5",
-                 "BLIND_ROUND6", "BLIND_ROUND7"):
+                 "BLIND_ROUND6", "BLIND_ROUND7", "BLIND_ROUND8"):
         print(f"{name}: {' '.join(globals()[name])}")
