@@ -394,18 +394,20 @@ def test_parallel_lint_uses_each_files_config(tmp_path, capsys, monkeypatch):
 
 
 def test_run_help_states_the_samplers_real_schedule_and_budget():
-    from torchpact.cli import SAMPLE_EVERY, SAMPLE_FIRST, SAMPLED_CALLS, SAMPLED_CHARGE, SAMPLED_SHARE, build_parser
+    from torchpact.cli import (SAMPLE_EVERY, SAMPLE_FIRST, SAMPLE_SPREAD, SAMPLED_CALLS, SAMPLED_CHARGE, SAMPLED_SHARE,
+                               build_parser)
     from torchpact.launch import rank
     from torchpact.watch import Sampler
 
     default = Sampler()
-    assert (SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE, SAMPLED_CHARGE) == default
+    assert (SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE, SAMPLED_CHARGE, SAMPLE_SPREAD) == default
     opts = rank.parser().parse_args(["--report-dir", "r", "s.py"])
     assert (opts.sample_first, opts.sample_every) == (default.first, default.every)
     run = build_parser()._subparsers._group_actions[0].choices["run"]
     text = " ".join(run.format_help().split())
     assert f"at most {default.calls} module calls plus {default.share * 100:g}% of all" in text
     assert f"each sampled step counted {default.charge} calls more" in text
+    assert f"past {default.spread}*N steps the gap doubles" in text
 
 
 def test_the_torch_version_in_reports_is_importlib_metadata_s():

@@ -19,7 +19,7 @@ from torchpact.findings import Severity
 
 __all__ = ["EXIT_FINDINGS", "EXIT_OK", "EXIT_USAGE", "UsageError", "build_parser", "main"]
 # torchpact.watch.Sampler's schedule and budget (not imported: lint starts without it)
-SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE, SAMPLED_CHARGE = 10, 20, 2000, 0.01, 12
+SAMPLE_FIRST, SAMPLE_EVERY, SAMPLED_CALLS, SAMPLED_SHARE, SAMPLED_CHARGE, SAMPLE_SPREAD = 10, 20, 2000, 0.01, 12, 10
 FORMAT_CHOICES = ("text", "json", "sarif", "github")
 
 
@@ -70,7 +70,8 @@ def _run_options(run: argparse.ArgumentParser) -> None:
                      help=f"run the expensive checks on each of the first N steps (default: {SAMPLE_FIRST}), within "
                           "the budget below")
     run.add_argument("--sample-every", type=int, default=SAMPLE_EVERY, metavar="N",
-                     help=f"then on every N-th step (default: {SAMPLE_EVERY}), and on the steps that follow one "
+                     help=f"then on every N-th step (default: {SAMPLE_EVERY}; past {SAMPLE_SPREAD}*N steps the gap "
+                          "doubles each time the step count doubles), and on the steps that follow one "
                           "where a check saw a problem begin (a gradient norm jumping, updates far too large). "
                           f"Budget: sampled steps make at most {SAMPLED_CALLS} module calls plus "
                           f"{SAMPLED_SHARE * 100:g}%% of all the script's module calls, each sampled step counted "

@@ -112,14 +112,26 @@ def test_call_budget_spaces_out_sampled_steps_of_call_heavy_scripts():
 
 def test_each_sampled_step_is_charged_for_its_own_checks_so_a_long_run_of_a_tiny_model_is_spaced_out():
     charged, uncharged = Recorder("none"), Recorder("none")
-    with watch([charged], sampler=Sampler(first=2, every=2, calls=200, share=0.1)):
+    with watch([charged], sampler=Sampler(first=2, every=2, calls=200, share=0.1, spread=None)):
         _train(40)  # 4 module calls a step
-    with watch([uncharged], sampler=Sampler(first=2, every=2, calls=200, share=0.1, charge=0)):
+    with watch([uncharged], sampler=Sampler(first=2, every=2, calls=200, share=0.1, charge=0, spread=None)):
         _train(40)
     # k sampled steps cost 4k calls + 12 each: the budget 200 + 0.4 a step pays 13 of them by step 22, a 14th
     # only at step 60; without the charge 4 calls a step never exhaust it
     assert [s for s, sampled in enumerate(charged.sampled) if sampled] == [0, 1, *range(2, 23, 2)]
     assert [s for s, sampled in enumerate(uncharged.sampled) if sampled] == [0, 1, *range(2, 40, 2)]
+
+
+def test_periodic_steps_spread_out_as_the_run_grows_so_a_late_problem_is_seen_a_bounded_share_late():
+    sampler = Sampler(calls=None)  # first 10, every 20, spread 10
+    periodic = [s for s in range(2000) if sampler.periodic(s)]
+    assert periodic[:10] == list(range(20, 201, 20))  # one in 20 up to every * spread
+    assert periodic[10:] == [*range(240, 400, 40), *range(400, 800, 80), *range(800, 1600, 160), 1600, 1920]
+    for begins in range(1, 2000):  # a problem beginning at any step is on a sampled step within max(20, s / 5)
+        seen = next(s for s in range(begins, 4000) if sampler(s))
+        assert seen - begins <= max(20, begins / 5)
+    assert [s for s in range(2000) if Sampler(spread=None, calls=None).periodic(s)] == list(range(20, 2000, 20))
+    assert Sampler(first=0, every=1, calls=None).gap(10**6) >= 1  # every=1 spreads too
 
 
 class FollowUp(Recorder):
