@@ -9,6 +9,7 @@ from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules._api import respell
 from torchpact.lint.rules.numerics._integers import whole_numbers
 from torchpact.lint.rules.numerics.log_of_one_plus import is_one
+from torchpact.lint.analysis.following import follows_definitions
 
 
 class ExpMinusOne(Rule):
@@ -156,6 +157,7 @@ _ARITHMETIC = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mul
                ast.Div: lambda a, b: a / b if b else None}
 
 
+@follows_definitions(None)
 def known_value(expr: ast.AST | None, ctx: FileContext, depth: int = 8) -> float | None:
     """The number ``expr`` always holds: a literal, arithmetic on known values, ``torch.tensor`` /
     ``float`` of one, a name or ``self.`` attribute every binding of which is known (a parameter:
