@@ -138,6 +138,23 @@ def test_a_softmax_module_without_dim_guesses_only_when_applied():
     assert "Implicit dimension choice" in text
 
 
+@pytest.mark.proves("TP318")
+def test_a_softmax_of_a_numpy_array_or_a_list_raises_with_or_without_dim():
+    import numpy as np
+    import torch.nn.functional as F
+
+    host = torch.randn(5).numpy()
+    for value in (host, host[np.array([1, 0])], host * 2.0 - 1, host.sum(), [0.1, 0.9], 2.0, torch.randn(1).item()):
+        for kwargs in ({}, {"dim": 0}):
+            with pytest.raises(AttributeError):  # no ``.dim()`` / ``.softmax()``: no dimension is guessed
+                F.softmax(value, **kwargs)
+        with pytest.raises(AttributeError):
+            torch.nn.Softmax()(value)
+    t = torch.randn(5)  # numpy functions that hand a tensor back: those inputs stay tensors
+    assert isinstance(np.argsort(t), torch.Tensor) and isinstance(np.exp(t), torch.Tensor)
+    assert type(np.array(t)) is np.ndarray and type(np.zeros_like(t)) is np.ndarray
+
+
 @pytest.mark.proves("TP319")
 def test_log_of_one_plus_small_x_is_zero_where_log1p_is_exact():
     x = torch.tensor([1e-10])
@@ -180,6 +197,29 @@ def test_exp_minus_one_of_small_x_cancels_where_expm1_is_exact():
     assert (torch.exp(torch.tensor(1.0 - 1e-4)) - 1).item() == pytest.approx(1.71801, rel=1e-5)
     far = torch.tensor([0.1, -0.1, 0.5, -2.0, 5.0])
     assert torch.allclose(torch.exp(far) - 1, torch.expm1(far), rtol=1e-6, atol=0)
+
+
+@pytest.mark.proves("TP320")
+def test_exp_minus_one_rounded_or_clamped_before_use_equals_expm1():
+    # log-durations around 0 (the cancelling region) and far from it, with a 0/1 mask and a scale
+    x = torch.cat([torch.tensor([1e-10, -1e-10, 1e-8, -3e-8, 0.0]), torch.randn(1000) * 3])
+    mask = (torch.rand(x.shape) > 0.2).float()
+    old, new = (torch.exp(x) - 1) * mask * 1.1, torch.expm1(x) * mask * 1.1
+    for settle in (torch.round, torch.trunc, lambda d: d.long(), lambda d: d.int(),
+                   lambda d: torch.clamp(d, min=0.1), lambda d: d.clamp_min(1),
+                   lambda d: torch.clamp_min(torch.ceil(d), 1), lambda d: torch.clamp(torch.floor(d), min=1.0)):
+        a, b = settle(old), settle(new)
+        assert torch.equal(a, b) or torch.allclose(a.double(), b.double(), rtol=1e-6, atol=0)
+    masked_old, masked_new = old.clone(), new.clone()
+    masked_old[masked_old < 1] = 1.0
+    masked_new[masked_new < 1] = 1.0
+    assert torch.allclose(masked_old, masked_new, rtol=1e-6, atol=0)
+    # what still needs the digits: ceil alone, a clamp to 0, a division by x
+    tiny = torch.tensor([1e-10])
+    assert torch.ceil(torch.exp(tiny) - 1).item() == 0 and torch.ceil(torch.expm1(tiny)).item() == 1
+    assert ((torch.exp(tiny) - 1) / tiny).item() == 0 and ((torch.expm1(tiny)) / tiny).item() == pytest.approx(1)
+    # a one-element literal tensor holds a known value: exp(1) - 1 cancels nothing
+    assert (torch.exp(torch.Tensor([1.0])) - 1).item() == pytest.approx(torch.expm1(torch.tensor(1.0)).item(), rel=1e-6)
 
 
 @pytest.mark.proves("TP319", "TP320")

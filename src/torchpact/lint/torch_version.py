@@ -17,6 +17,7 @@ import re
 from typing import Iterable
 
 from torchpact.lint.context import FileContext
+from torchpact.lint.analysis.following import follows_definitions
 
 _PARSERS = frozenset({
     "packaging.version.parse", "packaging.version.Version", "pkg_resources.parse_version",
@@ -82,6 +83,7 @@ def runs_on_some(node: ast.AST, ctx: FileContext, versions: Iterable[tuple[int, 
     return any(runs_on(node, ctx, v) for v in versions)
 
 
+@follows_definitions(UNKNOWN)
 def evaluate(expr: ast.AST, ctx: FileContext, version: tuple[int, int], depth: int = _DEPTH,
              names: frozenset[str] = _TORCH_VERSION_NAMES) -> object:
     """The value of ``expr`` on torch ``version`` where it is made of version tests, else UNKNOWN.

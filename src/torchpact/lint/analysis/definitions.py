@@ -11,6 +11,7 @@ from torchpact.lint.analysis.bindings import Bindings
 from torchpact.lint.analysis.imports import Imports
 from torchpact.lint.analysis.navigation import FUNCTION_TYPES, Navigation
 from torchpact.lint.kinds import MODULE_RETURNING_METHODS, NN_MODULE_BASES, is_torch_nn_class
+from torchpact.lint.analysis.following import follows_definitions
 
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -109,6 +110,7 @@ class Definitions:
                     return found
         return None
 
+    @follows_definitions(None)
     def local_module_class(self, expr: ast.AST) -> ast.ClassDef | None:
         """The local nn.Module class an expression is an instance of, when it can be told."""
         key = id(expr)

@@ -24,6 +24,7 @@ import ast
 
 from torchpact.lint.analysis.bindings import Bindings
 from torchpact.lint.analysis.navigation import FUNCTION_TYPES, Navigation
+from torchpact.lint.analysis.following import follows_definitions
 
 _DEPTH = 4  # helpers of helpers: deep enough for real code, bounded for cycles
 _BLOCKS = ("body", "orelse", "finalbody")
@@ -129,6 +130,7 @@ class ModeGuards:
         return all(c is not None and self._guarded(c, depth) for c in calls)
 
     # ------------------------------------------------------------------ tests of the mode
+    @follows_definitions(False)
     def _implies(self, test: ast.AST, truth: bool, me: str | None, cls: ast.ClassDef | None, depth: int) -> bool:
         if _is_mode(test, me):
             return truth

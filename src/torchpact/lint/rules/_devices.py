@@ -27,6 +27,7 @@ import ast
 from typing import Hashable
 
 from torchpact.lint.context import FileContext
+from torchpact.lint.analysis.following import follows_definitions
 
 Key = Hashable
 _DEPTH = 10
@@ -123,6 +124,7 @@ def _made_with(expr: ast.AST, ctx: FileContext, keyword: str) -> frozenset[Key]:
     return found or frozenset()
 
 
+@follows_definitions(frozenset())
 def _device_keys(expr: ast.AST | None, ctx: FileContext, depth: int) -> frozenset[Key]:
     """The placements ``expr``'s device is known to equal; empty when unknown. ``depth`` counts the
     definitions followed, not the nesting of one expression."""
@@ -208,6 +210,7 @@ def _combined(operands: list[ast.expr], ctx: FileContext, depth: int) -> frozens
     return found or frozenset()
 
 
+@follows_definitions(False)
 def _no_tensor(expr: ast.AST, ctx: FileContext, depth: int) -> bool:
     """Whether ``expr`` is known to hold no torch tensor: a number, a size, a ``math``/``numpy`` result."""
     if depth <= 0:

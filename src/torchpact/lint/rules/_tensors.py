@@ -18,6 +18,7 @@ import ast
 from torchpact.lint.context import LOADER, TENSOR, FileContext
 from torchpact.lint.dataflow import _Iterated, _Unpacked
 from torchpact.lint.kinds import annotation_kinds
+from torchpact.lint.analysis.following import follows_definitions
 
 # Namespaces whose lower-case functions return tensors.
 _TENSOR_NAMESPACES = ("torch.", "torch.nn.functional.", "torch.linalg.", "torch.fft.", "torch.special.")
@@ -69,6 +70,7 @@ def _resolved(expr: ast.AST | None, ctx: FileContext, depth: int) -> bool:
     return found
 
 
+@follows_definitions(False)
 def _judge(expr: ast.AST, ctx: FileContext, depth: int) -> bool:
     if isinstance(expr, (ast.Name, ast.Attribute)):
         binds = ctx.bindings(expr)

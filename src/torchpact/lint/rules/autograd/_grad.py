@@ -11,6 +11,7 @@ from torchpact.lint.rules.autograd._util import (
     TRAINING_CALLS, creates_grad_leaf, grad_off, is_torch_factory, name_key, note_parameters_of, parameter_loop_binding,
     scope_body, turns_off_grad,
 )
+from torchpact.lint.analysis.following import follows_definitions
 
 # Methods whose result is attached to the receiver's graph (and requires grad when it does).
 PASS_METHODS = {
@@ -63,7 +64,10 @@ def requires_grad(ctx: FileContext, expr: ast.AST, depth: int = 0) -> bool:
     return _computed_requires_grad(ctx, expr, depth)
 
 
+@follows_definitions(False)
 def _name_requires_grad(ctx: FileContext, expr: ast.AST, depth: int) -> bool:
+    if depth > 4:  # here, not only in ``requires_grad``: a name's definitions lead back to this function
+        return False
     key = name_key(expr)
     assert key is not None
     if turns_off_grad(ctx, expr, key):
@@ -141,6 +145,7 @@ def _trained_model_call(ctx: FileContext, call: ast.Call) -> bool:
     return False
 
 
+@follows_definitions(True)
 def _has_trainable_parameters(ctx: FileContext, module: ast.AST, depth: int) -> bool:
     """Not a parameter-free torch layer, nor a model frozen with ``requires_grad_(False)`` — followed
     through the values a parameter receives at this file's calls of its function."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 
 from torchpact.lint.context import FileContext
+from torchpact.lint.analysis.following import follows_definitions
 
 # Tensor methods whose result shares the output's memory (so it is overwritten with it).
 _VIEWS = frozenset({"view", "view_as", "reshape", "detach", "squeeze", "unsqueeze", "transpose", "permute",
@@ -92,6 +93,7 @@ def varying_shape(calls: list[ast.Call], ctx: FileContext) -> tuple[ast.Call, st
     return None
 
 
+@follows_definitions(None)
 def _sized_by(expr: ast.AST, names: set[str], loop: ast.AST, ctx: FileContext, depth: int) -> str | None:
     for node in ast.walk(expr):
         sizes: list[ast.AST] = []

@@ -6,6 +6,7 @@ from typing import Iterator
 from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext, argument, is_const
 from torchpact.lint.rule import Hit, Invalid, Rule, last_names
+from torchpact.lint.analysis.following import follows_definitions
 
 DATALOADERS = {"torch.utils.data.DataLoader"}
 # DataLoader(dataset, batch_size, shuffle, sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last)
@@ -236,6 +237,7 @@ def _truthy_const(node: ast.expr) -> bool:
 NEVER, SOMETIMES, ALWAYS = 0, 1, 2
 
 
+@follows_definitions(NEVER)
 def _sampler_paths(expr: ast.AST | None, ctx: FileContext, guards: frozenset[str] = frozenset(),
                    seen: frozenset[int] = frozenset()) -> int:
     """On how many of the paths that reach it ``expr`` is something other than ``None``: NEVER,
@@ -295,6 +297,7 @@ def _note_unresolved(ctx: FileContext, expr: ast.AST | None, what: str, guards: 
         ctx.note(Evidence.UNRESOLVED, f"the {what} `{ctx.segment(leaf)}` is not resolved: it may be None")
 
 
+@follows_definitions(None)
 def _unresolved_leaf(expr: ast.AST | None, ctx: FileContext, guards: frozenset[str],
                      seen: frozenset[int]) -> ast.AST | None:
     if expr is None or isinstance(expr, ast.Constant) or id(expr) in seen:

@@ -8,6 +8,7 @@ from torchpact.lint.context import DDP, FileContext
 from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.rules.distributed._util import DDP_CLASSES, dotted_name
+from torchpact.lint.analysis.following import follows_definitions
 
 
 class ForwardBypassesDdp(Rule):
@@ -183,6 +184,7 @@ _train(DDP(nn.Linear(2, 2)), [], None)
         yield self.hit(node, subject=name, evidence=Evidence.MUST)
 
 
+@follows_definitions(False)
 def _built_by_ddp(ctx: FileContext, expr: ast.AST, depth: int = 0) -> bool:
     """DistributedDataParallel (not DataParallel / FSDP) is among the values bound to ``expr``; for a
     parameter, its annotation (``model: DDP``) or a value this file's calls of its function pass."""

@@ -21,6 +21,7 @@ import re
 
 from torchpact.lint.context import DDP, LOSS_FN, MODULE, NUMBER, FileContext, MODULE_RETURNING_METHODS
 from torchpact.lint.dataflow import _Iterated, _Unpacked
+from torchpact.lint.analysis.following import follows_definitions
 
 _MODULE_KINDS = {MODULE, DDP}
 # What a module may be called when its kind is not known: the argument that makes a call a wrapper
@@ -78,6 +79,7 @@ def _call_args(call: ast.Call) -> list[ast.expr]:
     return [*call.args, *(k.value for k in call.keywords)]
 
 
+@follows_definitions(None)
 def _callees(expr: ast.AST, loop: ast.AST, ctx: FileContext, out: list[ast.expr], depth: int) -> None:
     """The modules called in ``expr``, following names to what the loop binds them to."""
     for node in ast.walk(expr):
@@ -121,6 +123,7 @@ def _inside(owner: ast.AST, loop: ast.AST, ctx: FileContext) -> bool:
     return owner is loop or any(a is loop for a in ctx.ancestors(owner))
 
 
+@follows_definitions(False)
 def _fresh(expr: ast.expr, loop: ast.AST, ctx: FileContext, depth: int) -> bool:
     """Whether ``expr`` holds a module bound anew on every iteration of ``loop``."""
     if depth > _DEPTH:

@@ -16,12 +16,14 @@ import ast
 
 from torchpact.lint.context import FileContext, argument
 from torchpact.lint.rules.numerics._integers import changed_in_place, whole_numbers
+from torchpact.lint.analysis.following import follows_definitions
 
 _NON_NEGATIVE = frozenset({"exp", "softplus", "sigmoid", "relu", "abs", "square", "relu6", "elu1"})
 _SUMS = frozenset({"sum", "cumsum", "nansum"})
 _DEPTH = 10
 
 
+@follows_definitions(False)
 def zero_or_at_least_one(expr: ast.AST | None, ctx: FileContext, depth: int = _DEPTH) -> bool:
     """Whether every entry of ``expr`` is exactly 0 or at least 1 (see above)."""
     if expr is None or depth <= 0:
@@ -55,6 +57,7 @@ def zero_or_at_least_one(expr: ast.AST | None, ctx: FileContext, depth: int = _D
     return False
 
 
+@follows_definitions(False)
 def non_negative(expr: ast.AST | None, ctx: FileContext, depth: int = _DEPTH) -> bool:
     """Whether every entry of ``expr`` is >= 0 (see above)."""
     if expr is None or depth <= 0:
@@ -110,6 +113,7 @@ def _at_least(expr: ast.AST | None, bound: float) -> bool:
     return isinstance(expr, ast.Constant) and type(expr.value) in (int, float) and expr.value >= bound
 
 
+@follows_definitions(False)
 def _non_negative_or_masked(expr: ast.AST | None, ctx: FileContext, depth: int) -> bool:
     if non_negative(expr, ctx, depth):
         return True

@@ -31,6 +31,7 @@ import ast
 from torchpact.lint.context import FileContext, argument, keyword_is_true
 from torchpact.lint.dataflow import _Unpacked
 from torchpact.lint.project import RETURNS_GRID
+from torchpact.lint.analysis.following import follows_definitions
 
 _INT_DTYPES = frozenset(f"torch.{t}" for t in (
     "long", "int", "int64", "int32", "int16", "int8", "uint8", "uint16", "uint32", "uint64", "short",
@@ -70,6 +71,7 @@ _INPLACE_KEEPS = frozenset({"add_", "sub_", "mul_", "neg_", "abs_", "floor_", "c
                             "clamp_", "zero_", "fill_", "copy_", "requires_grad_", "share_memory_"})
 
 
+@follows_definitions(False)
 def whole_numbers(expr: ast.AST | None, ctx: FileContext, depth: int = 24) -> bool:
     """Whether ``expr`` certainly holds whole numbers on every path that reaches it (see above)."""
     if expr is None or depth <= 0:
@@ -245,6 +247,7 @@ def _clamped_whole(call: ast.Call, tensor: ast.AST | None, first: int, ctx: File
     return whole_numbers(tensor, ctx, depth) and all(b is None or whole_numbers(b, ctx, depth) for b in bounds)
 
 
+@follows_definitions(False)
 def whole_sequence(expr: ast.AST | None, ctx: FileContext, depth: int = 24) -> bool:
     """A sequence of tensors that all hold whole numbers: a list / tuple of them, ``torch.meshgrid``
     of them, or a project function that returns ``torch.meshgrid(...)`` given them."""

@@ -15,6 +15,7 @@ from torchpact.findings import Evidence
 from torchpact.lint.callsites import parameter_sources, passed
 from torchpact.lint.context import (DDP_WRAPPERS, LOOP_TYPES, MODULE, MODULE_RETURNING_METHODS, FileContext,
                                     argument)
+from torchpact.lint.analysis.following import follows_definitions
 
 # Methods that keep the values of their receiver (only layout or dtype change).
 SHAPE_METHODS = {
@@ -72,6 +73,7 @@ def is_module_of(ctx: FileContext, func: ast.AST, act: Activation) -> bool:
     return is_instance_of(ctx, func, act.modules)
 
 
+@follows_definitions(False)
 def is_instance_of(ctx: FileContext, func: ast.AST, classes: set[str] | frozenset[str], depth: int = 0) -> bool:
     """Whether ``func`` (what is called) is an instance of one of ``classes``, inline or by every binding."""
     if isinstance(func, ast.Call):
@@ -168,6 +170,7 @@ _MODEL_WRAPPERS = frozenset({*DDP_WRAPPERS, "torch.compile", "torch.jit.script",
 _SOURCES_DEPTH = 6
 
 
+@follows_definitions(None)
 def model_sources(ctx: FileContext, expr: ast.AST, open_functions: list[str],
                   depth: int) -> list[ast.Call | ast.ClassDef] | None:
     """The models ``expr`` may hold, each an ``nn.Sequential(...)`` call or a module class of this file;
@@ -362,6 +365,7 @@ def optimizer_constructors(ctx: FileContext) -> list[ast.Call]:
     return out
 
 
+@follows_definitions(frozenset())
 def parameter_owners(ctx: FileContext, params: ast.AST | None) -> set[str]:
     """Source texts of ``X`` in every ``X.parameters()`` / ``X.named_parameters()`` inside ``params``."""
     owners: set[str] = set()

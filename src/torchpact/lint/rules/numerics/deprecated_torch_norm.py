@@ -6,6 +6,7 @@ from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, argument, is_const
 from torchpact.lint.rule import Invalid
 from torchpact.lint.rules._api import ApiUse
+from torchpact.lint.analysis.following import follows_definitions
 
 
 class DeprecatedTorchNorm(ApiUse):
@@ -118,6 +119,7 @@ def _number(expr: ast.AST) -> bool:
     return isinstance(expr, ast.Constant) and isinstance(expr.value, (int, float)) and not isinstance(expr.value, bool)
 
 
+@follows_definitions(False)
 def _int_size(expr: ast.AST, ctx: FileContext, depth: int = 3) -> bool:
     """One size that is an int, not a shape: a literal, ``len(...)``, ``int(...)``, ``x.numel()``,
     ``x.shape[i]`` / ``x.size(i)``, arithmetic on those, or a name bound only to such values."""

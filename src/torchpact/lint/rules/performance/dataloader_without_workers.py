@@ -11,6 +11,7 @@ from torchpact.lint.datasets import array_aliases, concrete_subclasses, feeds_ca
 from torchpact.lint.project import IN_MEMORY_ITEMS
 from torchpact.lint.rules._tensors import resolved_tensor
 from torchpact.lint.rules.performance._loader_use import callee, consumed_with_work
+from torchpact.lint.analysis.following import follows_definitions
 
 
 class DataloaderWithoutWorkers(Rule):
@@ -643,6 +644,7 @@ _WRAPPERS = {  # datasets made of other datasets: in memory when those are
 }
 
 
+@follows_definitions(False)
 def _in_memory(dataset: ast.AST | None, ctx: FileContext, depth: int = 10) -> bool:
     """Whether every value ``dataset`` may be is a dataset of tensors already in memory (see above)."""
     if dataset is None or depth < 0:

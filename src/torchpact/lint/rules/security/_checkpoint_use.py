@@ -25,6 +25,7 @@ import ast
 import re
 
 from torchpact.lint.context import FileContext
+from torchpact.lint.analysis.following import follows_definitions
 
 _DOWNLOAD = re.compile(r"download|hf_hub|urlretrieve|urlopen|cached_file|cached_path|load_url|get_file", re.I)
 _TEMP = re.compile(r"(^|_)(tmp|temp)(_|$|dir|path|file)|tempfile", re.I)
@@ -69,6 +70,7 @@ def _origins(expr: ast.AST, ctx: FileContext, depth: int) -> set[str]:
     return out
 
 
+@follows_definitions(frozenset())
 def _name_origins(name: ast.Name, ctx: FileContext, depth: int) -> set[str]:
     out: set[str] = set()
     for owner, value in ctx.bindings(name):
@@ -151,6 +153,7 @@ def _helper_uses_as_weights(call: ast.Call, arg: ast.AST, ctx: FileContext, dept
     return True if any(v is True for v in verdicts) else None
 
 
+@follows_definitions(False)
 def _name_used_as_weights(name: str, owner: ast.AST, ctx: FileContext, depth: int) -> bool | None:
     scope = ctx.scope(owner)
     body = scope.body if isinstance(getattr(scope, "body", None), list) else [scope]

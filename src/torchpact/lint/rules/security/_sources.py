@@ -26,6 +26,7 @@ import os
 
 from torchpact.lint.context import FileContext, keyword
 from torchpact.lint.dataflow import _Unpacked
+from torchpact.lint.analysis.following import follows_definitions
 
 # Calls that fetch a file (by the last part of their name) and return its path, bytes or handle.
 DOWNLOADERS = frozenset({
@@ -138,6 +139,7 @@ def _text(expr: ast.AST, ctx: FileContext) -> str | None:
     return None
 
 
+@follows_definitions(False)
 def _fetched(expr: ast.AST, ctx: FileContext, depth: int) -> bool:
     if depth < 0:
         return False

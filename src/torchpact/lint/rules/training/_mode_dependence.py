@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 
 from torchpact.lint.context import FileContext, is_const, keyword
+from torchpact.lint.analysis.following import follows_definitions
 
 DEPENDENT, FREE, UNKNOWN = "dependent", "free", "unknown"
 
@@ -86,6 +87,7 @@ class ModeDependence:
         self._functions: dict[int, str] = {}
 
     # values -------------------------------------------------------------------------------------
+    @follows_definitions(UNKNOWN)
     def of_expr(self, expr: ast.AST, depth: int = _DEPTH) -> str:
         """What the module ``expr`` evaluates to is: built here and mode-(in)dependent, or unknown."""
         ctx = self.ctx
@@ -145,6 +147,7 @@ class ModeDependence:
             return join([self.of_expr(r, depth - 1) for r in returns] or [UNKNOWN])
         return UNKNOWN
 
+    @follows_definitions(UNKNOWN)
     def _value(self, expr: ast.AST, depth: int) -> str:
         """A value a module is built from or stores: plain data is mode-free, a module is asked about."""
         if depth <= 0:

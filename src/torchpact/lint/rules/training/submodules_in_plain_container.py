@@ -7,6 +7,7 @@ from typing import Iterator
 from torchpact.findings import Category, Evidence, Severity
 from torchpact.lint.context import FileContext
 from torchpact.lint.rule import Hit, Invalid, Rule
+from torchpact.lint.analysis.following import follows_definitions
 
 # Modules with no parameters, no buffers and no train/eval behaviour: nothing is lost by not
 # registering them.
@@ -328,6 +329,7 @@ def _elements(value: ast.expr) -> tuple[list[ast.expr] | None, bool]:
     return None, False
 
 
+@follows_definitions(None)
 def _construction(ctx: FileContext, expr: ast.expr, depth: int = 0) -> str | None:
     """'module' / 'stateless' / 'parameter' when ``expr`` constructs one, else None."""
     if isinstance(expr, ast.Name):

@@ -8,6 +8,7 @@ from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, is_const
 from torchpact.lint.rule import Hit, Invalid, Rule
 from torchpact.lint.torch_version import UNKNOWN, evaluate
+from torchpact.lint.analysis.following import follows_definitions
 
 LEGACY = {"pretrained": "weights", "pretrained_backbone": "weights_backbone"}
 TORCHVISION_VERSION_NAMES = frozenset({"torchvision.__version__", "torchvision.version.__version__"})
@@ -188,6 +189,7 @@ def serves_old_torchvision(node: ast.AST, ctx: FileContext) -> bool:
     return False
 
 
+@follows_definitions(UNKNOWN)
 def _value_on(test: ast.AST, ctx: FileContext, version: tuple[int, int]) -> object:
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         inner = _value_on(test.operand, ctx, version)
