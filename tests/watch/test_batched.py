@@ -108,6 +108,9 @@ def test_surely_finite_shows_finite_gradients_and_never_hides_a_non_finite_one()
         spoiled = [t.clone() for t in big]
         spoiled[i].view(-1)[at] = nan
         assert not surely_finite(spoiled)
+    apart = [torch.zeros(FLAT + 1), torch.zeros(FLAT + 2)]  # two sums stacked: inf and -inf in different tensors
+    apart[0][3], apart[1][5] = inf, -inf
+    assert not surely_finite(apart) and surely_finite([torch.ones(FLAT + 1), torch.ones(FLAT + 2)])
     assert not surely_finite([torch.full((FLAT + 1,), 3e38)])  # a big tensor's own sum overflows
     assert not surely_finite([torch.randn(4), torch.randn(4, device="meta")])  # another device: not tried
     assert not surely_finite([torch.zeros(3, dtype=torch.cfloat)])  # complex: not tried
