@@ -53,7 +53,15 @@ Rule, fixed on 2026-12-05 before any rule was changed for it:
   training scripts (yolov5), speech synthesis (tts), recommender systems (recbole), time series imputation
   (pypots), generative adversarial training (torchgan), RL (rl-games), graph learning (dive-into-graphs)
   and scientific ML (neuraloperator); they are linted once with main dec94b8 and read only for that
-  measurement.
+  measurement;
+- **blind round 9** (fixed on 2026-12-06, after round 8's pooled gate and before linting it) is eight more
+  projects from the package index that are in none of the lists above and under none of ``/work/corpus``
+  and ``/work/corpus-round2`` to ``/work/corpus-round8`` (``bench/lint_blind/fetch_round9.sh``, pinned
+  releases, the sdist where the index gives one that ``unpack_releases.sh`` can take, the wheel otherwise),
+  chosen by field without reading their code: self-supervised learning (solo-learn), medical image
+  segmentation (nnunetv2), OCR (python-doctr), speech enhancement (deepfilternet), diffusion (k-diffusion),
+  RL training scripts (cleanrl), NLP fine-tuning (simpletransformers) and point clouds (torch-points3d);
+  they are linted once with main fd89a93 and read only for that measurement.
 
 Rules are tuned on TUNING only. A blind part is measured once (every error and warning read), its
 verdicts recorded in ``bench/lint_blind/``; after what it taught is fixed it is spent, and says so.
@@ -82,8 +90,10 @@ BLIND_ROUND7 = ("allennlp", "demucs", "normflows", "opacus", "pfrl", "pytorch-ta
                 "torch-geometric-temporal")
 BLIND_ROUND8 = ("dive-into-graphs", "neuraloperator", "pypots", "recbole", "rl-games", "torchgan", "tts",
                 "yolov5")
+BLIND_ROUND9 = ("cleanrl", "deepfilternet", "k-diffusion", "nnunetv2", "python-doctr", "simpletransformers",
+                "solo-learn", "torch-points3d")
 
 if __name__ == "__main__":
     for name in ("TUNING", "BLIND_ROUND1", "BLIND_ROUND2", "BLIND_ROUND3", "BLIND_ROUND4", "BLIND_ROUND5",
-                 "BLIND_ROUND6", "BLIND_ROUND7", "BLIND_ROUND8"):
+                 "BLIND_ROUND6", "BLIND_ROUND7", "BLIND_ROUND8", "BLIND_ROUND9"):
         print(f"{name}: {' '.join(globals()[name])}")

@@ -28,10 +28,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from lint_split import (BLIND_ROUND1, BLIND_ROUND2, BLIND_ROUND3, BLIND_ROUND4, BLIND_ROUND5,  # noqa: E402
-                        BLIND_ROUND6, BLIND_ROUND7, BLIND_ROUND8)
+                        BLIND_ROUND6, BLIND_ROUND7, BLIND_ROUND8, BLIND_ROUND9)
 
 ROUNDS = {1: BLIND_ROUND1, 2: BLIND_ROUND2, 3: BLIND_ROUND3, 4: BLIND_ROUND4, 5: BLIND_ROUND5, 6: BLIND_ROUND6,
-          7: BLIND_ROUND7, 8: BLIND_ROUND8}
+          7: BLIND_ROUND7, 8: BLIND_ROUND8, 9: BLIND_ROUND9}
 COLUMNS = ("project", "path", "line", "column", "code", "severity", "message", "evidence", "cell")
 
 
