@@ -57,10 +57,11 @@ Rule, fixed on 2026-12-05 before any rule was changed for it:
 - **blind round 9** (fixed on 2026-12-06, after round 8's pooled gate and before linting it) is eight more
   projects from the package index that are in none of the lists above and under none of ``/work/corpus``
   and ``/work/corpus-round2`` to ``/work/corpus-round8`` (``bench/lint_blind/fetch_round9.sh``, pinned
-  releases, the sdist where the index gives one that ``unpack_releases.sh`` can take, the wheel otherwise),
+  releases, the sdist where the index gives one that ``unpack_releases.sh`` can take, the wheel for python-doctr
+  and torch-points3d; cleanrl, first chosen for RL, has no release for this Python and gave way to elegantrl),
   chosen by field without reading their code: self-supervised learning (solo-learn), medical image
   segmentation (nnunetv2), OCR (python-doctr), speech enhancement (deepfilternet), diffusion (k-diffusion),
-  RL training scripts (cleanrl), NLP fine-tuning (simpletransformers) and point clouds (torch-points3d);
+  RL (elegantrl), NLP fine-tuning (simpletransformers) and point clouds (torch-points3d);
   they are linted once with main fd89a93 and read only for that measurement.
 
 Rules are tuned on TUNING only. A blind part is measured once (every error and warning read), its
@@ -90,7 +91,7 @@ BLIND_ROUND7 = ("allennlp", "demucs", "normflows", "opacus", "pfrl", "pytorch-ta
                 "torch-geometric-temporal")
 BLIND_ROUND8 = ("dive-into-graphs", "neuraloperator", "pypots", "recbole", "rl-games", "torchgan", "tts",
                 "yolov5")
-BLIND_ROUND9 = ("cleanrl", "deepfilternet", "k-diffusion", "nnunetv2", "python-doctr", "simpletransformers",
+BLIND_ROUND9 = ("deepfilternet", "elegantrl", "k-diffusion", "nnunetv2", "python-doctr", "simpletransformers",
                 "solo-learn", "torch-points3d")
 
 if __name__ == "__main__":

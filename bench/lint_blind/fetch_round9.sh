@@ -5,4 +5,4 @@
 # Not to be linted or read before the final measurement.
 # usage: bench/lint_blind/fetch_round9.sh [DEST]   (default: .corpus-round9; keep it git-ignored)
 set -u
-exec "$(dirname "$0")/unpack_releases.sh" "${1:-.corpus-round9}" cleanrl==1.2.0 deepfilternet==0.5.6 k-diffusion==0.1.1.post1 nnunetv2==2.8.1 python-doctr==1.1.0 simpletransformers==0.70.8 solo-learn==1.0.2 torch-points3d==1.3.0
+exec "$(dirname "$0")/unpack_releases.sh" "${1:-.corpus-round9}" deepfilternet==0.5.6 elegantrl==0.3.6 k-diffusion==0.1.1.post1 nnunetv2==2.8.1 python-doctr==1.1.0 simpletransformers==0.70.8 solo-learn==1.0.2 torch-points3d==1.3.0
