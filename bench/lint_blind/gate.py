@@ -13,7 +13,7 @@ records true, judged, the corpus (projects), the commit linted and the date; rul
 of codes the new verdicts do not cover).
 
 With ``--pooled`` (what the package's file is written with since round 4) the verdicts of every blind
-round since the gate existed (``POOLED``: rounds 2 to 8) are added up per (code, severity): a
+round since the gate existed (``POOLED``: rounds 2 to 9) are added up per (code, severity): a
 rule is on by default when all the blind findings read of it reach the bar, not only the latest round's.
 A latest round alone swung rules both ways on one or two findings (TP952 on at 4/4 after 10/18; TP312
 off at 1/1 after 3/3); pooled, a false alarm once read keeps counting, which is the side to err on. A
@@ -47,7 +47,8 @@ POOLED = {2: ("round2_verdicts.csv", "a10c47f", "2026-12-06"),
           5: ("round5_verdicts.csv", "f343d24", "2026-12-06"),
           6: ("round6_verdicts.csv", "df7825e", "2026-12-06"),
           7: ("round7_verdicts.csv", "41f4947", "2026-12-06"),
-          8: ("round8_verdicts.csv", "dec94b8", "2026-12-06")}
+          8: ("round8_verdicts.csv", "dec94b8", "2026-12-06"),
+          9: ("round9_verdicts.csv", "fd89a93", "2026-12-06")}
 VERDICTS = ("true", "false", "debatable")
 CODE = re.compile(r"^TP\d{3}$")
 
