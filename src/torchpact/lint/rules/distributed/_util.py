@@ -66,15 +66,13 @@ def after(node: ast.AST, anchor: ast.AST) -> bool:
 
 
 # Per-process ids that scripts compare with 0 to pick the main process (`if self.gpu_id == 0:`), on
-# top of the rank words FileContext.in_rank_guard knows.
+# top of the rank words RankGuards knows.
 _PROCESS_ID = re.compile(r"^(gpu|gpu_id|gpu_idx|gpu_index|device_id|device_idx|proc_id|proc_idx|process_id|"
                          r"process_idx|process_index|local_process_index|global_process_index)$", re.I)
 
 
-def in_rank_guard(ctx: FileContext, node: ast.AST) -> bool:
-    """``ctx.in_rank_guard``, plus guards on a per-process GPU / process index compared with 0."""
-    if ctx.in_rank_guard(node):
-        return True
+def in_process_id_guard(ctx: FileContext, node: ast.AST) -> bool:
+    """``node`` is under a test of a per-process GPU / process index against 0 (``if self.gpu_id == 0:``)."""
     child = node
     for anc in ctx.ancestors(node):
         if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test and _tests_process_id(anc.test):

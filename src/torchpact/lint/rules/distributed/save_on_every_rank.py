@@ -7,7 +7,7 @@ from typing import Iterator
 from torchpact.findings import Category, Severity
 from torchpact.lint.context import FileContext, argument, mentions_rank
 from torchpact.lint.rule import Hit, Rule, last_names
-from torchpact.lint.rules.distributed._util import (DDP_CLASSES, FSDP_CLASSES, INIT_PROCESS_GROUP, in_rank_guard,
+from torchpact.lint.rules.distributed._util import (DDP_CLASSES, FSDP_CLASSES, INIT_PROCESS_GROUP, in_process_id_guard,
                                                     is_multiprocess_script)
 
 SAVES = {"torch.save", "torch.serialization.save"}
@@ -23,12 +23,23 @@ class SaveOnEveryRank(Rule):
 
     ## What it does
     In a file that starts a process group (`init_process_group`) or wraps a model in DDP / FSDP,
-    flags `torch.save(obj, path)` that is not under a rank guard. Recognised guards: `if rank == 0`,
-    `if dist.get_rank() == 0`, `if is_main_process()`, `if args.local_rank in (-1, 0)`,
-    `if trainer.is_global_zero`, `if self.gpu_id == 0`, an earlier `if rank != 0: return`, a `@rank_zero_only`
-    decorator, and a function only called under such a guard (`def save_on_master(...)`). A path that mentions
-    the rank (`f"shard_{rank}.pt"`: one file per rank), saves to an in-memory buffer, and functions
-    never called in the file (library code: the caller decides) are not flagged.
+    flags `torch.save(obj, path)` that some path reaches without passing a rank-0 test. The condition:
+    a `torch.save` writes once per job when every path to it passes a test that is true only on rank 0
+    (or outside a distributed job) - an enclosing `if` whose branch only rank 0 takes, an early
+    `return` / `raise` / `exit` that every other rank takes earlier in the same function
+    (`if not self.is_world_master(): return`, `if local_rank > 0: return`), or such a test around every
+    call of the function or method that saves, in this file (followed up to three calls out). Rank-0
+    tests are read in torch's terms: the rank (`dist.get_rank()`, `rank`, `local_rank`, `kwargs["rank"]`,
+    `self.gpu_id`) compared with 0 (`== 0`, `in (-1, 0)`, `<= 0`, `not rank`; `== -1` and
+    `"rank" not in kwargs` mean no distributed job), a rank-0 predicate (`is_main_process`,
+    `accelerator.is_main_process`, `trainer.is_global_zero`, `is_world_process_zero()`, `is_master`), a flag
+    bound from one (`is_writer = dist.get_rank() == 0`), an `and` with one such test, an `or` of such
+    tests and no-job tests only (`not args.distributed or dist.get_rank() == 0`), and a `@rank_zero_only`
+    decorator. A test that is true on other ranks too is no guard:
+    `rank != 0`, `if rank:`, the `else` of `if rank == 0`, `rank == 0 or epoch % 5 == 0`. A test that
+    names the rank in a form not read is taken as a guard (a false alarm costs more than a miss). A
+    path that mentions the rank (`f"shard_{rank}.pt"`: one file per rank), saves to an in-memory
+    buffer, and functions never called in the file (library code: the caller decides) are not flagged.
 
     ## Why is this bad?
     A DDP script runs once per rank, and every rank holds the same replica: without a guard all
@@ -47,7 +58,8 @@ class SaveOnEveryRank(Rule):
     severity = Severity.WARNING
     requires = (
         "the file starts a process group or wraps a model in DDP / FSDP",
-        "the `torch.save` is under no rank guard the analysis recognises",
+        "some path to the `torch.save` passes no rank-0 test: no enclosing branch, early exit of the other "
+        "ranks, or guard around every call of the saving function that only rank 0 passes",
     )
     facts = ("save-writes-only-on-rank-0",)
     message = "`torch.save` runs on every rank of this DDP script: all ranks write the same file at once"
@@ -134,6 +146,70 @@ def main(args):
         if args.save_logs:
             torch.save(model.state_dict(), f"epoch_{epoch}.pt")
 """,
+        """
+import torch
+import torch.distributed as dist
+def export(net, args):
+    if args.local_rank > 0:
+        return
+    torch.save(net.state_dict(), args.out)
+def run(args):
+    dist.init_process_group("gloo")
+    export(net, args)
+""",
+        """
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+class Runner:
+    def write(self, where):
+        torch.save({"weights": self.net.module.state_dict()}, where)
+    def fit(self, net, loader, **kw):
+        self.net = DistributedDataParallel(net)
+        for step, batch in enumerate(loader):
+            self.net(batch).sum().backward()
+            if "rank" not in kw or kw["rank"] == 0:
+                self.write("last.ckpt")
+        if dist.get_rank() == 0:
+            self.write("final.ckpt")
+""",
+        """
+import torch
+from accelerate import Accelerator
+from torch.nn.parallel import DistributedDataParallel
+def dump(state, target):
+    torch.save(state, target)
+def loop(accelerator, encoder):
+    wrapped = DistributedDataParallel(encoder)
+    for epoch in range(4):
+        if accelerator.is_main_process:
+            dump(wrapped.module.state_dict(), "enc.bin")
+    if epoch == 3 and accelerator.is_main_process:
+        dump(wrapped.module.state_dict(), "enc-final.bin")
+""",
+        """
+import torch
+import torch.distributed as dist
+def main(world):
+    dist.init_process_group("gloo", world_size=world)
+    writer = not dist.is_initialized() or dist.get_rank() == 0
+    for it in range(100):
+        step(it)
+        if writer and it % 10 == 0:
+            torch.save(weights, "w.pt")
+""",
+        """
+import torch
+import torch.distributed as dist
+class Loop:
+    def persist(self, dest):
+        if not self.is_world_master():
+            raise RuntimeError("only the first process writes")
+        torch.save(self.state, dest)
+    def start(self):
+        dist.init_process_group("gloo")
+        self.persist("s.pt")
+""",
     ]
     invalid = [
         """
@@ -159,6 +235,47 @@ def worker(rank):
         save_checkpoint(model, "last.pt")
 if __name__ == "__main__":
     mp.spawn(worker, nprocs=4)
+""",
+        """
+import torch
+import torch.distributed as dist
+def main(world):
+    dist.init_process_group("gloo", world_size=world)
+    for epoch in range(20):
+        train(epoch)
+        if dist.get_rank() == 0 or epoch % 5 == 0:
+            torch.save(weights, "w.pt")
+""",
+        """
+import torch
+import torch.distributed as dist
+def export(net, args):
+    torch.save(net.state_dict(), args.out)
+def run(args):
+    dist.init_process_group("gloo")
+    if args.local_rank in (-1, 0):
+        export(net, args)
+    export(net, args)
+""",
+        """
+import torch
+import torch.distributed as dist
+def main(rank):
+    dist.init_process_group("gloo")
+    helper = rank != 0
+    if helper:
+        torch.save(weights, "w.pt")
+""",
+        """
+import torch
+import torch.distributed as dist
+def write(net, where, local_rank):
+    if local_rank == 0:
+        return
+    torch.save(net.state_dict(), where)
+def main(local_rank):
+    dist.init_process_group("gloo")
+    write(net, "last.ckpt", local_rank)
 """,
     ]
 
@@ -188,7 +305,7 @@ def _per_rank_or_in_memory(ctx: FileContext, target: ast.AST) -> bool:
 
 def _runs_on_every_rank(ctx: FileContext, node: ast.AST, depth: int) -> bool:
     """``node`` is reached on every rank: not under a rank guard, here or at any caller in the file."""
-    if in_rank_guard(ctx, node):
+    if ctx.rank_guards.rank_zero_only(node) or in_process_id_guard(ctx, node):
         return False
     fn = ctx.enclosing_function(node)
     if fn is None:
