@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 
 from torchpact.lint.analysis.bindings import Bindings
 from torchpact.lint.analysis.following import follows_definitions
@@ -57,22 +58,7 @@ class RankGuards:
 
     def guarded(self, node: ast.AST) -> bool:
         """Whether ``node`` only runs on some ranks: under a rank test, or after an early rank exit."""
-        child = node
-        for anc in self._navigation.ancestors(node):
-            if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test and self.tests_rank(anc.test):
-                return True
-            if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                if any(mentions_rank(d) for d in anc.decorator_list):
-                    return True
-                if anc.name and RANK_WORDS.search(anc.name):
-                    return True
-            body = getattr(anc, "body", None)
-            if isinstance(body, list) and child in body:
-                for stmt in body[: body.index(child)]:
-                    if isinstance(stmt, ast.If) and _exits(stmt.body) and self.tests_rank(stmt.test):
-                        return True
-            child = anc
-        return False
+        return self._walk(node, lambda test, taken: True, lambda test: True, whole_file=True)
 
     def rank_zero_only(self, node: ast.AST) -> bool:
         """Whether ``node`` runs on rank 0 only (or outside a distributed job): it sits in the branch of a rank
@@ -80,21 +66,34 @@ class RankGuards:
         decorator or name says rank 0. A test that is true on other ranks as well (``rank != 0``,
         ``rank == 0 or epoch % 5 == 0``) guards nothing here; one that names the rank in a form not read is
         taken as a rank-0 test."""
+        def branch(test: ast.AST, taken: bool) -> bool:
+            return (self.ranks_passing(test) != OTHERS) if taken else (self.ranks_passing(test) == OTHERS)
+
+        return self._walk(node, branch, lambda test: self.ranks_passing(test) != ZERO, whole_file=False)
+
+    def _walk(self, node: ast.AST, branch: Callable[[ast.AST, bool], bool], exit_test: Callable[[ast.AST], bool],
+              whole_file: bool) -> bool:
+        """Whether a rank test on the way from ``node`` up guards it: the branch of an ``if`` that holds it
+        (``branch(test, in_body)``), an earlier ``if`` of its block that exits (``exit_test(test)``), or a
+        function around it whose decorator or name speaks of ranks; past the first function only when
+        ``whole_file``."""
         child = node
         for anc in self._navigation.ancestors(node):
             if isinstance(anc, (ast.If, ast.IfExp)) and child is not anc.test and self.tests_rank(anc.test):
-                taken = self.ranks_passing(anc.test)
                 in_body = child is anc.body if isinstance(anc, ast.IfExp) else child in anc.body
-                if (taken != OTHERS) if in_body else (taken == OTHERS):
+                if branch(anc.test, in_body):
                     return True
             body = getattr(anc, "body", None)
             if isinstance(body, list) and child in body:
                 for stmt in body[: body.index(child)]:
                     if (isinstance(stmt, ast.If) and _exits(stmt.body) and self.tests_rank(stmt.test)
-                            and self.ranks_passing(stmt.test) != ZERO):
+                            and exit_test(stmt.test)):
                         return True
             if isinstance(anc, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                return any(mentions_rank(d) for d in anc.decorator_list) or bool(RANK_WORDS.search(anc.name))
+                if any(mentions_rank(d) for d in anc.decorator_list) or RANK_WORDS.search(anc.name):
+                    return True
+                if not whole_file:
+                    return False
             child = anc
         return False
 
